@@ -1,0 +1,155 @@
+"""The `llada-bench` command: plan, sweep, verify, and the doors to report, roofline and env."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from pathlib import Path
+from typing import Callable
+
+from orchestrator.driver import SweepSummary, default_out_dir, run_sweep
+from orchestrator.plan import PlannedRun, plan_runs
+from orchestrator.progress import Progress
+from orchestrator.store import ArtifactStore
+from specs.artifacts import SweepLayout, verify
+from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
+
+EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+
+# Subcommands owned by other stages: (module, help). Imported only when used.
+DELEGATED = {
+    "report": ("report.cli", "render results.parquet, figures and report.html from a sweep's artifacts"),
+    "roofline": ("roofline.cli", "the analytical roofline of LLaMA or LLaDA on a hardware profile"),
+    "env": ("workers.env_command", "print the environment record a worker captures (GPU, CUDA, versions)"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        module = importlib.import_module(DELEGATED[argv[0]][0])
+        return int(module.main(argv[1:]))
+    args = _parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except SpecError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llada-bench",
+        description="Inference efficiency of LLaDA-8B next to LLaMA-3-8B: spec → plan → runs → artifacts → report.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    plan = commands.add_parser("plan", help="validate a spec and list its planned runs")
+    plan.add_argument("spec", nargs="?", default=DEFAULT_SPEC, help=f"spec file (default {DEFAULT_SPEC})")
+    plan.set_defaults(handler=_plan)
+
+    sweep = commands.add_parser("sweep", help="run every planned run through Ray into artifacts, then report")
+    sweep.add_argument("spec", nargs="?", default=DEFAULT_SPEC, help=f"spec file (default {DEFAULT_SPEC})")
+    sweep.add_argument("--out", type=Path, help="sweep directory (default artifacts/<spec name>)")
+    sweep.add_argument("--force", action="store_true", help="rerun every run, even those already done")
+    sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
+    sweep.add_argument("--actors", type=int, help="workers to start (default: one per GPU, else one)")
+    sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    sweep.set_defaults(handler=_sweep)
+
+    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory")
+    check.add_argument("dir", type=Path, help="sweep directory, e.g. artifacts/smoke")
+    check.set_defaults(handler=_verify)
+
+    for name, (_, text) in DELEGATED.items():
+        commands.add_parser(name, help=text, add_help=False)
+    return parser
+
+
+def _plan(args: argparse.Namespace) -> int:
+    spec = load_spec(args.spec)
+    planned = plan_runs(spec)
+    print(format_plan(planned))
+    print(f"{len(planned)} runs planned for sweep {spec.name!r}")
+    return EXIT_OK
+
+
+def format_plan(planned: list[PlannedRun]) -> str:
+    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg")
+    rows = [header] + [
+        (
+            run.run_id, run.config.model.name, run.config.model.arch, str(run.config.batch_size),
+            str(run.config.prompt_length), str(run.config.generation_length), _dash(run.config.steps),
+            _dash(run.config.block_length), _dash(run.config.remasking),
+            _dash(run.config.cfg_scale if run.config.steps is not None else None),
+        )
+        for run in planned
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def _dash(value: object) -> str:
+    return "-" if value is None else f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    spec_path = resolve_path(args.spec)
+    spec = load_spec(args.spec)
+    planned = plan_runs(spec)
+    store = ArtifactStore(default_out_dir(spec, args.out))
+    store.open(spec, spec_path.read_text(encoding="utf-8"), force=args.force)
+    done = set() if args.force else store.completed([r.run_id for r in planned], retry_failed=args.retry_failed)
+    todo = len(planned) - len(done)
+    print(f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}")
+    summary = run_sweep(spec, planned, store, done=done, actors=args.actors, progress=Progress(total=todo))
+    print(format_summary(summary, store.root))
+    if summary.interrupted:
+        print(
+            f"interrupted by {summary.interrupted}: every finished run is saved and the manifest is current; "
+            f"rerun the same command to resume",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    if not args.no_report:
+        _report(store.root)
+    return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+
+
+def format_summary(summary: SweepSummary, root: Path) -> str:
+    if not summary.results and not summary.interrupted:
+        return f"nothing to run: all {summary.planned} runs are already done in {root} (use --force to rerun)"
+    statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
+    loads = ", ".join(f"{model} ×{n}" for model, n in sorted(summary.model_loads.items())) or "none recorded"
+    return "\n".join(
+        [
+            f"finished {len(summary.results)} runs ({statuses}) in {summary.wall_s:.1f} s wall time",
+            f"time inside runs {summary.run_seconds:.1f} s, of which measured repetitions {summary.measured_seconds:.1f} s",
+            f"model loads: {loads}",
+        ]
+    )
+
+
+def _report(root: Path) -> None:
+    render: Callable[..., object] = importlib.import_module("report.render").render_report
+    render(root)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    if not args.dir.is_dir():
+        print(f"error: {args.dir}: no such sweep directory", file=sys.stderr)
+        return EXIT_USAGE
+    problems = verify(SweepLayout(args.dir))
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{args.dir}: {len(problems)} problem(s); rerun the sweep to recompute damaged runs", file=sys.stderr)
+        return EXIT_RUNS_FAILED
+    count = len(SweepLayout(args.dir).run_files())
+    print(f"{args.dir}: verified ({count} runs, spec and manifest checksums match)")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

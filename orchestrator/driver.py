@@ -1,0 +1,242 @@
+"""The sweep driver: planned runs → Ray actors → artifacts, written the moment each result arrives."""
+
+from __future__ import annotations
+
+import signal
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from contextlib import contextmanager
+
+from orchestrator.actor import actor_shape, start_actor
+from orchestrator.cluster import Capacity, connect
+from orchestrator.plan import PlannedRun
+from orchestrator.progress import Progress
+from orchestrator.store import ArtifactStore
+from specs.results import RunResult, RunStatus
+from specs.schema import ExperimentSpec
+
+WAIT_SLICE_S = 1.0  # how often the loop looks up from ray.wait (for signals)
+
+
+class Interrupted(Exception):
+    """SIGTERM or SIGINT reached the driver (a SLURM wall-time warning, Ctrl-C)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@dataclass
+class SweepSummary:
+    planned: int
+    skipped_done: int
+    results: list[RunResult] = field(default_factory=list)
+    wall_s: float = 0.0
+    model_loads: Counter[str] = field(default_factory=Counter)
+    interrupted: str | None = None
+
+    @property
+    def statuses(self) -> Counter[str]:
+        return Counter(r.status.value for r in self.results)
+
+    @property
+    def failed(self) -> int:
+        return sum(1 for r in self.results if r.status in (RunStatus.ERROR, RunStatus.CRASHED))
+
+    @property
+    def run_seconds(self) -> float:
+        """Time the actors spent in runs (load, warm-up, measurement, quality)."""
+        return sum(_duration_s(r) for r in self.results)
+
+    @property
+    def measured_seconds(self) -> float:
+        """Time inside measured repetitions only."""
+        return sum(sum(r.samples.latency_e2e_s) for r in self.results if r.samples)
+
+
+@dataclass
+class _Slot:
+    """One live actor and what it holds."""
+
+    actor: Any
+    model: str | None = None
+    busy: bool = False
+
+
+class _Queue:
+    """Pending runs, handed out so that an actor keeps its model as long as runs of it remain."""
+
+    def __init__(self, runs: list[PlannedRun]) -> None:
+        self._runs = list(runs)
+        self.attempts: dict[str, int] = {r.run_id: 1 for r in runs}
+
+    def __bool__(self) -> bool:
+        return bool(self._runs)
+
+    def take(self, held: str | None, held_elsewhere: set[str]) -> PlannedRun:
+        choices = (
+            [r for r in self._runs if r.config.model.name == held],
+            [r for r in self._runs if r.config.model.name not in held_elsewhere],
+            self._runs,
+        )
+        run = next(group[0] for group in choices if group)
+        self._runs.remove(run)
+        return run
+
+    def retry(self, run: PlannedRun) -> None:
+        self.attempts[run.run_id] += 1
+        self._runs.insert(0, run)
+
+
+def run_sweep(
+    spec: ExperimentSpec,
+    planned: list[PlannedRun],
+    store: ArtifactStore,
+    *,
+    done: set[str],
+    actors: int | None = None,
+    progress: Progress | None = None,
+    connect_fn: Callable[[], Capacity] = connect,
+) -> SweepSummary:
+    """Run every planned run not already done; failures become artifacts, and the sweep always ends."""
+    todo = [run for run in planned if run.run_id not in done]
+    summary = SweepSummary(planned=len(planned), skipped_done=len(planned) - len(todo))
+    progress = progress or Progress(total=len(todo))
+    started = time.perf_counter()
+    if not todo:
+        return summary
+    with _signals_interrupt():
+        try:
+            capacity = connect_fn()
+            count = actors or max(1, capacity.gpus)
+            _drive(spec, todo, store, summary, progress, count, capacity)
+        except Interrupted as stop:
+            summary.interrupted = str(stop)
+        finally:
+            summary.wall_s = time.perf_counter() - started
+            progress.close()
+    return summary
+
+
+def _drive(
+    spec: ExperimentSpec,
+    todo: list[PlannedRun],
+    store: ArtifactStore,
+    summary: SweepSummary,
+    progress: Progress,
+    count: int,
+    capacity: Capacity,
+) -> None:
+    import ray
+    from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
+
+    shape = actor_shape(capacity.gpus, capacity.cpus, count)
+    slots = [_Slot(start_actor(shape)) for _ in range(min(count, len(todo)))]
+    queue = _Queue(todo)
+    in_flight: dict[Any, tuple[_Slot, PlannedRun]] = {}
+    try:
+        while queue or in_flight:
+            for slot in slots:
+                if not slot.busy and queue:
+                    held_elsewhere = {s.model for s in slots if s is not slot and s.model}
+                    run = queue.take(slot.model, held_elsewhere)
+                    ref = slot.actor.run.remote(
+                        run.config.model_dump_json(), spec.name, run.run_id, queue.attempts[run.run_id]
+                    )
+                    slot.busy, slot.model = True, run.config.model.name
+                    in_flight[ref] = (slot, run)
+            ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
+            for ref in ready:
+                slot, run = in_flight.pop(ref)
+                slot.busy = False
+                try:
+                    result = RunResult.model_validate_json(ray.get(ref))
+                except (ActorDiedError, ActorUnavailableError, RayActorError) as died:
+                    _count_loads(summary, slot)
+                    slots[slots.index(slot)] = _Slot(start_actor(shape))
+                    if queue.attempts[run.run_id] <= spec.controls.max_retries:
+                        progress.note(f"worker died during {run.run_id}; retrying on a fresh worker")
+                        queue.retry(run)
+                        continue
+                    result = failed_result(spec.name, run, RunStatus.CRASHED, died, queue.attempts[run.run_id])
+                except RayTaskError as raised:
+                    result = failed_result(spec.name, run, RunStatus.ERROR, raised, queue.attempts[run.run_id])
+                store.write_result(result)
+                summary.results.append(result)
+                progress.finished(result)
+        for slot in slots:
+            _count_loads(summary, slot)
+    finally:
+        for slot in slots:
+            ray.kill(slot.actor, no_restart=True)
+
+
+def _count_loads(summary: SweepSummary, slot: _Slot) -> None:
+    import ray
+
+    try:
+        summary.model_loads.update(ray.get(slot.actor.load_counts.remote(), timeout=30))
+    except Exception:  # a dead actor's count is lost; its runs' model_load_s still show the loads
+        return
+
+
+def failed_result(sweep: str, run: PlannedRun, status: RunStatus, error: BaseException, attempts: int) -> RunResult:
+    """A result for a run whose worker could not report one itself."""
+    now = _now()
+    return RunResult(
+        run_id=run.run_id,
+        sweep=sweep,
+        config=run.config,
+        status=status,
+        weights="synthetic" if run.config.model.is_synthetic else "real",
+        started_at=now,
+        finished_at=now,
+        attempts=attempts,
+        error=f"{error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}",
+        traceback="".join(traceback.format_exception(error)),
+    )
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _duration_s(result: RunResult) -> float:
+    try:
+        start = datetime.fromisoformat(result.started_at)
+        end = datetime.fromisoformat(result.finished_at)
+    except ValueError:
+        return 0.0
+    return max(0.0, (end - start).total_seconds())
+
+
+@contextmanager
+def _signals_interrupt() -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into Interrupted in the driver loop, so what arrived is kept and the manifest
+    is current when the process exits."""
+
+    def handler(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for s in previous:
+            signal.signal(s, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = {}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def default_out_dir(spec: ExperimentSpec, out: Path | None) -> Path:
+    """artifacts/<sweep>/ unless --out names the sweep directory itself."""
+    return out if out is not None else Path("artifacts") / spec.name

@@ -1,0 +1,1 @@
+"""The shared vocabulary: spec schema, run results, artifact layout. Pydantic only."""

@@ -1,0 +1,168 @@
+"""Read a spec file into a validated ExperimentSpec, turning every failure into one readable line."""
+
+from __future__ import annotations
+
+import re
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from specs.schema import ExperimentSpec
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_SPEC = "specs/smoke.yaml"
+
+
+class SpecError(ValueError):
+    """A spec the user can fix; its message is one line naming the file, the field and what is allowed."""
+
+
+def resolve_path(path: str | Path) -> Path:
+    """A path as given, else relative to the installed package root (so shipped specs work anywhere)."""
+    candidate = Path(path)
+    if candidate.exists() or candidate.is_absolute():
+        return candidate
+    packaged = PACKAGE_ROOT / candidate
+    return packaged if packaged.exists() else candidate
+
+
+def load_spec(path: str | Path = DEFAULT_SPEC) -> ExperimentSpec:
+    """Load and validate a spec file; raise SpecError with one line on any problem."""
+    file = resolve_path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such spec file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read spec file ({exc.__class__.__name__}: {exc})") from None
+    return parse_spec(text, source=str(path))
+
+
+def parse_spec(text: str, source: str = "<spec>") -> ExperimentSpec:
+    """Validate YAML text (safe-loaded: no tags, no code) into an ExperimentSpec."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SpecError(f"{source}: malformed YAML{where}: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: a spec must be a mapping with keys name, models, grid, ...")
+    try:
+        spec = ExperimentSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
+    check_local_files(spec, source)
+    return spec
+
+
+def check_local_files(spec: ExperimentSpec, source: str) -> None:
+    """Paths that must exist on this machine: prompt files and local checkpoints."""
+    dataset = spec.prompts.dataset
+    if dataset.endswith((".txt", ".jsonl")):
+        file = resolve_path(dataset)
+        if not file.is_file():
+            raise SpecError(f"{source}: prompts.dataset: no such file {dataset!r}")
+    for index, model in enumerate(spec.models):
+        checkpoint = getattr(model.source, "checkpoint", None)
+        if checkpoint and _looks_local(checkpoint) and not resolve_path(checkpoint).is_dir():
+            raise SpecError(
+                f"{source}: models.{index}.source.checkpoint: no such directory {checkpoint!r} "
+                "(a hub id looks like 'org/name')"
+            )
+
+
+def _looks_local(checkpoint: str) -> bool:
+    return checkpoint.startswith(("/", "./", "../", "~")) or checkpoint.count("/") > 1
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """The first error as 'field.path: what is wrong; allowed: ...' (pydantic's own words otherwise)."""
+    error = _most_specific(exc.errors())
+    loc = [part for part in error["loc"] if not _is_union_tag(part)]
+    field = ".".join(str(part) for part in loc) or "spec"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(error["loc"][:-1])
+        hint = f"; allowed: {', '.join(allowed)}" if allowed else ""
+        return f"{field}: unknown key{hint}"
+    if kind == "missing":
+        return f"{field}: required field is missing"
+    message = error["msg"]
+    if message.startswith("Value error, "):
+        message = message[len("Value error, "):]
+    if kind == "value_error":
+        named = re.match(r"^([A-Za-z_][\w.]*): ", message)
+        if named:
+            field = ".".join(part for part in (".".join(map(str, loc)), named.group(1)) if part)
+            message = message[named.end():]
+    if kind == "literal_error":
+        message = message.replace("Input should be", "allowed:")
+    value = error.get("input")
+    shown = f" (got {value!r})" if kind != "value_error" and _short(value) else ""
+    return f"{field}: {message}{shown}".replace("\n", " ")
+
+
+def _short(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool)) and len(repr(value)) <= 60
+
+
+def _is_union_tag(part: Any) -> bool:
+    """Pydantic puts the union member's class name (or a tagged-union key) in the error location."""
+    return isinstance(part, str) and (part[:1].isupper() or part.startswith(("literal[", "function-")))
+
+
+def _most_specific(errors: list[dict[str, Any]]) -> dict[str, Any]:
+    """Of a union's alternative errors, report the deepest: it is the one the user meant."""
+    def rank(error: dict[str, Any]) -> tuple[int, bool]:
+        depth = len([p for p in error["loc"] if not _is_union_tag(p)])
+        # A wrong-type complaint from the union member the user did not mean ranks below a real one.
+        return depth, not (error["type"] == "literal_error" or error["type"].endswith("_type"))
+
+    return max(errors, key=rank)
+
+
+def _allowed_keys(loc: tuple[Any, ...]) -> list[str]:
+    """Walk the schema along an error location to the model whose keys are allowed there."""
+    current: Any = ExperimentSpec
+    for part in loc:
+        current = _step(current, part)
+        if current is None:
+            return []
+    model = _as_model(current)
+    return list(model.model_fields) if model else []
+
+
+def _step(annotation: Any, part: Any) -> Any:
+    if isinstance(part, str) and _is_union_tag(part):
+        name = re.sub(r"^function-\w+\[.*, (\w+)\]$", r"\1", part)
+        return next((a for a in _members(annotation) if getattr(a, "__name__", "") == name), None)
+    model = _as_model(annotation)
+    if model is not None and isinstance(part, str):
+        field = model.model_fields.get(part)
+        return field.annotation if field else None
+    if isinstance(part, int):
+        for member in _members(annotation):
+            args = typing.get_args(member)
+            if typing.get_origin(member) is list and args:
+                return args[0]
+    return None
+
+
+def _members(annotation: Any) -> list[Any]:
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        return [m for a in typing.get_args(annotation) for m in _members(a)]
+    if origin is typing.Annotated:
+        return _members(typing.get_args(annotation)[0])
+    return [annotation]
+
+
+def _as_model(annotation: Any) -> type[BaseModel] | None:
+    models = [m for m in _members(annotation) if isinstance(m, type) and issubclass(m, BaseModel)]
+    return models[0] if len(models) == 1 else None

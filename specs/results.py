@@ -1,0 +1,119 @@
+"""What one run returns: raw samples, memory, environment, generations and quality (one JSON artifact)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from specs.schema import RunConfig
+
+
+class Record(BaseModel):
+    """Base of every result model: strict on read, immutable once made."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RunStatus(str, Enum):
+    OK = "ok"
+    ERROR = "error"  # the run raised; the traceback is kept
+    OOM = "oom"  # out of memory: a finding (the memory wall), not a crash
+    REFUSED = "refused"  # the hardware did not meet the spec's requirement
+    CRASHED = "crashed"  # the worker died more often than the retry bound
+    SKIPPED = "skipped"  # the roofline predicted it cannot fit and the spec asked to skip
+
+
+class Samples(Record):
+    """Raw timings, never aggregated in the worker (medians and CIs are the report's job)."""
+
+    timer: Literal["cuda_event", "perf_counter"]
+    warmup_latency_s: list[float] = Field(default_factory=list)
+    latency_e2e_s: list[float]  # one per measured repetition
+    batch_index: list[int]  # which prompt batch each repetition ran
+    ttft_s: list[float] | None = None  # LLaMA: prefill of each repetition
+    itl_s: list[list[float]] | None = None  # LLaMA: each decode step of each repetition
+    step_s: list[list[float]] | None = None  # LLaDA: each diffusion step of each repetition
+    tokens_committed: list[list[int]] | None = None  # LLaDA: tokens unmasked per step (whole batch)
+
+
+class Memory(Record):
+    """Peak memory of the measured region; on CPU only the process's RSS growth is known."""
+
+    device: Literal["cuda", "cpu"]
+    weights_bytes: int
+    peak_allocated_bytes: int | None = None
+    peak_reserved_bytes: int | None = None
+    peak_rss_delta_bytes: int | None = None
+    at_failure_allocated_bytes: int | None = None  # OOM runs: what was held when it failed
+
+
+class Environment(Record):
+    """Everything needed to say where a number came from."""
+
+    hostname: str
+    platform: str
+    python: str
+    torch: str | None = None
+    transformers: str | None = None
+    flash_attn: str | None = None
+    cuda: str | None = None
+    device: str  # "cpu" or the GPU's name
+    gpu_count: int = 0
+    driver: str | None = None
+    attention_kernel: str | None = None  # the kernel the model actually ran
+    dtype: str | None = None
+    git_commit: str | None = None
+    image_digest: str | None = None
+    nvml: dict[str, float | int | str] | None = None  # clocks, temperature, power
+    other_gpu_processes: bool | None = None
+    cpu_threads: int | None = None
+
+
+class Generation(Record):
+    prompt_id: int
+    token_ids: list[int]
+    text: str
+    useful_tokens: int  # tokens up to the first EOS/EoT; the budget N_out is the config's
+
+
+class QualityRecord(Record):
+    """Quality of one continuation (None where a metric is off)."""
+
+    prompt_id: int
+    bertscore_precision: float | None = None
+    bertscore_recall: float | None = None
+    bertscore_f1: float | None = None
+    nll_per_token: float | None = None
+    gen_ppl: float | None = None
+    elbo_nll_per_token: float | None = None  # LLaDA's bound: an upper bound on NLL, not a perplexity
+    repeated_bigram_rate: float | None = None
+    distinct_1: float | None = None
+    distinct_2: float | None = None
+
+
+class RunResult(Record):
+    """One artifact: the config that made it, its status, and everything it measured."""
+
+    schema_version: int = 1
+    run_id: str
+    sweep: str
+    config: RunConfig
+    status: RunStatus
+    weights: Literal["synthetic", "real"]
+    started_at: str
+    finished_at: str
+    attempts: int = 1
+    error: str | None = None
+    traceback: str | None = None
+    model_load_s: float | None = None  # this actor's load of the model, 0 when already loaded
+    samples: Samples | None = None
+    memory: Memory | None = None
+    environment: Environment | None = None
+    nfe: int | None = None  # model forward passes per generation
+    generations: list[Generation] = Field(default_factory=list)
+    quality: list[QualityRecord] | None = None
+    quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature
+    calibration: dict[str, list[QualityRecord]] | None = None  # "reference", "unrelated"
+    quality_note: str | None = None  # e.g. "synthetic weights: quality not meaningful"

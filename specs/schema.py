@@ -1,0 +1,391 @@
+"""The experiment spec: the pydantic models every stage reads (YAML in, validated, frozen)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from specs.shapes import PRESET_NAMES, Arch, ModelShape, preset_shape
+
+SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+SAFE_NAME_HELP = "1-64 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+Dtype = Literal["bfloat16", "float16", "float32"]
+Attention = Literal["sdpa", "flash_attention_2", "eager"]
+Remasking = Literal["low_confidence", "random"]
+Device = Literal["auto", "cpu", "cuda"]
+
+
+class Frozen(BaseModel):
+    """Base of every spec model: unknown keys are errors and nothing changes after validation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _safe_name(value: str) -> str:
+    if not SAFE_NAME.match(value) or value in {".", ".."}:
+        raise ValueError(f"{value!r} is not a safe name; use {SAFE_NAME_HELP}")
+    return value
+
+
+# ---------------------------------------------------------------- models
+
+
+class SyntheticSource(Frozen):
+    """Random-initialised weights of a named preset shape or an explicit one."""
+
+    synthetic: Union[Literal["tiny", "small", "8b"], ModelShape]
+    seed: int = 0
+
+
+class CheckpointSource(Frozen):
+    """A local directory or a hub id, resolved through the HF cache."""
+
+    checkpoint: str = Field(min_length=1)
+    revision: str | None = None
+    tokenizer: str | None = None
+    # Remote code runs only when a spec opts in by name (DESIGN: no remote code by default).
+    trust_remote_code: bool = False
+
+
+def _source_kind(value: object) -> str | None:
+    """Pick the source's class by its key, so an error speaks of the form the user wrote."""
+    if isinstance(value, dict):
+        if "checkpoint" in value:
+            return "CheckpointSource"
+        if "synthetic" in value:
+            return "SyntheticSource"
+        return None
+    return type(value).__name__
+
+
+ModelSource = Annotated[
+    Union[
+        Annotated[SyntheticSource, Tag("SyntheticSource")],
+        Annotated[CheckpointSource, Tag("CheckpointSource")],
+    ],
+    Discriminator(
+        _source_kind,
+        custom_error_type="source_kind",
+        custom_error_message="give either 'synthetic: tiny|small|8b|{shape}' or 'checkpoint: <path or hub id>'",
+    ),
+]
+
+
+class LladaAxes(Frozen):
+    """Axes that apply to LLaDA models only; they never multiply LLaMA runs."""
+
+    steps: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    block_lengths: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    remasking: list[Remasking] = Field(default_factory=lambda: ["low_confidence"], min_length=1)
+    cfg_scales: list[Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: [0.0], min_length=1)
+
+
+class ModelSpec(Frozen):
+    """One model of the sweep."""
+
+    name: str
+    arch: Arch
+    source: ModelSource
+    chat: bool = False
+    # LLaDA's [MASK] id; None = read from the checkpoint config or the synthetic tokenizer.
+    mask_token_id: int | None = Field(default=None, ge=0)
+    # Per-model LLaDA axes replacing grid.llada (LLaDA models only).
+    llada: LladaAxes | None = None
+
+    _name = field_validator("name")(_safe_name)
+
+    @model_validator(mode="after")
+    def _llada_only_fields(self) -> "ModelSpec":
+        if self.arch == "llama" and self.llada is not None:
+            raise ValueError("llada: LLaDA axes (steps, block_lengths) given for a llama model; remove them")
+        if self.arch == "llama" and self.mask_token_id is not None:
+            raise ValueError("mask_token_id: applies to llada models only")
+        return self
+
+    @property
+    def is_synthetic(self) -> bool:
+        return isinstance(self.source, SyntheticSource)
+
+    def shape(self) -> ModelShape | None:
+        """The architecture's shape when known before loading (synthetic models), else None."""
+        if not isinstance(self.source, SyntheticSource):
+            return None
+        if isinstance(self.source.synthetic, ModelShape):
+            return self.source.synthetic
+        return preset_shape(self.arch, self.source.synthetic)
+
+
+# ---------------------------------------------------------------- grid
+
+
+class LengthPair(Frozen):
+    prompt: int = Field(gt=0)
+    generation: int = Field(gt=0)
+
+
+class Grid(Frozen):
+    """The swept axes. Lengths: either a cross product or total lengths with a prompt fraction."""
+
+    batch_sizes: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    prompt_lengths: list[Annotated[int, Field(gt=0)]] | None = None
+    generation_lengths: list[Annotated[int, Field(gt=0)]] | None = None
+    sequence_lengths: list[Annotated[int, Field(gt=1)]] | None = None
+    prompt_fraction: float | None = Field(default=None, gt=0, lt=1)
+    llada: LladaAxes | None = None
+
+    @model_validator(mode="after")
+    def _one_length_form(self) -> "Grid":
+        cross = self.prompt_lengths is not None or self.generation_lengths is not None
+        total = self.sequence_lengths is not None or self.prompt_fraction is not None
+        if cross and total:
+            raise ValueError(
+                "prompt_lengths: give either prompt_lengths + generation_lengths, or sequence_lengths + prompt_fraction, not both"
+            )
+        if cross and (not self.prompt_lengths or not self.generation_lengths):
+            raise ValueError("generation_lengths: prompt_lengths and generation_lengths must both be given")
+        if total and (not self.sequence_lengths or self.prompt_fraction is None):
+            raise ValueError("prompt_fraction: sequence_lengths needs prompt_fraction (e.g. 0.5)")
+        if not cross and not total:
+            raise ValueError("prompt_lengths: give prompt_lengths + generation_lengths, or sequence_lengths + prompt_fraction")
+        if total:
+            for n in self.sequence_lengths or []:
+                prompt = round(n * (self.prompt_fraction or 0))
+                if prompt < 1 or prompt >= n:
+                    raise ValueError(f"sequence_lengths: {n} tokens with prompt_fraction {self.prompt_fraction} leave no prompt or no generation")
+        return self
+
+    def length_pairs(self) -> list[LengthPair]:
+        """Every (prompt, generation) pair the grid asks for, in the order given."""
+        if self.sequence_lengths is not None and self.prompt_fraction is not None:
+            pairs = []
+            for n in self.sequence_lengths:
+                prompt = round(n * self.prompt_fraction)
+                pairs.append(LengthPair(prompt=prompt, generation=n - prompt))
+            return pairs
+        return [
+            LengthPair(prompt=p, generation=g)
+            for p in self.prompt_lengths or []
+            for g in self.generation_lengths or []
+        ]
+
+
+# ---------------------------------------------------------------- controls, prompts, quality
+
+
+class HardwareRequirement(Frozen):
+    """Which GPU a measurement is valid on; a worker refuses to measure elsewhere."""
+
+    gpu: str = "any"  # "any", or a substring of the device name such as "A100"
+    exclusive: bool = False  # refuse when other processes share the GPU
+    allow_mismatch: bool = False  # measure anyway and record the mismatch
+
+
+class Controls(Frozen):
+    """What stays identical across every run of a sweep (study section 4.2)."""
+
+    dtype: Dtype = "bfloat16"
+    attention: Attention = "sdpa"
+    device: Device = "auto"
+    warmup: int = Field(default=3, ge=0)
+    repetitions: int = Field(default=5, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    hardware: HardwareRequirement = HardwareRequirement()
+    # Skip runs the roofline memory model predicts cannot fit on the hardware.
+    skip_predicted_oom: bool = False
+    # Bound on retries of a run whose worker died.
+    max_retries: int = Field(default=2, ge=0)
+
+    @model_validator(mode="after")
+    def _kernel_fits_device(self) -> "Controls":
+        if self.attention == "flash_attention_2" and self.device == "cpu":
+            raise ValueError("attention: 'flash_attention_2' needs a CUDA device; allowed on cpu: 'sdpa', 'eager'")
+        if self.attention == "flash_attention_2" and self.dtype == "float32":
+            raise ValueError("attention: 'flash_attention_2' runs in bfloat16 or float16 only; use dtype bfloat16")
+        return self
+
+
+class Prompts(Frozen):
+    """Where prompts come from: a local .txt (blank-line separated) or .jsonl file, or a hub dataset."""
+
+    dataset: str = "specs/data/prompts.txt"
+    config: str | None = None  # hub dataset config, e.g. wikitext-103-raw-v1
+    split: str = "validation"
+    text_field: str = "text"
+    count: int = Field(default=8, gt=0)
+
+
+class BertScoreSpec(Frozen):
+    model: str = "packaged-minilm"  # or a local path / hub id such as roberta-large
+    num_layers: int = Field(default=6, gt=0)
+
+
+class PerplexitySpec(Frozen):
+    evaluator: str  # a model name of this spec, or a checkpoint path / hub id
+
+
+class ElboSpec(Frozen):
+    samples: int = Field(default=16, gt=0)
+
+
+class QualitySpec(Frozen):
+    """Which quality metrics each run computes (None = that metric is off)."""
+
+    bertscore: BertScoreSpec | None = None
+    perplexity: PerplexitySpec | None = None
+    elbo: ElboSpec | None = None
+    # LLaMA is also scored when sampled at this temperature, as a second parity reference.
+    llama_sampled_temperature: float | None = Field(default=None, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.bertscore is not None or self.perplexity is not None or self.elbo is not None
+
+
+# ---------------------------------------------------------------- the spec
+
+
+def _check_llada_combination(field: str, generation: int, axes: LladaAxes) -> None:
+    """The official sampler's preconditions, checked for every combination the grid makes."""
+    for block in axes.block_lengths:
+        if generation % block:
+            raise ValueError(
+                f"{field}.block_lengths: generation length {generation} is not divisible by block length "
+                f"{block}; allowed: divisors of {generation}"
+            )
+        blocks = generation // block
+        for steps in axes.steps:
+            if steps > generation:
+                raise ValueError(
+                    f"{field}.steps: {steps} steps exceed generation length {generation}; "
+                    f"allowed: at most {generation}"
+                )
+            if steps % blocks:
+                raise ValueError(
+                    f"{field}.steps: {steps} steps are not divisible by the {blocks} blocks of generation "
+                    f"{generation} / block {block}; allowed: multiples of {blocks}"
+                )
+
+
+
+class ExperimentSpec(Frozen):
+    """A whole sweep as written in specs/*.yaml."""
+
+    name: str
+    description: str = ""
+    models: list[ModelSpec] = Field(min_length=1)
+    grid: Grid
+    controls: Controls = Controls()
+    prompts: Prompts = Prompts()
+    quality: QualitySpec = QualitySpec()
+
+    _name = field_validator("name")(_safe_name)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "ExperimentSpec":
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"models: model names must be unique; repeated: {', '.join(duplicates)}")
+        has_llada = any(m.arch == "llada" for m in self.models)
+        if self.grid.llada is not None and not has_llada:
+            raise ValueError("grid.llada: given but no model has arch 'llada'")
+        if self.quality.perplexity is not None:
+            self._check_evaluator(self.quality.perplexity.evaluator)
+        for index, m in enumerate(self.models):
+            if m.arch == "llada" and m.llada is None and self.grid.llada is None:
+                raise ValueError(f"grid.llada: model {m.name!r} is llada but neither grid.llada nor models.{index}.llada is given")
+            field = f"models.{index}.llada" if m.llada is not None else "grid.llada"
+            axes = self.llada_axes(m)
+            for pair in self.grid.length_pairs():
+                if axes is not None:
+                    _check_llada_combination(field, pair.generation, axes)
+                shape = m.shape()
+                if shape is not None and pair.prompt + pair.generation > shape.max_position_embeddings:
+                    raise ValueError(
+                        f"grid: prompt {pair.prompt} + generation {pair.generation} tokens exceed model "
+                        f"{m.name!r}'s max_position_embeddings {shape.max_position_embeddings}"
+                    )
+        return self
+
+    def _check_evaluator(self, evaluator: str) -> None:
+        named = self.model(evaluator)
+        if named is not None and named.arch != "llama":
+            raise ValueError(
+                f"quality.perplexity.evaluator: {evaluator!r} is a {named.arch} model; the evaluator must be "
+                "a causal LM (arch llama)"
+            )
+        if named is None and "/" not in evaluator:
+            choices = ", ".join(m.name for m in self.models if m.arch == "llama") or "none"
+            raise ValueError(
+                f"quality.perplexity.evaluator: {evaluator!r} is neither a llama model of this spec "
+                f"({choices}) nor a checkpoint (a path or a hub id such as meta-llama/Meta-Llama-3-8B)"
+            )
+
+    def evaluator_model(self) -> ModelSpec | None:
+        """The perplexity evaluator as a model: one of the spec's, or a checkpoint it names."""
+        if self.quality.perplexity is None:
+            return None
+        evaluator = self.quality.perplexity.evaluator
+        named = self.model(evaluator)
+        if named is not None:
+            return named
+        safe = re.sub(r"[^A-Za-z0-9._-]", "-", evaluator.strip("/"))[-64:].lstrip("-.") or "evaluator"
+        return ModelSpec(name=safe, arch="llama", source=CheckpointSource(checkpoint=evaluator))
+
+    def llada_axes(self, model: ModelSpec) -> LladaAxes | None:
+        """The LLaDA axes that apply to a model (its own override first)."""
+        if model.arch != "llada":
+            return None
+        return model.llada or self.grid.llada
+
+    def model(self, name: str) -> ModelSpec | None:
+        return next((m for m in self.models if m.name == name), None)
+
+
+# ---------------------------------------------------------------- one run
+
+
+class RunConfig(Frozen):
+    """One unit of work on one GPU: one model at one point of the grid. Its hash is the run id."""
+
+    model: ModelSpec
+    batch_size: int = Field(gt=0)
+    prompt_length: int = Field(gt=0)
+    generation_length: int = Field(gt=0)
+    steps: int | None = None
+    block_length: int | None = None
+    remasking: Remasking | None = None
+    cfg_scale: float = 0.0
+    controls: Controls
+    prompts: Prompts
+    prompt_ids: list[int]
+    quality: QualitySpec
+    # The perplexity evaluator resolved to a model (None when perplexity is off).
+    evaluator: ModelSpec | None = None
+
+    @property
+    def num_blocks(self) -> int | None:
+        if self.block_length is None:
+            return None
+        return self.generation_length // self.block_length
+
+    @property
+    def sequence_length(self) -> int:
+        return self.prompt_length + self.generation_length
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens generated per measured batch: B × N_out."""
+        return self.batch_size * self.generation_length
+
+
+__all__ = [
+    "PRESET_NAMES", "Attention", "BertScoreSpec", "CheckpointSource", "Controls", "Device", "Dtype",
+    "ElboSpec", "ExperimentSpec", "Grid", "HardwareRequirement", "LengthPair", "LladaAxes", "ModelSource",
+    "ModelSpec", "PerplexitySpec", "Prompts", "QualitySpec", "Remasking", "RunConfig", "SAFE_NAME",
+    "SyntheticSource",
+]
