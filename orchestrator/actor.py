@@ -62,8 +62,9 @@ def actor_shape(gpus: int, cpus: int, actors: int) -> ActorShape:
     return ActorShape(num_gpus=0, num_cpus=share, threads=share)
 
 
-def start_actor(shape: ActorShape) -> Any:
+def start_actor(shape: ActorShape, actor_class: type = RunActor) -> Any:
+    """Start one actor; `actor_class` lets fault-injection tests stand in a worker that misbehaves."""
     import ray
 
-    remote = ray.remote(RunActor).options(**shape.options())
+    remote = ray.remote(actor_class).options(**shape.options())
     return remote.remote(shape.threads)

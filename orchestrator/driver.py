@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterator
 
 from contextlib import contextmanager
 
-from orchestrator.actor import actor_shape, start_actor
+from orchestrator.actor import RunActor, actor_shape, start_actor
 from orchestrator.cluster import Capacity, connect
 from orchestrator.plan import PlannedRun
 from orchestrator.progress import Progress
@@ -103,6 +103,7 @@ def run_sweep(
     actors: int | None = None,
     progress: Progress | None = None,
     connect_fn: Callable[[], Capacity] = connect,
+    actor_class: type = RunActor,
 ) -> SweepSummary:
     """Run every planned run not already done; failures become artifacts, and the sweep always ends."""
     todo = [run for run in planned if run.run_id not in done]
@@ -115,7 +116,7 @@ def run_sweep(
         try:
             capacity = connect_fn()
             count = actors or max(1, capacity.gpus)
-            _drive(spec, todo, store, summary, progress, count, capacity)
+            _drive(spec, todo, store, summary, progress, count, capacity, actor_class)
         except Interrupted as stop:
             summary.interrupted = str(stop)
         finally:
@@ -132,12 +133,13 @@ def _drive(
     progress: Progress,
     count: int,
     capacity: Capacity,
+    actor_class: type,
 ) -> None:
     import ray
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
 
     shape = actor_shape(capacity.gpus, capacity.cpus, count)
-    slots = [_Slot(start_actor(shape)) for _ in range(min(count, len(todo)))]
+    slots = [_Slot(start_actor(shape, actor_class)) for _ in range(min(count, len(todo)))]
     queue = _Queue(todo)
     in_flight: dict[Any, tuple[_Slot, PlannedRun]] = {}
     try:
@@ -159,7 +161,7 @@ def _drive(
                     result = RunResult.model_validate_json(ray.get(ref))
                 except (ActorDiedError, ActorUnavailableError, RayActorError) as died:
                     _count_loads(summary, slot)
-                    slots[slots.index(slot)] = _Slot(start_actor(shape))
+                    slots[slots.index(slot)] = _Slot(start_actor(shape, actor_class))
                     if queue.attempts[run.run_id] <= spec.controls.max_retries:
                         progress.note(f"worker died during {run.run_id}; retrying on a fresh worker")
                         queue.retry(run)

@@ -31,7 +31,8 @@ class Progress:
 
     def __init__(self, total: int, stream: TextIO | None = None) -> None:
         self._stream = stream or sys.stderr
-        self._bar = tqdm(total=total, unit="run", file=self._stream, dynamic_ncols=True, leave=True)
+        # disable=None: a live bar on a terminal; in logs (CI, SLURM, ray job logs) only the per-run lines.
+        self._bar = tqdm(total=total, unit="run", file=self._stream, dynamic_ncols=True, leave=True, disable=None)
         self._done = 0
         self._total = total
 

@@ -1,0 +1,68 @@
+"""The plan: grid expansion counts, stable ids, and the order runs are handed out in."""
+
+from __future__ import annotations
+
+from orchestrator.cli import main
+from orchestrator.plan import plan_runs, run_id_for
+from tests.spec_fixtures import mutated, smoke_dict, spec_from
+
+
+def test_llada_axes_never_multiply_llama_runs() -> None:
+    spec = spec_from(mutated(lambda d: d["grid"]["llada"].update(remasking=["low_confidence", "random"], cfg_scales=[0, 1.5])))
+    planned = plan_runs(spec)
+    llama = [r for r in planned if r.config.model.arch == "llama"]
+    llada = [r for r in planned if r.config.model.arch == "llada"]
+    pairs, batches = 2, 2  # generation 32 and 64; batch 1 and 4
+    assert len(llama) == pairs * batches
+    assert len(llada) == pairs * batches * 3 * 1 * 2 * 2  # steps × blocks × remasking × cfg
+    assert all(r.config.steps is None and r.config.block_length is None for r in llama)
+
+
+def test_ids_are_stable_and_distinct() -> None:
+    first = plan_runs(spec_from(smoke_dict()))
+    second = plan_runs(spec_from(smoke_dict()))
+    assert [r.run_id for r in first] == [r.run_id for r in second]
+    assert len({r.run_id for r in first}) == len(first)
+    assert all(len(r.run_id) == 12 for r in first)
+
+
+def test_id_depends_on_config_not_on_spec_order() -> None:
+    planned = {r.run_id for r in plan_runs(spec_from(smoke_dict()))}
+    reordered = plan_runs(spec_from(mutated(lambda d: d["grid"].update(batch_sizes=[4, 1]))))
+    assert {r.run_id for r in reordered} == planned
+    changed = plan_runs(spec_from(mutated(lambda d: d["controls"].update(seed=1))))
+    assert not planned & {r.run_id for r in changed}
+
+
+def test_id_is_a_hash_of_the_config() -> None:
+    run = plan_runs(spec_from(smoke_dict()))[0]
+    assert run_id_for(run.config) == run.run_id
+    assert run_id_for(run.config.model_copy(update={"batch_size": 2})) != run.run_id
+
+
+def test_runs_grouped_by_model_then_small_to_large() -> None:
+    planned = plan_runs(spec_from(mutated(lambda d: d["grid"]["llada"].update(cfg_scales=[0, 1.0]))))
+    models = [r.config.model.name for r in planned]
+    assert models == sorted(models, key=["llama-tiny", "llada-tiny"].index)  # one contiguous group each
+    for name in ("llama-tiny", "llada-tiny"):
+        rows = [
+            r.config.batch_size * (2 if r.config.cfg_scale else 1) * r.config.sequence_length
+            for r in planned if r.config.model.name == name
+        ]
+        assert rows == sorted(rows)
+
+
+def test_plan_command_prints_table_and_count(capsys) -> None:
+    assert main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["run_id", "model", "arch", "batch"]
+    assert out.rstrip().endswith("16 runs planned for sweep 'smoke'")
+
+
+def test_plan_command_rejects_bad_spec_in_one_line(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmodels: []\ngrid: {batch_sizes: [1]}\n")
+    assert main(["plan", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith(f"error: {bad}: models: List should have at least 1 item")
