@@ -66,3 +66,12 @@ def test_plan_command_rejects_bad_spec_in_one_line(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith(f"error: {bad}: models: List should have at least 1 item")
+
+
+def test_shipped_specs_validate_and_plan() -> None:
+    from specs.loader import load_spec
+
+    counts = {name: len(plan_runs(load_spec(f"specs/{name}.yaml")))
+              for name in ("smoke", "paper", "synthetic-8b", "block-ablation")}
+    # paper: LLaMA 3 lengths × 3 batches; LLaDA × 5 step counts × 1 block length.
+    assert counts == {"smoke": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
