@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep
 from orchestrator.plan import PlannedRun, plan_runs
 from orchestrator.progress import Progress
@@ -95,16 +96,35 @@ def _dash(value: object) -> str:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    spec_path = resolve_path(args.spec)
-    spec = load_spec(args.spec)
+    return sweep_command(
+        args.spec, out=args.out, force=args.force, retry_failed=args.retry_failed, actors=args.actors,
+        report=not args.no_report,
+    )
+
+
+def sweep_command(
+    spec_arg: str,
+    *,
+    out: Path | None = None,
+    force: bool = False,
+    retry_failed: bool = False,
+    actors: int | None = None,
+    report: bool = True,
+    actor_class: type = RunActor,
+) -> int:
+    """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
+    spec_path = resolve_path(spec_arg)
+    spec = load_spec(spec_arg)
     planned = plan_runs(spec)
-    store = ArtifactStore(default_out_dir(spec, args.out))
-    store.open(spec, spec_path.read_text(encoding="utf-8"), force=args.force)
-    done = set() if args.force else store.completed([r.run_id for r in planned], retry_failed=args.retry_failed)
+    store = ArtifactStore(default_out_dir(spec, out))
+    store.open(spec, spec_path.read_text(encoding="utf-8"), force=force)
+    done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
     todo = len(planned) - len(done)
     print(f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}")
-    summary = run_sweep(spec, planned, store, done=done, actors=args.actors, progress=Progress(total=todo))
-    print(format_summary(summary, store.root))
+    summary = run_sweep(
+        spec, planned, store, done=done, actors=actors, progress=Progress(total=todo), actor_class=actor_class
+    )
+    print(format_summary(summary, store.root), flush=True)
     if summary.interrupted:
         print(
             f"interrupted by {summary.interrupted}: every finished run is saved and the manifest is current; "
@@ -112,7 +132,7 @@ def _sweep(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    if not args.no_report:
+    if report:
         _report(store.root)
     return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
 

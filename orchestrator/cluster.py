@@ -16,17 +16,22 @@ class Capacity:
     cpus: int
 
 
+CLUSTER_MODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
 def connect(*, num_cpus: int | None = None) -> Capacity:
     """Join RAY_ADDRESS when set (a cluster, `ray job submit`), else start a local Ray on 127.0.0.1 only."""
+    if os.environ.get("RAY_ADDRESS"):
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(log_to_driver=True, logging_level="WARNING")
+        return capacity()
+    _loopback_only()
     import ray
 
     if ray.is_initialized():
         return capacity()
-    if os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=True, logging_level="WARNING")
-        return capacity()
-    # Ray on Linux binds every interface unless this is off; a benchmark driver listens on loopback only.
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(
         address="local",
         num_cpus=num_cpus,
@@ -36,6 +41,17 @@ def connect(*, num_cpus: int | None = None) -> Capacity:
         logging_level="WARNING",
     )
     return capacity()
+
+
+def _loopback_only() -> None:
+    """Ray on Linux binds every interface in "cluster mode"; with it off, its servers listen on loopback.
+    Ray reads the switch when it is first imported, and its children read the environment."""
+    os.environ.setdefault(CLUSTER_MODE_ENV, "0")
+    try:
+        from ray._private import ray_constants
+    except ImportError:  # pragma: no cover - layout of a future Ray
+        return
+    ray_constants.ENABLE_RAY_CLUSTER = os.environ[CLUSTER_MODE_ENV].lower() in ("1", "true")
 
 
 def capacity() -> Capacity:

@@ -112,16 +112,17 @@ def run_sweep(
     started = time.perf_counter()
     if not todo:
         return summary
-    with _signals_interrupt():
-        try:
-            capacity = connect_fn()
-            count = actors or max(1, capacity.gpus)
-            _drive(spec, todo, store, summary, progress, count, capacity, actor_class)
-        except Interrupted as stop:
-            summary.interrupted = str(stop)
-        finally:
-            summary.wall_s = time.perf_counter() - started
-            progress.close()
+    try:
+        capacity = connect_fn()
+        count = actors or max(1, capacity.gpus)
+        # After connecting: ray.init installs a SIGTERM handler of its own that would exit at once.
+        with _stop_on_signals() as stop:
+            _drive(spec, todo, store, summary, progress, count, capacity, actor_class, stop)
+    except Interrupted as interrupted:
+        summary.interrupted = str(interrupted)
+    finally:
+        summary.wall_s = time.perf_counter() - started
+        progress.close()
     return summary
 
 
@@ -134,6 +135,7 @@ def _drive(
     count: int,
     capacity: Capacity,
     actor_class: type,
+    stop: _StopFlag,
 ) -> None:
     import ray
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
@@ -144,6 +146,7 @@ def _drive(
     in_flight: dict[Any, tuple[_Slot, PlannedRun]] = {}
     try:
         while queue or in_flight:
+            stop.check()
             for slot in slots:
                 if not slot.busy and queue:
                     held_elsewhere = {s.model for s in slots if s is not slot and s.model}
@@ -218,13 +221,23 @@ def _duration_s(result: RunResult) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
+class _StopFlag:
+    """Set by a signal; the loop checks it between results, so a result is never cut mid-write."""
+
+    signum: int | None = None
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+
 @contextmanager
-def _signals_interrupt() -> Iterator[None]:
-    """Turn SIGTERM/SIGINT into Interrupted in the driver loop, so what arrived is kept and the manifest
-    is current when the process exits."""
+def _stop_on_signals() -> Iterator[_StopFlag]:
+    """Turn SIGTERM/SIGINT (SLURM's wall-time warning, Ctrl-C) into a clean stop of the driver loop."""
+    flag = _StopFlag()
 
     def handler(signum: int, _frame: object) -> None:
-        raise Interrupted(signum)
+        flag.signum = signum
 
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
@@ -233,7 +246,7 @@ def _signals_interrupt() -> Iterator[None]:
     except ValueError:  # not the main thread: leave signals alone
         previous = {}
     try:
-        yield
+        yield flag
     finally:
         for s, h in previous.items():
             signal.signal(s, h)

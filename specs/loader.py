@@ -68,6 +68,13 @@ def check_local_files(spec: ExperimentSpec, source: str) -> None:
         file = resolve_path(dataset)
         if not file.is_file():
             raise SpecError(f"{source}: prompts.dataset: no such file {dataset!r}")
+        try:
+            with file.open(encoding="utf-8") as handle:
+                handle.read(1 << 16)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SpecError(
+                f"{source}: prompts.dataset: cannot read {dataset!r} as UTF-8 text ({exc.__class__.__name__})"
+            ) from None
     for index, model in enumerate(spec.models):
         checkpoint = getattr(model.source, "checkpoint", None)
         if checkpoint and _looks_local(checkpoint) and not resolve_path(checkpoint).is_dir():

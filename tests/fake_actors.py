@@ -2,7 +2,8 @@
 
 Faults are scripted through files in $LLADA_TEST_FAULT_DIR, so a test decides at run time which run
 misbehaves: `die-<run_id>` kills the actor's process once (the file is consumed), `die-always-<run_id>`
-kills it every time, `raise-<run_id>` makes the call itself raise.
+kills it every time, `ray-kill-<run_id>` has Ray kill the actor mid-run, `raise-<run_id>` makes the
+call itself raise. With $LLADA_TEST_EXEC_LOG set, every run start is appended to that file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class FakeActor:
 
     def run(self, config_json: str, sweep: str, run_id: str, attempt: int) -> str:
         config = RunConfig.model_validate_json(config_json)
+        log = os.environ.get("LLADA_TEST_EXEC_LOG")
+        if log:
+            with open(log, "a", encoding="utf-8") as handle:
+                handle.write(run_id + "\n")
         self._fault(run_id)
         if config.model.name != self._held:
             self._loads[config.model.name] += 1
@@ -57,5 +62,11 @@ class FakeActor:
             os._exit(1)
         if (Path(directory) / f"die-always-{run_id}").exists():
             os._exit(1)
+        if (Path(directory) / f"ray-kill-{run_id}").exists():
+            (Path(directory) / f"ray-kill-{run_id}").unlink()
+            import ray
+
+            ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+            time.sleep(30)  # the kill lands while the run is in progress
         if (Path(directory) / f"raise-{run_id}").exists():
             raise RuntimeError(f"injected failure in {run_id}")

@@ -98,3 +98,13 @@ def test_raising_call_becomes_an_error_artifact(local_ray, tmp_path) -> None:
     failed = [r for r in summary.results if r.status is RunStatus.ERROR]
     assert [r.run_id for r in failed] == [target]
     assert "injected failure" in failed[0].traceback
+
+
+def test_ray_kill_mid_run_is_retried_on_a_fresh_actor(local_ray, tmp_path) -> None:
+    spec = spec_from(smoke_dict())
+    target = plan_runs(spec)[3].run_id
+    (local_ray / f"ray-kill-{target}").touch()
+    _, planned, summary = sweep(tmp_path, spec)
+    by_id = {r.run_id: r for r in summary.results}
+    assert len(by_id) == len(planned)
+    assert by_id[target].status is RunStatus.OK and by_id[target].attempts == 2

@@ -122,3 +122,10 @@ def test_evaluator_checkpoint_becomes_a_model() -> None:
     evaluator = spec.evaluator_model()
     assert evaluator is not None and evaluator.arch == "llama"
     assert evaluator.source.checkpoint == "meta-llama/Meta-Llama-3-8B"
+
+
+def test_unreadable_prompt_file(tmp_path) -> None:
+    binary = tmp_path / "prompts.txt"
+    binary.write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(SpecError, match=r"prompts.dataset: cannot read .* as UTF-8 text"):
+        spec_from(mutated(lambda d: d["prompts"].update(dataset=str(binary))))
