@@ -92,7 +92,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     """The first error as 'field.path: what is wrong; allowed: ...' (pydantic's own words otherwise)."""
     error = _most_specific(exc.errors())
     loc = [part for part in error["loc"] if not _is_union_tag(part)]
-    field = ".".join(str(part) for part in loc) or "spec"
+    field = ".".join(_loc_part(part) for part in loc) or "spec"
     kind = error["type"]
     if kind == "extra_forbidden":
         allowed = _allowed_keys(error["loc"][:-1])
@@ -106,13 +106,19 @@ def describe_validation_error(exc: ValidationError) -> str:
     if kind == "value_error":
         named = re.match(r"^([A-Za-z_][\w.]*): ", message)
         if named:
-            field = ".".join(part for part in (".".join(map(str, loc)), named.group(1)) if part)
+            field = ".".join(part for part in (field if loc else "", named.group(1)) if part)
             message = message[named.end():]
     if kind == "literal_error":
         message = message.replace("Input should be", "allowed:")
     value = error.get("input")
     shown = f" (got {value!r})" if kind != "value_error" and _short(value) else ""
     return f"{field}: {message}{shown}".replace("\n", " ")
+
+
+def _loc_part(part: Any) -> str:
+    """Keys as written when plain, quoted when they hold spaces or odd characters (one line, always)."""
+    text = str(part)
+    return text if re.fullmatch(r"[\w-]+", text) else repr(text)
 
 
 def _short(value: Any) -> bool:
