@@ -1,0 +1,158 @@
+"""`llada-bench roofline ...`: print the study's analyses (text or JSON) for a LLaMA or LLaDA generation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from roofline.errors import RooflineInputError
+from roofline.fidelity import FIDELITIES
+from roofline.hardware import HARDWARE, HardwareProfile, get_hardware
+from roofline.llada import estimate_llada
+from roofline.llama import estimate_llama
+from roofline.memory import llada_memory, llama_memory
+from roofline.render import llada_json, llada_text, llama_json, llama_text
+from specs.shapes import PRESET_NAMES, preset_shape
+
+# The study's hardware goes with the study's model; the faithful model defaults to the project's A100.
+DEFAULT_HARDWARE = {"study": "study-a6000", "faithful": "a100-sxm4-80gb"}
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (the caller prints it), not usage + message."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _UsageError(message)
+
+
+def _common(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--prompt-len", type=int, required=True, help="prompt tokens (the study's --input_prompt_length)"
+    )
+    sub.add_argument(
+        "--gen-len", type=int, required=True, help="generated tokens (the study's --sequence_length)"
+    )
+    sub.add_argument("--batch", type=int, default=1, help="sequences per batch (faithful only; default 1)")
+    sub.add_argument(
+        "--preset", default="8b", help=f"model shape preset from specs.shapes: {', '.join(PRESET_NAMES)}"
+    )
+    sub.add_argument(
+        "--hardware",
+        default=None,
+        help=f"profile: {', '.join(HARDWARE)} (default: {DEFAULT_HARDWARE['study']} with --fidelity study, "
+        f"else {DEFAULT_HARDWARE['faithful']})",
+    )
+    sub.add_argument("--fidelity", default="faithful", help=f"{' | '.join(FIDELITIES)} (default: faithful)")
+    sub.add_argument("--json", action="store_true", help="print one JSON document, times in seconds")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="llada-bench roofline", description=__doc__)
+    subs = parser.add_subparsers(dest="arch", required=True, parser_class=_Parser)
+    llama = subs.add_parser("llama", help="LLaMA: prefill + autoregressive decode")
+    _common(llama)
+    llada = subs.add_parser("llada", help="LLaDA: semi-autoregressive diffusion steps")
+    _common(llada)
+    llada.add_argument("--block-length", type=int, required=True, help="tokens per semi-autoregressive block")
+    llada.add_argument(
+        "--steps", type=int, required=True, help="diffusion steps in total (split evenly over blocks)"
+    )
+    llada.add_argument(
+        "--cfg-scale", type=float, default=0.0, help="classifier-free guidance scale (0 = off)"
+    )
+    llada.add_argument(
+        "--temperature", type=float, default=0.0, help="sampling temperature (faithful sampler cost)"
+    )
+    llada.add_argument(
+        "--remasking", default="low_confidence", help="low_confidence | random (faithful sampler cost)"
+    )
+    llada.add_argument(
+        "--truncate-blocks",
+        action="store_true",
+        help="faithful: feed only prompt + blocks so far (the official sampler feeds the whole length)",
+    )
+    subs.add_parser("hardware", help="list the hardware profiles and their sources")
+    return parser
+
+
+def _hardware_table() -> str:
+    rows = [
+        f"{p.name}: tensor {p.peak_tensor_flops_per_s / 1e12:g} TFLOP/s, vector {p.peak_vector_ops_per_s / 1e12:g} "
+        f"Top/s, {p.memory_bandwidth_bytes_per_s / 1e9:g} GB/s, {p.memory_bytes / (1 << 30):g} GiB\n    {p.source}"
+        for p in HARDWARE.values()
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def _run(args: argparse.Namespace) -> str:
+    if args.arch == "hardware":
+        return _hardware_table()
+    if args.fidelity not in FIDELITIES:
+        raise RooflineInputError(f"unknown fidelity {args.fidelity!r}; allowed: {', '.join(FIDELITIES)}")
+    hardware: HardwareProfile = get_hardware(args.hardware or DEFAULT_HARDWARE[args.fidelity])
+    shape = preset_shape(args.arch, args.preset)
+    if args.arch == "llama":
+        est = estimate_llama(
+            shape,
+            hardware,
+            prompt_len=args.prompt_len,
+            gen_len=args.gen_len,
+            batch=args.batch,
+            fidelity=args.fidelity,
+        )
+        memory = llama_memory(shape, batch=args.batch, prompt_len=args.prompt_len, gen_len=args.gen_len)
+        if args.json:
+            return json.dumps(llama_json(est, memory), indent=2) + "\n"
+        return llama_text(est, memory, hardware)
+    est_llada = estimate_llada(
+        shape,
+        hardware,
+        prompt_len=args.prompt_len,
+        gen_len=args.gen_len,
+        block_length=args.block_length,
+        steps=args.steps,
+        batch=args.batch,
+        cfg_scale=args.cfg_scale,
+        fidelity=args.fidelity,
+        truncate_blocks=args.truncate_blocks,
+        temperature=args.temperature,
+        remasking=args.remasking,
+    )
+    memory = llada_memory(
+        shape,
+        batch=args.batch,
+        prompt_len=args.prompt_len,
+        gen_len=args.gen_len,
+        cfg_scale=args.cfg_scale,
+        temperature=args.temperature,
+        remasking=args.remasking,
+    )
+    if args.json:
+        return json.dumps(llada_json(est_llada, memory), indent=2) + "\n"
+    return llada_text(est_llada, memory, hardware)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for a usage error, printed as one line on stderr)."""
+    try:
+        args = build_parser().parse_args(argv)
+        output = _run(args)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except (_UsageError, RooflineInputError) as exc:
+        print(f"llada-bench roofline: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyError as exc:  # unknown hardware or preset: the message lists the allowed names
+        print(f"llada-bench roofline: error: {exc.args[0]}", file=sys.stderr)
+        return 2
+    sys.stdout.write(output)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,188 @@
+"""GPU profiles for the roofline: peak tensor FLOP/s, vector op/s, bandwidth and memory, each with its source."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_GIB = 1 << 30
+
+
+class HardwareProfile(BaseModel):
+    """What the roofline needs to know about one accelerator.
+
+    `peak_vector_ops_per_s` counts one elementwise op per FP32 lane per cycle (SMs x FP32 lanes x clock),
+    the convention of the study's CUDA-core roof; it is half the datasheet's FP32 FLOP/s, which counts an
+    FMA as two FLOPs. Memory sizes in NVIDIA datasheets are binary (an "80GB" A100 reports 81920 MiB), so
+    `memory_bytes` is the nominal size in GiB; the usable amount is a little less (ECC, driver reserve).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    peak_tensor_flops_per_s: float = Field(gt=0, description="Dense BF16 tensor-core FLOP/s (no sparsity).")
+    peak_vector_ops_per_s: float = Field(gt=0, description="Elementwise ops/s on the CUDA cores.")
+    memory_bandwidth_bytes_per_s: float = Field(gt=0)
+    memory_bytes: int = Field(gt=0)
+    source: str
+
+    @property
+    def ridge_point_flops_per_byte(self) -> float:
+        """Arithmetic intensity above which a tensor-core operator is compute-bound."""
+        return self.peak_tensor_flops_per_s / self.memory_bandwidth_bytes_per_s
+
+
+def _profile(
+    name: str, *, bf16_tflops: float, vector_tops: float, bandwidth_gb_s: float, memory_gib: int, source: str
+) -> HardwareProfile:
+    return HardwareProfile(
+        name=name,
+        peak_tensor_flops_per_s=bf16_tflops * 1e12,
+        peak_vector_ops_per_s=vector_tops * 1e12,
+        memory_bandwidth_bytes_per_s=bandwidth_gb_s * 1e9,
+        memory_bytes=memory_gib * _GIB,
+        source=source,
+    )
+
+
+# Vector op/s below = datasheet FP32 TFLOPS / 2 (= SMs x FP32 lanes x boost clock), see HardwareProfile.
+_PROFILES: tuple[HardwareProfile, ...] = (
+    HardwareProfile(
+        name="study-a6000",
+        # 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz x 2: an A100's MAC rate on an A6000's SM count and clock.
+        peak_tensor_flops_per_s=242.56512e12,
+        # 84 SM x 128 lanes x 1.41 GHz, one op per element.
+        peak_vector_ops_per_s=15.16032e12,
+        # 384 B/cycle x 2.0 GHz.
+        memory_bandwidth_bytes_per_s=768e9,
+        memory_bytes=48 * _GIB,
+        source=(
+            "The study's constants (run_llama_roofline_model.py / run_llada_roofline_model.py), reconstructed "
+            "in shared/study/roofline-model.md: 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz; 84 SM x 128 x 1.41 GHz; "
+            "384 B/cycle x 2.0 GHz; 48 GB (RTX A6000). The tensor roof is A100-class, ~1.57x an A6000's."
+        ),
+    ),
+    _profile(
+        "a100-sxm4-80gb",
+        bf16_tflops=312.0,
+        vector_tops=19.5 / 2,
+        bandwidth_gb_s=2039.0,
+        memory_gib=80,
+        source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+        "HBM2e 2,039 GB/s, 80 GB.",
+    ),
+    _profile(
+        "a100-pcie-80gb",
+        bf16_tflops=312.0,
+        vector_tops=19.5 / 2,
+        bandwidth_gb_s=1935.0,
+        memory_gib=80,
+        source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+        "HBM2e 1,935 GB/s, 80 GB.",
+    ),
+    _profile(
+        "h100-sxm",
+        bf16_tflops=1979.0 / 2,
+        vector_tops=67.0 / 2,
+        bandwidth_gb_s=3350.0,
+        memory_gib=80,
+        source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
+        "FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB.",
+    ),
+    _profile(
+        "h100-pcie",
+        bf16_tflops=1513.0 / 2,
+        vector_tops=51.0 / 2,
+        bandwidth_gb_s=2000.0,
+        memory_gib=80,
+        source="NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe): BF16 1,513 TFLOPS with sparsity (756.5 dense), "
+        "FP32 51 TFLOPS, HBM2e 2 TB/s, 80 GB.",
+    ),
+    _profile(
+        "h200",
+        bf16_tflops=1979.0 / 2,
+        vector_tops=67.0 / 2,
+        bandwidth_gb_s=4800.0,
+        memory_gib=141,
+        source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
+        "FP32 67 TFLOPS, HBM3e 4.8 TB/s, 141 GB.",
+    ),
+    _profile(
+        "a40",
+        bf16_tflops=149.7,
+        vector_tops=37.4 / 2,
+        bandwidth_gb_s=696.0,
+        memory_gib=48,
+        source="NVIDIA A40 datasheet: BF16 Tensor Core 149.7 TFLOPS dense (299.4 with sparsity), FP32 37.4 TFLOPS, "
+        "GDDR6 696 GB/s, 48 GB.",
+    ),
+    _profile(
+        "rtx-a6000",
+        bf16_tflops=154.8,
+        vector_tops=38.7 / 2,
+        bandwidth_gb_s=768.0,
+        memory_gib=48,
+        source="NVIDIA RTX A6000 datasheet and Ampere GA102 whitepaper: BF16 tensor (FP32 accumulate) "
+        "154.8 TFLOPS dense (309.7 with sparsity), FP32 38.7 TFLOPS, GDDR6 768 GB/s, 48 GB.",
+    ),
+    _profile(
+        "l40s",
+        bf16_tflops=362.05,
+        vector_tops=91.6 / 2,
+        bandwidth_gb_s=864.0,
+        memory_gib=48,
+        source="NVIDIA L40S datasheet: BF16 Tensor Core 362.05 TFLOPS dense (733 with sparsity), FP32 91.6 TFLOPS, "
+        "GDDR6 864 GB/s, 48 GB.",
+    ),
+    _profile(
+        "rtx-4090",
+        bf16_tflops=165.2,
+        vector_tops=82.6 / 2,
+        bandwidth_gb_s=1008.0,
+        memory_gib=24,
+        source="NVIDIA Ada Lovelace architecture whitepaper (GeForce RTX 4090): BF16 tensor with FP32 accumulate "
+        "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, GDDR6X 1,008 GB/s, 24 GB.",
+    ),
+)
+
+HARDWARE: dict[str, HardwareProfile] = {profile.name: profile for profile in _PROFILES}
+
+
+def get_hardware(name: str) -> HardwareProfile:
+    """Look up a profile by name; the error lists every allowed name."""
+    try:
+        return HARDWARE[name]
+    except KeyError:
+        raise KeyError(f"unknown hardware {name!r}; allowed: {', '.join(HARDWARE)}") from None
+
+
+# (pattern on the lower-cased device name, profile). First match wins, so narrower patterns come first;
+# variants without a profile (A100 40GB, H100/H200 NVL, RTX 4090 D) map to None rather than a near miss.
+_GPU_NAME_PATTERNS: tuple[tuple[str, str | None], ...] = (
+    (r"a100.*40\s*gb", None),
+    (r"a100.*(sxm|hbm)", "a100-sxm4-80gb"),
+    (r"a100.*pcie", "a100-pcie-80gb"),
+    (r"h100.*nvl", None),
+    (r"h100.*pcie", "h100-pcie"),
+    (r"h100.*(sxm|hbm3)", "h100-sxm"),
+    (r"h200.*nvl", None),
+    (r"h200", "h200"),
+    (r"\ba40\b", "a40"),
+    (r"rtx a6000", "rtx-a6000"),
+    (r"\bl40s\b", "l40s"),
+    (r"rtx 4090( laptop|\s*d\b)", None),
+    (r"rtx 4090", "rtx-4090"),
+)
+
+
+def hardware_for_gpu_name(gpu_name: str) -> HardwareProfile | None:
+    """Map a torch/NVML device name ("NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3") to a profile.
+
+    Returns None for a device without a profile, so a caller never silently compares against the wrong roof.
+    """
+    lowered = gpu_name.lower()
+    for pattern, profile_name in _GPU_NAME_PATTERNS:
+        if re.search(pattern, lowered):
+            return None if profile_name is None else HARDWARE[profile_name]
+    return None

@@ -1,0 +1,133 @@
+"""LLaMA (autoregressive) inference cost: one causal prefill, then one KV-cached decode pass per new token."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from roofline.errors import RooflineInputError
+from roofline.fidelity import Fidelity, modelling, require_study_scope
+from roofline.forward import ForwardPass, forward_operators
+from roofline.hardware import HardwareProfile
+from roofline.operators import OpClass
+from roofline.phase import PhaseCost, cost_of, cost_of_affine_passes
+from specs.shapes import ModelShape
+
+
+class PhaseSummary(BaseModel):
+    """One phase as the study prints it: total time and arithmetic intensities, plus what they come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    total_s: float
+    linear_ai: float
+    attention_ai: float
+    aggregate_ai: float
+    time_by_class_s: dict[OpClass, float]
+    flops: int
+    bytes_: int
+
+    @classmethod
+    def of(cls, cost: PhaseCost) -> PhaseSummary:
+        return cls(
+            total_s=cost.total_time_s,
+            linear_ai=cost.linear_ai,
+            attention_ai=cost.attention_ai,
+            aggregate_ai=cost.aggregate_ai,
+            time_by_class_s=cost.time_s,
+            flops=cost.total_flops,
+            bytes_=cost.total_bytes,
+        )
+
+
+class LlamaEstimate(BaseModel):
+    """Predicted cost of generating `gen_len` tokens after a `prompt_len` prompt, per the chosen fidelity."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fidelity: Fidelity
+    hardware: str
+    batch: int
+    prompt_len: int
+    gen_len: int
+    decode_passes: int
+    prefill: PhaseSummary
+    decode: PhaseSummary | None
+    total_s: float
+    breakdown_s: dict[OpClass, float]
+    flops: int
+    bytes_: int
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: the prefill (its logits give the first token)."""
+        return self.prefill.total_s
+
+    @property
+    def mean_decode_pass_s(self) -> float | None:
+        """Mean time of one decode pass (the inter-token latency), None without decode passes."""
+        return self.decode.total_s / self.decode_passes if self.decode else None
+
+
+def decode_passes(gen_len: int, fidelity: Fidelity) -> int:
+    """Decode passes for `gen_len` new tokens: the study runs one per token, a real loop one fewer."""
+    if modelling(fidelity).decode_passes_equal_gen_len:
+        return gen_len
+    return max(gen_len - 1, 0)
+
+
+def llama_phase_costs(
+    shape: ModelShape,
+    hardware: HardwareProfile,
+    *,
+    prompt_len: int,
+    gen_len: int,
+    batch: int,
+    fidelity: Fidelity,
+) -> tuple[PhaseCost, PhaseCost | None, int]:
+    """(prefill cost, decode cost or None, number of decode passes)."""
+    choices = modelling(fidelity)
+    require_study_scope(choices, batch=batch)
+    if prompt_len < 1 or gen_len < 0 or batch < 1:
+        raise RooflineInputError(
+            f"need prompt_len >= 1, gen_len >= 0 and batch >= 1 (got {prompt_len}, {gen_len}, {batch})"
+        )
+    mask = "study-causal" if choices.causal_rule == "study" else "causal"
+    # The LM head maps only the last position to logits (what generate() does with logits_to_keep=1).
+    prefill = cost_of(forward_operators(shape, ForwardPass(batch, prompt_len, prompt_len, mask, 1)), hardware)
+    passes = decode_passes(gen_len, fidelity)
+    if passes == 0:
+        return prefill, None, 0
+    # Decode pass i (1-based) feeds one token and attends the P + i cached positions, unmasked.
+    first = forward_operators(shape, ForwardPass(batch, 1, prompt_len + 1, "none", 1))
+    last = forward_operators(shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1))
+    return prefill, cost_of_affine_passes(first, last, passes, hardware), passes
+
+
+def estimate_llama(
+    shape: ModelShape,
+    hardware: HardwareProfile,
+    *,
+    prompt_len: int,
+    gen_len: int,
+    batch: int = 1,
+    fidelity: Fidelity = "faithful",
+) -> LlamaEstimate:
+    """Cost of a LLaMA generation: prefill + decode, summed per operator class."""
+    prefill, decode, passes = llama_phase_costs(
+        shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity
+    )
+    total = prefill if decode is None else prefill + decode
+    return LlamaEstimate(
+        fidelity=fidelity,
+        hardware=hardware.name,
+        batch=batch,
+        prompt_len=prompt_len,
+        gen_len=gen_len,
+        decode_passes=passes,
+        prefill=PhaseSummary.of(prefill),
+        decode=None if decode is None else PhaseSummary.of(decode),
+        total_s=total.total_time_s,
+        breakdown_s=total.time_s,
+        flops=total.total_flops,
+        bytes_=total.total_bytes,
+    )

@@ -1,0 +1,106 @@
+"""Memory footprint of a run (weights, KV cache, activations, logits), to predict where it will not fit.
+
+The study had no memory model, so this is the same in both fidelities. It estimates what PyTorch allocates
+(`max_memory_allocated`), not what its caching allocator reserves, and assumes a fused attention kernel
+(sdpa / flash-attn: no seq x seq score matrix in DRAM).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from roofline.operators import BYTES_PER_ELEMENT
+from roofline.sampler import Remasking, sampler_buffer_bytes_per_element
+from specs.shapes import ModelShape
+
+
+class MemoryFootprint(BaseModel):
+    """Bytes of each kind; `peak_bytes` is the largest total alive at one moment, not the sum of the parts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    weights_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+    logits_bytes: int
+    peak_bytes: int
+
+
+def weights_bytes(shape: ModelShape) -> int:
+    """Every parameter (embeddings, layers, final norm, LM head) in BF16."""
+    return shape.parameter_count() * BYTES_PER_ELEMENT
+
+
+def layer_activation_bytes(shape: ModelShape, tokens: int) -> int:
+    """Peak live activations inside one layer for `tokens` rows (batch x positions).
+
+    Attention: residual, normed input, q, k, v, their rotated copies, the attention output and the o_proj
+    output. MLP (HF LlamaMLP, `down(act(gate(x)) * up(x))`): residual, normed input, act(gate), up and
+    their product. The larger of the two, in BF16.
+    """
+    d, f = shape.hidden_size, shape.intermediate_size
+    kv = shape.num_kv_heads * shape.head_dim
+    attention = 6 * d + 3 * kv
+    mlp = 2 * d + 3 * f
+    return tokens * max(attention, mlp) * BYTES_PER_ELEMENT
+
+
+def kv_cache_bytes(shape: ModelShape, *, batch: int, positions: int) -> int:
+    """K and V of every layer for `positions` positions, BF16."""
+    return 2 * shape.num_layers * batch * positions * shape.num_kv_heads * shape.head_dim * BYTES_PER_ELEMENT
+
+
+def llama_memory(shape: ModelShape, *, batch: int, prompt_len: int, gen_len: int) -> MemoryFootprint:
+    """Peak = weights + the larger of (prefill: prompt KV + its activations) and (last decode pass: full KV +
+    one token's activations + the last position's logits). The cache ends at P + G - 1 positions: the
+    last token is sampled, never fed back."""
+    weights = weights_bytes(shape)
+    final_positions = prompt_len + max(gen_len - 1, 0)
+    kv_final = kv_cache_bytes(shape, batch=batch, positions=final_positions)
+    prefill_activations = layer_activation_bytes(shape, batch * prompt_len)
+    logits = batch * shape.vocab_size * BYTES_PER_ELEMENT
+    prefill = kv_cache_bytes(shape, batch=batch, positions=prompt_len) + prefill_activations + logits
+    decode = kv_final + layer_activation_bytes(shape, batch) + logits
+    return MemoryFootprint(
+        weights_bytes=weights,
+        kv_cache_bytes=kv_final,
+        activation_bytes=prefill_activations,
+        logits_bytes=logits,
+        peak_bytes=weights + max(prefill, decode),
+    )
+
+
+def llada_memory(
+    shape: ModelShape,
+    *,
+    batch: int,
+    prompt_len: int,
+    gen_len: int,
+    cfg_scale: float = 0.0,
+    temperature: float = 0.0,
+    remasking: Remasking = "low_confidence",
+) -> MemoryFootprint:
+    """Peak = weights + the larger of one step's layer activations and its logits stage.
+
+    No KV cache. The longest step runs over prompt + generation (every step, or the last block when
+    truncating). Logits stage of the official sampler: BF16 logits of the model batch (2x with CFG), the CFG
+    combination, then the sampler's float64 buffers over [batch, seq, vocab] (roofline.sampler).
+    """
+    seq = prompt_len + gen_len
+    cfg = cfg_scale > 0.0
+    model_batch = 2 * batch if cfg else batch
+    weights = weights_bytes(shape)
+    activations = layer_activation_bytes(shape, model_batch * seq)
+    per_sequence_logits = seq * shape.vocab_size
+    logits = per_sequence_logits * (
+        model_batch * BYTES_PER_ELEMENT
+        + (batch * BYTES_PER_ELEMENT if cfg else 0)
+        + batch * sampler_buffer_bytes_per_element(temperature=temperature, remasking=remasking)
+    )
+    return MemoryFootprint(
+        weights_bytes=weights,
+        kv_cache_bytes=0,
+        activation_bytes=activations,
+        logits_bytes=logits,
+        peak_bytes=weights + max(activations, logits),
+    )

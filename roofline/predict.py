@@ -1,0 +1,143 @@
+"""Predicted latency and memory of one benchmark run, to set beside its measurement in the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from roofline.errors import RooflineInputError
+from roofline.fidelity import Fidelity
+from roofline.hardware import HardwareProfile
+from roofline.llada import estimate_llada
+from roofline.llama import estimate_llama
+from roofline.memory import MemoryFootprint, llada_memory, llama_memory
+from roofline.sampler import Remasking
+from specs.shapes import Arch, ModelShape, preset_shape
+
+
+class Prediction(BaseModel):
+    """What the roofline predicts for one run; times in seconds, memory in bytes (what PyTorch allocates)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    arch: Arch
+    fidelity: Fidelity
+    hardware: str
+    latency_s: float
+    ttft_s: float | None  # LLaMA: the prefill; None for LLaDA (its text appears at the last step)
+    itl_s: float | None  # LLaMA: mean decode pass; None without decode passes or for LLaDA
+    step_s: float | None  # LLaDA: mean diffusion step; None for LLaMA
+    tokens_per_s: float  # batch x generated tokens / latency
+    flops: int
+    bytes_: int
+    peak_memory_bytes: int
+    weights_bytes: int
+    kv_cache_bytes: int
+    activation_bytes: int
+    logits_bytes: int
+    fits: bool  # peak <= the profile's memory
+
+
+def predict(
+    arch: Arch,
+    shape: ModelShape | None,
+    *,
+    batch: int,
+    prompt_len: int,
+    gen_len: int,
+    hardware: HardwareProfile,
+    steps: int | None = None,
+    block_length: int | None = None,
+    cfg_scale: float = 0.0,
+    fidelity: Fidelity = "faithful",
+    truncate_blocks: bool = False,
+    temperature: float = 0.0,
+    remasking: Remasking = "low_confidence",
+) -> Prediction:
+    """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset."""
+    shape = shape or preset_shape(arch, "8b")
+    memory: MemoryFootprint
+    if arch == "llama":
+        if steps is not None or block_length is not None or cfg_scale:
+            raise RooflineInputError("steps, block_length and cfg_scale apply to arch 'llada' only")
+        est = estimate_llama(
+            shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity
+        )
+        memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len)
+        latency_s, flops, bytes_ = est.total_s, est.flops, est.bytes_
+        ttft_s, itl_s, step_s = est.ttft_s, est.mean_decode_pass_s, None
+    elif arch == "llada":
+        if steps is None or block_length is None:
+            raise RooflineInputError("arch 'llada' needs steps and block_length")
+        llada = estimate_llada(
+            shape,
+            hardware,
+            prompt_len=prompt_len,
+            gen_len=gen_len,
+            block_length=block_length,
+            steps=steps,
+            batch=batch,
+            cfg_scale=cfg_scale,
+            fidelity=fidelity,
+            truncate_blocks=truncate_blocks,
+            temperature=temperature,
+            remasking=remasking,
+        )
+        memory = llada_memory(
+            shape,
+            batch=batch,
+            prompt_len=prompt_len,
+            gen_len=gen_len,
+            cfg_scale=cfg_scale,
+            temperature=temperature,
+            remasking=remasking,
+        )
+        latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
+        ttft_s, itl_s, step_s = None, None, llada.mean_step_s
+    else:
+        raise RooflineInputError(f"unknown arch {arch!r}; allowed: llama, llada")
+    return Prediction(
+        arch=arch,
+        fidelity=fidelity,
+        hardware=hardware.name,
+        latency_s=latency_s,
+        ttft_s=ttft_s,
+        itl_s=itl_s,
+        step_s=step_s,
+        tokens_per_s=batch * gen_len / latency_s,
+        flops=flops,
+        bytes_=bytes_,
+        peak_memory_bytes=memory.peak_bytes,
+        weights_bytes=memory.weights_bytes,
+        kv_cache_bytes=memory.kv_cache_bytes,
+        activation_bytes=memory.activation_bytes,
+        logits_bytes=memory.logits_bytes,
+        fits=memory.peak_bytes <= hardware.memory_bytes,
+    )
+
+
+def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "faithful") -> Prediction:
+    """Predict a `specs.schema.RunConfig` (read by attribute, so the roofline does not import the schema).
+
+    The shape comes from `config.model.shape()`; None (a real checkpoint) falls back to the arch's 8B preset.
+    LLaDA's sampler cost follows `config.remasking` and `config.controls.temperature` when they are set.
+    """
+    model = config.model
+    arch = model.arch
+    is_llada = arch == "llada"
+    controls = getattr(config, "controls", None)
+    return predict(
+        arch,
+        model.shape(),
+        batch=config.batch_size,
+        prompt_len=config.prompt_length,
+        gen_len=config.generation_length,
+        hardware=hardware,
+        steps=config.steps if is_llada else None,
+        block_length=config.block_length if is_llada else None,
+        cfg_scale=(config.cfg_scale or 0.0) if is_llada else 0.0,
+        fidelity=fidelity,
+        temperature=getattr(controls, "temperature", 0.0) or 0.0,
+        remasking=getattr(config, "remasking", None) or "low_confidence",
+    )

@@ -1,0 +1,83 @@
+"""What LLaDA's official sampler does with the logits each step: its elementwise work and its float64 buffers.
+
+From ML-GSAI/LLaDA generate.py: with CFG, `un_logits + (cfg + 1) * (logits - un_logits)`; Gumbel noise in
+float64 when the temperature is above 0 (the current generate.py also takes that path at temperature 0, where
+it changes nothing but the cost; earlier versions and this model return the logits unchanged); `argmax` over
+the vocabulary; for low-confidence remasking `softmax(logits.to(float64))`. Top-k, `where` and the gathers
+work on [batch, seq] only and are not modelled.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from roofline.operators import (
+    BINARY_BYTES_PER_ELEMENT,
+    BYTES_PER_ELEMENT,
+    UNARY_BYTES_PER_ELEMENT,
+    Operator,
+    elementwise,
+)
+from specs.shapes import ModelShape
+
+Remasking = Literal["low_confidence", "random"]
+FLOAT64_BYTES = 8
+_F64_UNARY = 2 * FLOAT64_BYTES
+_F64_BINARY = 3 * FLOAT64_BYTES
+_CAST_TO_F64 = BYTES_PER_ELEMENT + FLOAT64_BYTES
+
+
+def sampler_operators(
+    shape: ModelShape,
+    *,
+    batch: int,
+    seq_len: int,
+    cfg: bool,
+    temperature: float = 0.0,
+    remasking: Remasking = "low_confidence",
+) -> tuple[Operator, ...]:
+    """The sampler's ops over the [batch, seq_len, vocab] logits of one step, one op per element each."""
+    rows, vocab = batch * seq_len, shape.vocab_size
+
+    def op(name: str, bytes_per_element: int) -> Operator:
+        return elementwise(name, "sampler", rows, vocab, bytes_per_element=bytes_per_element)
+
+    ops: list[Operator] = []
+    if cfg:
+        ops += [
+            op("cfg_sub", BINARY_BYTES_PER_ELEMENT),
+            op("cfg_scale", UNARY_BYTES_PER_ELEMENT),
+            op("cfg_add", BINARY_BYTES_PER_ELEMENT),
+        ]
+    if temperature > 0:
+        ops += [
+            op("gumbel_cast", _CAST_TO_F64),
+            op("gumbel_rand", FLOAT64_BYTES),
+            op("gumbel_log", _F64_UNARY),
+            op("gumbel_neg", _F64_UNARY),
+            op("gumbel_pow", _F64_UNARY),
+            op("gumbel_exp", _F64_UNARY),
+            op("gumbel_div", _F64_BINARY),
+            op("argmax", FLOAT64_BYTES),
+        ]
+    else:
+        ops.append(op("argmax", BYTES_PER_ELEMENT))
+    if remasking == "low_confidence":
+        ops += [op("softmax_cast", _CAST_TO_F64), op("softmax_float64", _F64_UNARY)]
+    return tuple(ops)
+
+
+def sampler_buffer_bytes_per_element(
+    *, temperature: float = 0.0, remasking: Remasking = "low_confidence"
+) -> int:
+    """Peak bytes per logit element of the sampler's own float64 tensors (beyond the BF16 logits).
+
+    Gumbel (temperature > 0): the float64 logits, the noise, the transformed noise, exp(logits) and the quotient
+    can be alive together (5 x 8). Low-confidence: the float64 copy and its softmax (2 x 8), plus the noisy
+    logits still alive when there are some.
+    """
+    gumbel = 5 * FLOAT64_BYTES if temperature > 0 else 0
+    softmax = (
+        2 * FLOAT64_BYTES + (FLOAT64_BYTES if temperature > 0 else 0) if remasking == "low_confidence" else 0
+    )
+    return max(gumbel, softmax)
