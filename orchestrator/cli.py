@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Callable
 
 from orchestrator.actor import RunActor
-from orchestrator.driver import SweepSummary, default_out_dir, run_sweep
-from orchestrator.plan import PlannedRun, plan_runs
+from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, unrun_result
+from orchestrator.plan import PlannedRun, plan_runs, predicted_not_to_fit
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore
 from specs.artifacts import SweepLayout, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
+from specs.results import RunStatus
 
 EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 
@@ -116,9 +117,15 @@ def sweep_command(
     spec_path = resolve_path(spec_arg)
     spec = load_spec(spec_arg)
     planned = plan_runs(spec)
+    skipped = predicted_not_to_fit(spec, planned)
     store = ArtifactStore(default_out_dir(spec, out))
     store.open(spec, spec_path.read_text(encoding="utf-8"), force=force)
     done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
+    for run in planned:
+        reason = skipped.get(run.run_id)
+        if reason and run.run_id not in done:
+            store.write_result(unrun_result(spec.name, run, RunStatus.SKIPPED, reason))
+            done.add(run.run_id)
     todo = len(planned) - len(done)
     print(f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}")
     summary = run_sweep(

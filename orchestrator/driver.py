@@ -193,6 +193,17 @@ def _count_loads(summary: SweepSummary, slot: _Slot) -> None:
 
 def failed_result(sweep: str, run: PlannedRun, status: RunStatus, error: BaseException, attempts: int) -> RunResult:
     """A result for a run whose worker could not report one itself."""
+    first_line = str(error).splitlines()[0] if str(error) else ""
+    return unrun_result(
+        sweep, run, status, f"{error.__class__.__name__}: {first_line}",
+        traceback="".join(traceback.format_exception(error)), attempts=attempts,
+    )
+
+
+def unrun_result(
+    sweep: str, run: PlannedRun, status: RunStatus, reason: str, *, traceback: str | None = None, attempts: int = 0
+) -> RunResult:
+    """A result written by the driver itself: the run crashed its worker, or was never started."""
     now = _now()
     return RunResult(
         run_id=run.run_id,
@@ -203,8 +214,8 @@ def failed_result(sweep: str, run: PlannedRun, status: RunStatus, error: BaseExc
         started_at=now,
         finished_at=now,
         attempts=attempts,
-        error=f"{error.__class__.__name__}: {str(error).splitlines()[0] if str(error) else ''}",
-        traceback="".join(traceback.format_exception(error)),
+        error=reason,
+        traceback=traceback,
     )
 
 

@@ -6,6 +6,7 @@ import hashlib
 from dataclasses import dataclass
 
 from specs.artifacts import canonical_json
+from specs.loader import SpecError
 from specs.schema import ExperimentSpec, ModelSpec, RunConfig
 
 RUN_ID_LENGTH = 12
@@ -83,3 +84,26 @@ def _check_unique(planned: list[PlannedRun]) -> None:
     for run in planned:
         assert run.run_id not in seen, f"two configs share run id {run.run_id}"
         seen[run.run_id] = run.config
+
+
+def predicted_not_to_fit(spec: ExperimentSpec, planned: list[PlannedRun]) -> dict[str, str]:
+    """Runs the roofline's memory model says exceed the profile's memory, with the reason (run id → reason).
+    Only when the spec asks (controls.skip_predicted_oom); otherwise the OOM wall is measured."""
+    if not spec.controls.skip_predicted_oom or spec.controls.hardware.profile is None:
+        return {}
+    from roofline.hardware import get_hardware
+    from roofline.predict import predict_run
+
+    try:
+        hardware = get_hardware(spec.controls.hardware.profile)
+    except KeyError as exc:
+        raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
+    skipped = {}
+    for run in planned:
+        prediction = predict_run(run.config, hardware)
+        if not prediction.fits:
+            skipped[run.run_id] = (
+                f"predicted peak memory {prediction.peak_memory_bytes / 2**30:.1f} GiB exceeds "
+                f"{hardware.name}'s {hardware.memory_bytes / 2**30:.0f} GiB"
+            )
+    return skipped

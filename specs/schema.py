@@ -181,6 +181,8 @@ class HardwareRequirement(Frozen):
     gpu: str = "any"  # "any", or a substring of the device name such as "A100"
     exclusive: bool = False  # refuse when other processes share the GPU
     allow_mismatch: bool = False  # measure anyway and record the mismatch
+    # The roofline hardware profile used to predict memory (e.g. a100-sxm4-80gb); see `just roofline hardware`.
+    profile: str | None = None
 
 
 class Controls(Frozen):
@@ -203,6 +205,10 @@ class Controls(Frozen):
     def _kernel_fits_device(self) -> "Controls":
         if self.attention == "flash_attention_2" and self.device == "cpu":
             raise ValueError("attention: 'flash_attention_2' needs a CUDA device; allowed on cpu: 'sdpa', 'eager'")
+        if self.skip_predicted_oom and self.hardware.profile is None:
+            raise ValueError(
+                "hardware.profile: skip_predicted_oom needs a roofline hardware profile, e.g. a100-sxm4-80gb"
+            )
         if self.attention == "flash_attention_2" and self.dtype == "float32":
             raise ValueError("attention: 'flash_attention_2' runs in bfloat16 or float16 only; use dtype bfloat16")
         return self

@@ -75,3 +75,32 @@ def test_shipped_specs_validate_and_plan() -> None:
               for name in ("smoke", "paper", "synthetic-8b", "block-ablation")}
     # paper: LLaMA 3 lengths × 3 batches; LLaDA × 5 step counts × 1 block length.
     assert counts == {"smoke": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
+
+
+def test_planner_skips_runs_predicted_not_to_fit_when_asked() -> None:
+    from orchestrator.plan import predicted_not_to_fit
+    from specs.loader import load_spec
+
+    spec = load_spec("specs/synthetic-8b.yaml")
+    assert predicted_not_to_fit(spec, plan_runs(spec)) == {}  # not asked: the OOM wall is measured
+    data = spec.model_dump(mode="json")
+    data["controls"].update(skip_predicted_oom=True, hardware={"gpu": "any", "profile": "rtx-4090"})
+    asked = spec_from(data)
+    planned = plan_runs(asked)
+    skipped = predicted_not_to_fit(asked, planned)
+    # 24 GiB cannot hold LLaDA-8B at batch 32 × 2048 tokens, but holds LLaMA-8B at batch 1 × 512.
+    by_id = {r.run_id: r.config for r in planned}
+    assert any(by_id[i].model.arch == "llada" and by_id[i].batch_size == 32 for i in skipped)
+    small = next(r for r in planned if r.config.model.arch == "llama" and r.config.batch_size == 1
+                 and r.config.sequence_length == 512)
+    assert small.run_id not in skipped
+    assert all("exceeds rtx-4090's 24 GiB" in reason for reason in skipped.values())
+
+
+def test_skip_predicted_oom_needs_a_profile() -> None:
+    import pytest
+
+    from specs.loader import SpecError
+
+    with pytest.raises(SpecError, match="controls.hardware.profile: skip_predicted_oom needs a roofline hardware profile"):
+        spec_from(mutated(lambda d: d["controls"].update(skip_predicted_oom=True)))
