@@ -1,0 +1,247 @@
+"""One run's quality per prompt: BERTScore, generative perplexity, LLaDA's ELBO, degeneracy, calibration."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from specs.results import Generation, QualityRecord
+from specs.schema import BertScoreSpec, ModelSpec, RunConfig
+from workers.quality.bertscore import QualityError, load_bertscorer, score_texts
+from workers.quality.degeneracy import degeneracy
+from workers.quality.elbo import elbo_nll
+from workers.quality.perplexity import continuation_nll, evaluator_pair
+from workers.tokenization import model_input_ids
+
+if TYPE_CHECKING:
+    from workers.models import LoadedModel
+    from workers.prompts import PromptExample
+
+SYNTHETIC_EVALUATOR_NOTE = "synthetic evaluator: perplexity not meaningful"
+# Calibration texts, scored as if generated: the passage's real continuation, and the real continuation
+# of the next prompt of the run (rotated), which is unrelated to this prompt.
+CALIBRATION_REFERENCE = "reference"
+CALIBRATION_UNRELATED = "unrelated"
+
+
+@dataclass(frozen=True)
+class QualityOutcome:
+    """What `score_run` gives the runner to put into the RunResult (every field None when quality is off).
+
+    `note` says what only the scorer knows (a synthetic evaluator); the runner prefixes its own
+    "synthetic weights: quality not meaningful" when the generator's weights are synthetic.
+    """
+
+    quality: list[QualityRecord] | None
+    quality_sampled: list[QualityRecord] | None
+    calibration: dict[str, list[QualityRecord]] | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class _Continuation:
+    """One text to score as if generated, with its generator-side ids (what the ELBO scores)."""
+
+    example: PromptExample
+    text: str
+    answer_ids: list[int]
+
+
+class QualityScorer:
+    """Scores runs on one worker; BERTScore models are loaded once per (model, layers) and kept.
+
+    Calibration (the reference continuation and an unrelated passage scored as if generated) is computed
+    for every run, so each artifact carries its own "good" and "chance" rows, but only once per worker for
+    the same generator, prompts and quality settings: later runs of that model reuse the cached records.
+    """
+
+    def __init__(self, device: torch.device | str) -> None:
+        self.device = torch.device(device)
+        self._bertscorers: dict[tuple[str, int], object] = {}
+        self._calibration: dict[str, dict[str, list[QualityRecord]]] = {}
+
+    def bertscorer(self, spec: BertScoreSpec):
+        key = (spec.model, spec.num_layers)
+        if key not in self._bertscorers:
+            self._bertscorers[key] = load_bertscorer(spec.model, spec.num_layers, self.device)
+        return self._bertscorers[key]
+
+    def release(self) -> None:
+        """Drop the cached scorer models and calibration (e.g. before measuring memory of a large run)."""
+        self._bertscorers.clear()
+        self._calibration.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+    def score_run(
+        self,
+        config: RunConfig,
+        examples: Sequence[PromptExample],
+        generations: Sequence[Generation],
+        *,
+        model: LoadedModel,
+        sampled: Sequence[Generation] | None = None,
+        load_evaluator: Callable[[ModelSpec], LoadedModel],
+    ) -> QualityOutcome:
+        """Quality of the run's generations (and of LLaMA's sampled ones), in the order of `examples`."""
+        if not config.quality.enabled:
+            return QualityOutcome(None, None, None, None)
+        evaluator = self._evaluator(config, load_evaluator)
+        quality = self._score(config, self._generated(examples, generations), model, evaluator)
+        quality_sampled = None
+        if sampled is not None:
+            sampled_texts = self._generated(examples, sampled)
+            # The ELBO is LLaDA's own bound; LLaMA's sampled text is scored by the shared metrics only.
+            quality_sampled = self._score(config, sampled_texts, model, evaluator, elbo=False)
+        calibration = self._calibrate(config, examples, model, evaluator)
+        return QualityOutcome(quality, quality_sampled, calibration, _note(evaluator))
+
+    # ------------------------------------------------------------ pieces
+
+    def _evaluator(
+        self, config: RunConfig, load_evaluator: Callable[[ModelSpec], LoadedModel]
+    ) -> LoadedModel | None:
+        if config.quality.perplexity is None:
+            return None
+        if config.evaluator is None:
+            raise QualityError(
+                f"quality.perplexity.evaluator: {config.quality.perplexity.evaluator!r} was not resolved to "
+                "a model (RunConfig.evaluator is None); name a model of the spec, a checkpoint path or hub id"
+            )
+        evaluator = load_evaluator(config.evaluator)
+        if evaluator.spec.arch != "llama":
+            raise QualityError(
+                f"quality.perplexity.evaluator: {evaluator.spec.name!r} is a {evaluator.spec.arch} model; "
+                "generative perplexity needs a causal LM (arch: llama)"
+            )
+        return evaluator
+
+    @staticmethod
+    def _generated(
+        examples: Sequence[PromptExample], generations: Sequence[Generation]
+    ) -> list[_Continuation]:
+        by_prompt: dict[int, Generation] = {}
+        for generation in generations:  # a batch larger than the prompt set repeats prompts: keep the first
+            by_prompt.setdefault(generation.prompt_id, generation)
+        missing = [ex.prompt_id for ex in examples if ex.prompt_id not in by_prompt]
+        assert not missing, f"no generation for prompt ids {missing}"
+        continuations = []
+        for ex in examples:
+            generation = by_prompt[ex.prompt_id]
+            # The ELBO scores the same useful part the text shows: the ids before the first EOS/EoT.
+            continuations.append(
+                _Continuation(ex, generation.text, generation.token_ids[: generation.useful_tokens])
+            )
+        return continuations
+
+    def _calibrate(
+        self,
+        config: RunConfig,
+        examples: Sequence[PromptExample],
+        model: LoadedModel,
+        evaluator: LoadedModel | None,
+    ) -> dict[str, list[QualityRecord]]:
+        key = _calibration_key(config, examples)
+        if key not in self._calibration:
+            reference = [_Continuation(ex, ex.reference_text, list(ex.reference_ids)) for ex in examples]
+            calibration = {CALIBRATION_REFERENCE: self._score(config, reference, model, evaluator)}
+            if len(examples) > 1:  # with one prompt there is no other passage to rotate in
+                unrelated = [
+                    _Continuation(ex, other.reference_text, list(other.reference_ids))
+                    for ex, other in zip(examples, [*examples[1:], examples[0]])
+                ]
+                calibration[CALIBRATION_UNRELATED] = self._score(config, unrelated, model, evaluator)
+            self._calibration[key] = calibration
+        return self._calibration[key]
+
+    def _score(
+        self,
+        config: RunConfig,
+        continuations: Sequence[_Continuation],
+        model: LoadedModel,
+        evaluator: LoadedModel | None,
+        *,
+        elbo: bool = True,
+    ) -> list[QualityRecord]:
+        quality = config.quality
+        texts = [c.text for c in continuations]
+        columns: dict[str, list[float | None]] = {}
+        if quality.bertscore is not None:
+            scores = score_texts(
+                self.bertscorer(quality.bertscore), texts, [c.example.reference_text for c in continuations]
+            )
+            columns["bertscore_precision"] = [s.precision for s in scores]
+            columns["bertscore_recall"] = [s.recall for s in scores]
+            columns["bertscore_f1"] = [s.f1 for s in scores]
+        if evaluator is not None:
+            pairs = [
+                evaluator_pair(evaluator.tokenizer, c.example.prompt_text, c.text, chat=evaluator.spec.chat)
+                for c in continuations
+            ]
+            positions = getattr(evaluator.model.config, "max_position_embeddings", None)
+            nlls = continuation_nll(evaluator.model, pairs, max_positions=positions)
+            columns["nll_per_token"] = [n.nll_per_token for n in nlls]
+            columns["gen_ppl"] = [n.perplexity for n in nlls]
+        if elbo and quality.elbo is not None and model.spec.arch == "llada":
+            columns["elbo_nll_per_token"] = self._elbo(config, continuations, model)
+        figures = [degeneracy(text) for text in texts]
+        columns["repeated_bigram_rate"] = [f.repeated_bigram_rate for f in figures]
+        columns["distinct_1"] = [f.distinct_1 for f in figures]
+        columns["distinct_2"] = [f.distinct_2 for f in figures]
+        return [
+            QualityRecord(
+                prompt_id=c.example.prompt_id, **{name: values[i] for name, values in columns.items()}
+            )
+            for i, c in enumerate(continuations)
+        ]
+
+    @staticmethod
+    def _elbo(
+        config: RunConfig, continuations: Sequence[_Continuation], model: LoadedModel
+    ) -> list[float | None]:
+        assert config.quality.elbo is not None
+        if model.mask_token_id is None:
+            raise QualityError(
+                f"quality.elbo: model {model.spec.name!r} has no [MASK] id; set mask_token_id in its spec"
+            )
+        values: list[float | None] = []
+        for c in continuations:
+            # The prompt as the sampler read it (chat template or BOS around the cut ids).
+            prompt = model_input_ids(
+                model.tokenizer, [c.example.prompt_ids], model.spec.chat, torch.device("cpu")
+            )[0]
+            estimate = elbo_nll(
+                model.model,
+                prompt,
+                c.answer_ids,
+                model.mask_token_id,
+                samples=config.quality.elbo.samples,
+                # Same masks for every run of a prompt (common random numbers across step counts).
+                seed=config.controls.seed + c.example.prompt_id,
+            )
+            values.append(estimate.nll_bound_per_token)
+        return values
+
+
+def _note(evaluator: LoadedModel | None) -> str | None:
+    """What only the scorer knows; the runner itself flags a generator with synthetic weights."""
+    if evaluator is not None and evaluator.weights == "synthetic":
+        return SYNTHETIC_EVALUATOR_NOTE
+    return None
+
+
+def _calibration_key(config: RunConfig, examples: Sequence[PromptExample]) -> str:
+    """Everything calibration depends on: the generator (tokenisation, ELBO), the settings and the texts."""
+    payload = {
+        "model": config.model.model_dump(mode="json"),
+        "quality": config.quality.model_dump(mode="json"),
+        "evaluator": None if config.evaluator is None else config.evaluator.model_dump(mode="json"),
+        "controls": config.controls.model_dump(mode="json"),  # seed, dtype, attention
+        "examples": [[ex.prompt_id, list(ex.prompt_ids), list(ex.reference_ids)] for ex in examples],
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
