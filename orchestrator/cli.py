@@ -139,8 +139,8 @@ def sweep_command(
             file=sys.stderr,
         )
         return EXIT_INTERRUPTED
-    if report:
-        _report(store.root)
+    if report and not _report(store.root):
+        return EXIT_USAGE
     return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
 
 
@@ -158,9 +158,16 @@ def format_summary(summary: SweepSummary, root: Path) -> str:
     )
 
 
-def _report(root: Path) -> None:
-    render: Callable[..., object] = importlib.import_module("report.render").render_report
-    render(root)
+def _report(root: Path) -> bool:
+    """Render the report at the end of a sweep; a refusal is one line, and the artifacts stay as they are."""
+    render_module = importlib.import_module("report.render")
+    render: Callable[..., object] = render_module.render_report
+    try:
+        render(root)
+    except render_module.ReportError as exc:
+        print(f"error: report not written: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def _verify(args: argparse.Namespace) -> int:

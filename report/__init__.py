@@ -1,0 +1,1 @@
+"""Artifacts to tables, figures and the HTML/Markdown report."""

@@ -1,0 +1,151 @@
+"""The report's figures in the study's order: number, file name, section, what each shows, and how each is made
+from one hardware kind's runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from report.figures.common import FigureSkipped
+from report.figures.latency import latency_vs_generation_length, step_time_vs_length
+from report.figures.memory import memory_heatmap
+from report.figures.quality import block_length_ablation, pareto_frontier, quality_vs_steps
+from report.figures.roofline import measured_vs_predicted, roofline_figure
+from report.figures.throughput import throughput_by_batch
+from report.predictions import ProfileChoice, model_shapes, prediction_table
+from report.quality import FIGURE_METRICS, QualityData
+from report.table import quality_notes
+from roofline.plotdata import operator_points
+
+
+@dataclass
+class GroupContext:
+    """Everything a figure may need about one hardware kind's runs."""
+
+    hardware: str
+    table: pl.DataFrame  # this hardware's rows of the flat table
+    results: list  # this hardware's RunResults (for roofline predictions)
+    quality: QualityData
+    profile: ProfileChoice
+    _predictions: pl.DataFrame | None = field(default=None, repr=False)
+
+    def metrics(self) -> list[str]:
+        runs = set(self.table["run_id"].to_list())
+        present = set(self.quality.by_run.filter(pl.col("run_id").is_in(list(runs)))["metric"].to_list())
+        return [m for m in FIGURE_METRICS if m in present]
+
+    def predictions(self) -> pl.DataFrame:
+        if self.profile.profile is None:
+            raise FigureSkipped(self.profile.reason or f"no roofline profile for hardware {self.hardware}")
+        if self._predictions is None:
+            self._predictions = prediction_table(self.results, self.table, self.profile.profile)
+        return self._predictions
+
+
+Made = list[tuple[str, "Figure | FigureSkipped"]]  # (file stem, the figure or why not)
+
+
+@dataclass(frozen=True)
+class FigureEntry:
+    number: int
+    slug: str
+    title: str
+    section: str
+    shows: str  # one sentence for the report and the README
+    make: Callable[[GroupContext], Made]
+
+
+def _one(slug: str, build: Callable[[], Figure]) -> Made:
+    try:
+        return [(slug, build())]
+    except FigureSkipped as skipped:
+        return [(slug, skipped)]
+
+
+def _per_metric(slug: str, ctx: GroupContext, build: Callable[[str], Figure]) -> Made:
+    metrics = ctx.metrics()
+    if not metrics:
+        notes = quality_notes(ctx.table)
+        why = "no quality values in these runs" + (f" ({'; '.join(notes)})" if notes else "")
+        return [(slug, FigureSkipped(why))]
+    return [item for metric in metrics for item in _one(f"{slug}_{metric}", lambda m=metric: build(m))]
+
+
+def _roofline(ctx: GroupContext) -> Made:
+    def build() -> Figure:
+        predictions = ctx.predictions()
+        profile = ctx.profile.profile
+        assert profile is not None
+        ok = ctx.table.filter(pl.col("status") == "ok")
+        if not ok.height:
+            raise FigureSkipped("no successful runs")
+        prompt = int(ok["prompt_length"].mode().sort()[0])
+        gen = int(ok["generation_length"].max())
+        batch = int(ok["batch_size"].min())
+        shapes = model_shapes(ctx.results)
+        points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch,
+                                 llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"))
+        setting = f"prompt {prompt}, N_out {gen}, batch {batch}"
+        return roofline_figure(ctx.table, predictions, profile, points, operator_setting=setting,
+                               overridden=ctx.profile.overridden)
+
+    return _one("roofline", build)
+
+
+def _measured_vs_predicted(ctx: GroupContext) -> Made:
+    def build() -> Figure:
+        profile = ctx.profile.profile
+        predictions = ctx.predictions()
+        assert profile is not None
+        return measured_vs_predicted(ctx.table, predictions, profile, overridden=ctx.profile.overridden)
+
+    return _one("measured_vs_predicted", build)
+
+
+def _metric_for_ablation(ctx: GroupContext) -> str | None:
+    metrics = ctx.metrics()
+    return metrics[0] if metrics else None
+
+
+FIGURES: tuple[FigureEntry, ...] = (
+    FigureEntry(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
+                "Median end-to-end latency against N_out for both models, one panel per batch size; LLaMA's "
+                "latency also split into its prefill (TTFT) and its decode passes, LLaDA one line per step count.",
+                lambda c: _one("latency_vs_generation_length", lambda: latency_vs_generation_length(c.table))),
+    FigureEntry(7, "step_time_vs_length", "Per-step time vs length", "latency",
+                "LLaDA's time per diffusion step against sequence length, and LLaMA's inter-token latency "
+                "against the context each decode pass attends, one line per batch size.",
+                lambda c: _one("step_time_vs_length", lambda: step_time_vs_length(c.table))),
+    FigureEntry(3, "throughput_by_batch", "Throughput by batch size", "throughput",
+                "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
+                "bars over repetitions; batches that ran out of memory are marked OOM.",
+                lambda c: _one("throughput_by_batch", lambda: throughput_by_batch(c.table))),
+    FigureEntry(4, "memory_heatmap", "Memory heatmap", "memory",
+                "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
+                "on a shared colour scale, out-of-memory cells hatched.",
+                lambda c: _one("memory_heatmap", lambda: memory_heatmap(c.table))),
+    FigureEntry(1, "pareto_frontier", "Latency-quality Pareto frontier", "quality",
+                "End-to-end latency (log) against quality: LLaMA a point per batch size, LLaDA a curve over "
+                "diffusion steps, the Pareto frontier dashed; one panel per generation length, one figure per metric.",
+                lambda c: _per_metric("pareto_frontier", c, lambda m: pareto_frontier(c.table, c.quality.by_run, m))),
+    FigureEntry(2, "quality_vs_steps", "Quality vs diffusion steps", "quality",
+                "LLaDA's quality against its step count with 95% CIs, LLaMA's level as a band, and S_parity "
+                "(with its CI) where the parity analysis gives it.",
+                lambda c: _per_metric("quality_vs_steps", c, lambda m: quality_vs_steps(
+                    c.table, c.quality.by_setting, m, c.quality.parity_markers))),
+    FigureEntry(6, "block_length_ablation", "Block-length ablation", "quality",
+                "LLaDA latency and quality against block length at fixed step counts.",
+                lambda c: _one("block_length_ablation", lambda: block_length_ablation(
+                    c.table, c.quality.by_setting, _metric_for_ablation(c)))),
+    FigureEntry(8, "roofline", "Roofline with measured operating points", "roofline",
+                "The hardware's roofs with the operators of a LLaMA prefill, a decode pass and a LLaDA step, and "
+                "each run's measured operating point (achieved FLOP/s at its arithmetic intensity).",
+                _roofline),
+    FigureEntry(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
+                "Each run's median measured latency against the roofline's prediction (study and faithful "
+                "models), with the y = x line.",
+                _measured_vs_predicted),
+)

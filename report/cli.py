@@ -1,0 +1,46 @@
+"""`llada-bench report DIR`: render a sweep's table, figures and report from its artifacts alone."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from report.predictions import UnknownHardwareError
+from report.render import ReportError, render_report
+
+EXIT_OK, EXIT_USAGE = 0, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="llada-bench report",
+        description="Verify artifacts/<sweep>/ and write results.parquet, figures/*.png|svg, report.html and "
+        "report.md from the artifacts alone (no model, no GPU, no network).",
+    )
+    parser.add_argument("dir", type=Path, help="sweep directory, e.g. artifacts/smoke")
+    parser.add_argument("--allow-unverified", action="store_true",
+                        help="render even if checksums fail (the report then carries a warning)")
+    parser.add_argument("--hardware", metavar="NAME",
+                        help="roofline profile for figures 8-9 instead of the runs' device (e.g. a100-sxm4-80gb)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        render_report(args.dir, allow_unverified=args.allow_unverified, hardware=args.hardware)
+    except (ReportError, UnknownHardwareError) as exc:
+        print(f"llada-bench report: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""Figures 5 and 7: end-to-end latency vs generation length; LLaDA step time and LLaMA ITL vs length."""
+
+from __future__ import annotations
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from report.analysis import itl_by_context, step_time_by_length
+from report.figures.common import (
+    ARCH_COLOR,
+    ARCH_LABEL,
+    ARCH_MARKER,
+    LLADA_AXES,
+    FigureData,
+    FigureSkipped,
+    Panel,
+    Series,
+    at_primary_block,
+    attach,
+    caption,
+    empty_panel,
+    figure_legend,
+    llada_label,
+    new_figure,
+    ok_runs,
+    one_hardware,
+    power_of_two_axis,
+    sequential_colors,
+    steps_colors,
+    tuple_of,
+    value_axis,
+    varying,
+)
+
+IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
+
+
+def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
+    """Figure 5: median end-to-end latency (log) vs N_out, one panel per batch size (and prompt length).
+
+    LLaMA's latency is drawn whole and split into its prefill (TTFT) and its decode passes; LLaDA has one
+    line per step count (and per other LLaDA knob that varies)."""
+    name = "latency_vs_generation_length"
+    hardware = one_hardware(df, name)
+    runs = ok_runs(df).filter(pl.col("latency_e2e_s_median").is_not_null())
+    if runs.height == 0:
+        raise FigureSkipped("no successful runs with latency samples")
+    if runs["generation_length"].n_unique() < 2:
+        raise FigureSkipped("only one generation length was swept")
+    runs, block_note = at_primary_block(runs)
+    keys = runs.select("prompt_length", "batch_size").unique().sort(["prompt_length", "batch_size"]).rows()
+    several_prompts = runs["prompt_length"].n_unique() > 1
+    colors = steps_colors(runs["steps"].drop_nulls().to_list())
+    fig, axes = new_figure(len(keys), panel_size=(4.2, 3.6))
+    panels = []
+    for ax, (prompt, batch) in zip(axes, keys):
+        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("batch_size") == batch))
+        title = f"batch {batch}" + (f", prompt {prompt}" if several_prompts else "")
+        series = _latency_series(sub)
+        for s, steps in series:
+            draw_series(ax, s, colors.get(steps, ARCH_COLOR["llama"]))
+        power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
+        yscale = value_axis(ax, [y for s, _ in series for y in s.y])
+        ax.set_title(title)
+        ax.set_xlabel("generation length N_out (tokens)")
+        ax.set_ylabel("latency (s)")
+        panels.append(Panel(title, "generation length N_out (tokens)", "latency (s)", "log2", yscale,
+                            tuple(s for s, _ in series)))
+    figure_legend(fig, axes)
+    fig.suptitle("End-to-end latency vs generation length")
+    notes = (IQR_NOTE,) + ((block_note,) if block_note else ())
+    return attach(fig, FigureData(name, hardware, caption(runs, hardware), tuple(panels), notes))
+
+
+def _latency_series(sub: pl.DataFrame) -> list[tuple[Series, int | None]]:
+    """LLaMA's three lines per model, then one LLaDA line per setting; each with its step count (colour)."""
+    series: list[tuple[Series, int | None]] = []
+    for model in sorted(sub.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
+        rows = sub.filter(pl.col("model") == model).sort("generation_length")
+        x = tuple_of(rows["generation_length"])
+        for part, column in (("end-to-end", "latency_e2e_s"), ("TTFT (prefill)", "ttft_s"), ("decode", "decode_s")):
+            series.append((Series(
+                f"{model}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
+                tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch="llama", model=model,
+            ), None))
+    llada = sub.filter(pl.col("arch") == "llada")
+    for model in sorted(llada["model"].unique().to_list()):
+        rows = llada.filter(pl.col("model") == model)
+        axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
+        for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
+            line = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("generation_length")
+            series.append((Series(
+                llada_label(model, key, axes), "line", tuple_of(line["generation_length"]),
+                tuple_of(line["latency_e2e_s_median"]), tuple_of(line["latency_e2e_s_p25"]),
+                tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
+            ), key["steps"]))
+    return series
+
+
+def draw_series(ax, s: Series, color) -> None:
+    """A line with IQR error bars; LLaMA's TTFT dotted and its decode dashed."""
+    style = {"TTFT (prefill)": ":", "decode": "--"}
+    linestyle = next((v for k, v in style.items() if s.label.endswith(k)), "-")
+    yerr = None
+    if s.y_low is not None and s.y_high is not None:
+        yerr = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
+    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, linestyle=linestyle,
+                marker=ARCH_MARKER.get(s.arch or "llama", "o"), markersize=4, capsize=2, linewidth=1.4)
+
+
+def step_time_vs_length(df: pl.DataFrame) -> Figure:
+    """Figure 7: LLaDA time per diffusion step vs sequence length (left) and LLaMA inter-token latency vs the
+    context each decode pass attends (right), one line per batch size."""
+    name = "step_time_vs_length"
+    hardware = one_hardware(df, name)
+    runs = ok_runs(df)
+    steps = step_time_by_length(runs)
+    itl = itl_by_context(runs)
+    if not steps.height and not itl.height:
+        raise FigureSkipped("no LLaDA step timings and no LLaMA decode timings")
+    batches = sorted(set(steps["batch_size"].to_list()) | set(itl["batch_size"].to_list()))
+    colors = sequential_colors(batches)
+    fig, (left, right) = new_figure(2, panel_size=(5.4, 4.0))
+    step_series = []
+    for (model, batch), rows in steps.group_by(["model", "batch_size"], maintain_order=True):
+        rows = rows.sort("sequence_length")
+        s = Series(f"{model}, batch {batch}", "line", tuple_of(rows["sequence_length"]), tuple_of(rows["step_s_median"]),
+                   tuple_of(rows["step_s_p25"]), tuple_of(rows["step_s_p75"]), arch="llada", model=model)
+        step_series.append(s)
+        draw_series(left, s, colors[batch])
+    left_scale = value_axis(left, [y for s in step_series for y in s.y])
+    if step_series:
+        power_of_two_axis(left, "x", steps["sequence_length"].unique().to_list())
+        left.legend(fontsize="x-small")
+    else:
+        empty_panel(left, "no LLaDA runs")
+    left.set_title(f"{ARCH_LABEL['llada']}: time per diffusion step")
+    left.set_xlabel("sequence length P + N_out (tokens)")
+    left.set_ylabel("time per step (s)")
+
+    itl_series = []
+    for (model, batch, prompt), rows in itl.group_by(["model", "batch_size", "prompt_length"], maintain_order=True):
+        label = f"{model}, batch {batch}" + (f", prompt {prompt}" if itl["prompt_length"].n_unique() > 1 else "")
+        s = Series(label, "line", tuple_of(rows["context_length"]), tuple_of(rows["itl_s_median"]), arch="llama",
+                   model=model)
+        itl_series.append(s)
+        right.plot(s.x, s.y, color=colors[batch], label=label, linewidth=1.2)
+    right_scale = value_axis(right, [y for s in itl_series for y in s.y])
+    if itl_series:
+        right.legend(fontsize="x-small")
+    else:
+        empty_panel(right, "no LLaMA decode timings")
+    right.set_title(f"{ARCH_LABEL['llama']}: inter-token latency")
+    right.set_xlabel("context length attended (tokens)")
+    right.set_ylabel("inter-token latency (s)")
+    fig.suptitle("Per-step cost vs length")
+    panels = (
+        Panel(left.get_title(), left.get_xlabel(), left.get_ylabel(), "log2", left_scale, tuple(step_series)),
+        Panel(right.get_title(), right.get_xlabel(), right.get_ylabel(), "linear", right_scale, tuple(itl_series)),
+    )
+    notes = (
+        (
+            "LLaDA: median over repetitions of each run's mean step time, then over runs sharing batch and length; "
+            "bars: IQR. LLaMA: each decode pass of the longest run per batch, median over repetitions."
+        ),
+    )
+    return attach(fig, FigureData(name, hardware, caption(runs, hardware), panels, notes))

@@ -1,0 +1,117 @@
+"""Figure 3: generation throughput (tokens/s) by batch size, both models side by side, IQR error bars."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from matplotlib.figure import Figure
+
+from report.figures.common import (
+    ARCH_COLOR,
+    LLADA_AXES,
+    FigureData,
+    FigureSkipped,
+    Panel,
+    Series,
+    at_primary_block,
+    attach,
+    caption,
+    figure_legend,
+    length_groups,
+    length_title,
+    llada_label,
+    new_figure,
+    one_hardware,
+    steps_colors,
+    tuple_of,
+    value_axis,
+    varying,
+)
+
+STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
+
+
+def throughput_by_batch(df: pl.DataFrame) -> Figure:
+    """Median T_gen = B x N_out / L_e2e per batch size: one bar per model setting (LLaMA, then LLaDA per step
+    count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
+    (OOM, error). One panel per generation length."""
+    name = "throughput_by_batch"
+    hardware = one_hardware(df, name)
+    runs, block_note = at_primary_block(df)
+    ok = runs.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+    if not ok.height:
+        raise FigureSkipped("no successful runs with throughput samples")
+    groups = length_groups(ok)
+    prompts = [p for p, _ in groups]
+    colors = steps_colors(ok["steps"].drop_nulls().to_list())
+    fig, axes = new_figure(len(groups), columns=2, panel_size=(6.0, 3.8))
+    panels = []
+    for ax, (prompt, gen) in zip(axes, groups):
+        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+        batches = sorted(sub["batch_size"].unique().to_list())
+        variants = _variants(sub)
+        width = 0.8 / max(len(variants), 1)
+        series = []
+        for i, (label, arch, model, steps, rows) in enumerate(variants):
+            s = _bar_series(label, arch, model, rows, batches)
+            series.append(s)
+            positions = np.arange(len(batches)) + (i - (len(variants) - 1) / 2) * width
+            color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
+            heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
+            err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
+            ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
+                   edgecolor="white", linewidth=0.5, error_kw={"elinewidth": 0.8})
+            for x, mark in zip(positions, s.markers):
+                if mark:
+                    ax.annotate(mark, (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 3),
+                                textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
+                                color="#b00020")
+        ax.set_xticks(np.arange(len(batches)), [str(b) for b in batches])
+        yscale = value_axis(ax, [y for s in series for y in s.y], log_above_ratio=20.0)
+        ax.grid(False, axis="x")
+        title = length_title(prompt, gen, prompts)
+        ax.set_title(title)
+        ax.set_xlabel("batch size B (sequences)")
+        ax.set_ylabel("throughput (tokens/s)")
+        panels.append(Panel(title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale,
+                            tuple(series)))
+    figure_legend(fig, axes)
+    fig.suptitle("Generation throughput by batch size")
+    notes = ("Bars: median over repetitions of B x N_out / end-to-end latency; error bars: interquartile range.",)
+    notes += (block_note,) if block_note else ()
+    return attach(fig, FigureData(name, hardware, caption(ok, hardware), tuple(panels), notes))
+
+
+def _variants(sub: pl.DataFrame) -> list[tuple[str, str, str, int | None, pl.DataFrame]]:
+    """(label, arch, model, steps, rows) per bar colour: each LLaMA model, then each LLaDA setting."""
+    out = []
+    for model in sorted(sub.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
+        out.append((model, "llama", model, None, sub.filter(pl.col("model") == model)))
+    llada = sub.filter(pl.col("arch") == "llada")
+    for model in sorted(llada["model"].unique().to_list()):
+        rows = llada.filter(pl.col("model") == model)
+        axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
+        for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
+            chosen = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items()))
+            out.append((llada_label(model, key, axes), "llada", model, key["steps"], chosen))
+    return out
+
+
+def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: list[int]) -> Series:
+    y, low, high, marks = [], [], [], []
+    for batch in batches:
+        at = rows.filter(pl.col("batch_size") == batch)
+        ok = at.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+        if ok.height:
+            y.append(ok["tokens_per_s_median"][0])
+            low.append(ok["tokens_per_s_p25"][0])
+            high.append(ok["tokens_per_s_p75"][0])
+            marks.append("")
+        else:
+            y.append(None)
+            low.append(None)
+            high.append(None)
+            statuses = at["status"].to_list()
+            marks.append(STATUS_MARK.get(statuses[0], statuses[0]) if statuses else "")
+    return Series(label, "bars", tuple_of(batches), tuple_of(y), tuple_of(low), tuple_of(high), arch=arch,
+                  model=model, markers=tuple(marks))

@@ -1,0 +1,40 @@
+"""The Document as Markdown beside report.html: figures linked by their path relative to the sweep directory."""
+
+from __future__ import annotations
+
+from report.document import Block, Document, FigureBlock, Paragraph, Preformatted, Table
+from report.html import figure_heading
+
+
+def render_markdown(document: Document) -> str:
+    lines = [f"# {document.title}", "", f"_{document.subtitle}_", ""]
+    for section in document.sections:
+        lines += [f"## {section.title}", ""]
+        for block in section.blocks:
+            lines += _block(block) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _block(block: Block) -> list[str]:
+    if isinstance(block, Paragraph):
+        return [f"> **Warning:** {block.text}" if block.warning else block.text]
+    if isinstance(block, Table):
+        out = [f"*{block.caption}*", ""] if block.caption else []
+        out.append("| " + " | ".join(_cell(c) for c in block.columns) + " |")
+        out.append("|" + "|".join("---" for _ in block.columns) + "|")
+        out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in block.rows]
+        return out
+    if isinstance(block, FigureBlock):
+        heading = figure_heading(block)
+        if block.relative_png is None:
+            return [f"**{heading}: skipped.** {block.reason or ''}"]
+        return [f"### {heading}", "", f"![{heading}]({block.relative_png})", "",
+                f"{block.shows} {block.caption} ([SVG]({block.relative_svg}))"]
+    if isinstance(block, Preformatted):
+        return [f"<details><summary>{block.summary}</summary>", "", "```", block.text.rstrip(), "```", "",
+                "</details>"]
+    raise TypeError(f"unknown block {type(block).__name__}")

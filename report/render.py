@@ -1,0 +1,289 @@
+"""`render_report`: verify a sweep's artifacts, then write results.parquet, every figure (PNG + SVG),
+report.html (self-contained) and report.md, and print a short results table."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import matplotlib
+import polars as pl
+import yaml
+from matplotlib.figure import Figure
+from pydantic import ValidationError
+
+from report.catalog import FIGURES, GroupContext
+from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
+from report.figures.common import FigureSkipped, plotted
+from report.figures.quality import METRIC_LABEL
+from report.html import render_html
+from report.markdown import render_markdown
+from report.predictions import PREDICTION_SCHEMA, choose_profile
+from report.quality import quality_data
+from report.sections import ReportInputs, build_document
+from report.table import UNKNOWN_HARDWARE, results_table
+from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
+from specs.results import RunResult
+from specs.schema import ExperimentSpec
+
+HTML_FILE = "report.html"
+MARKDOWN_FILE = "report.md"
+SUMMARY_ROWS = 40
+
+
+class ReportError(Exception):
+    """A report that cannot be rendered for a reason the user can fix; the message says which and how."""
+
+
+class UnverifiedArtifactsError(ReportError):
+    """The artifacts fail verification; each failing file is named."""
+
+
+@dataclass(frozen=True)
+class WrittenFigure:
+    number: int
+    stem: str
+    hardware: str
+    png: Path
+    svg: Path
+    figure: Figure  # kept so callers (tests) can read its plotted data
+
+
+@dataclass(frozen=True)
+class SkippedFigure:
+    number: int
+    stem: str
+    hardware: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class ReportOutputs:
+    sweep_dir: Path
+    results_parquet: Path
+    html: Path
+    markdown: Path
+    figures: tuple[WrittenFigure, ...]
+    skipped: tuple[SkippedFigure, ...]
+    problems: tuple[str, ...]  # verification failures (only with allow_unverified)
+    summary: str
+
+
+def render_report(
+    sweep_dir: Path | str,
+    *,
+    allow_unverified: bool = False,
+    hardware: str | None = None,
+    echo: bool = True,
+) -> ReportOutputs:
+    """Render everything from `sweep_dir` (artifacts/<sweep>/) alone: no model, no GPU, no network.
+
+    Refuses (UnverifiedArtifactsError) when a checksum fails unless `allow_unverified`; then the report
+    carries the failures in a warning. `hardware` names a roofline profile to predict against instead of the
+    one matching each run's device (the only way to get figures 8 and 9 for CPU runs).
+    """
+    layout = SweepLayout(Path(sweep_dir))
+    if not layout.root.is_dir():
+        raise ReportError(f"{layout.root}: no such sweep directory")
+    problems = tuple(str(p) for p in verify(layout))
+    if problems and not allow_unverified:
+        raise UnverifiedArtifactsError(
+            f"{layout.root}: artifacts fail verification ({len(problems)} problem(s)): " + "; ".join(problems)
+            + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
+        )
+    if hardware is not None:
+        choose_profile("override", hardware)  # an unknown name fails before any work
+    results, unreadable = _load(layout, strict=not problems)
+    problems += unreadable
+    table = results_table(results)
+    _write_parquet(table, layout.results)
+    quality = quality_data(results, table)
+    written, skipped, predictions, roofline_notes = _figures(layout, table, results, quality, hardware)
+    blocks = _figure_blocks(layout, written, skipped)
+    spec_text = layout.spec.read_text(encoding="utf-8") if layout.spec.is_file() else None
+    inputs = ReportInputs(
+        sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
+        manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
+        figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
+        roofline_notes=roofline_notes,
+    )
+    document = build_document(inputs)
+    html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
+    _atomic_text(html_path, render_html(document))
+    _atomic_text(md_path, render_markdown(document))
+    summary = summary_table(table, html_path, written, skipped)
+    if echo:
+        print(summary)
+    return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
+                         summary)
+
+
+# ------------------------------------------------------------------ inputs
+
+
+def _load(layout: SweepLayout, *, strict: bool) -> tuple[list[RunResult], tuple[str, ...]]:
+    """Parse every run file; a file that does not parse is an error, or (unverified) a problem to report."""
+    results, problems = [], []
+    for path in layout.run_files().values():
+        try:
+            results.append(RunResult.model_validate_json(path.read_text(encoding="utf-8")))
+        except (ValidationError, ValueError, OSError) as exc:
+            message = f"{path}: unreadable run artifact ({exc.__class__.__name__})"
+            if strict:
+                raise ReportError(message + "; it matches the manifest, so the artifact schema has changed") from None
+            problems.append(message)
+    return results, tuple(problems)
+
+
+def _parse_spec(text: str | None) -> ExperimentSpec | None:
+    if text is None:
+        return None
+    try:
+        return ExperimentSpec.model_validate(yaml.safe_load(text))
+    except (yaml.YAMLError, ValidationError, TypeError):
+        return None
+
+
+def _manifest(layout: SweepLayout) -> Manifest | None:
+    try:
+        return read_manifest(layout)
+    except (ValueError, OSError):
+        return None
+
+
+def _sweep_name(layout: SweepLayout, results: list[RunResult]) -> str:
+    return results[0].sweep if results else layout.root.name
+
+
+# ------------------------------------------------------------------ figures
+
+
+def hardware_slug(hardware: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-") or "unknown"
+
+
+def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality, override: str | None):
+    figures_dir = layout.figures
+    figures_dir.mkdir(parents=True, exist_ok=True)
+    for stale in list(figures_dir.glob("*.png")) + list(figures_dir.glob("*.svg")):
+        stale.unlink()
+    kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
+    written: list[WrittenFigure] = []
+    skipped: list[SkippedFigure] = []
+    predictions: list[pl.DataFrame] = []
+    notes: list[str] = []
+    if not kinds:
+        skipped += [SkippedFigure(e.number, e.slug, "", "no runs with a recorded environment") for e in FIGURES]
+    for kind in kinds:
+        ctx = GroupContext(
+            hardware=kind, table=table.filter(pl.col("hardware") == kind),
+            results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
+            quality=quality, profile=choose_profile(kind, override),
+        )
+        if ctx.profile.reason:
+            notes.append(f"{kind}: {ctx.profile.reason}.")
+        elif ctx.profile.profile is not None:
+            note = f"{kind}: roofline profile {ctx.profile.profile.name}"
+            notes.append(note + (" (chosen with --hardware)." if ctx.profile.overridden else "."))
+        suffix = "" if len(kinds) == 1 else f"--{hardware_slug(kind)}"
+        for entry in FIGURES:
+            for stem, made in entry.make(ctx):
+                if isinstance(made, FigureSkipped):
+                    skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
+                else:
+                    written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
+        if ctx.profile.profile is not None:
+            try:
+                predictions.append(ctx.predictions())
+            except FigureSkipped:
+                pass
+    frame = pl.concat(predictions) if predictions else pl.DataFrame(schema=PREDICTION_SCHEMA)
+    return written, skipped, frame, tuple(notes)
+
+
+def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
+    png, svg = directory / f"{stem}.png", directory / f"{stem}.svg"
+    with matplotlib.rc_context({"svg.hashsalt": "llada-bench", "svg.fonttype": "path"}):
+        _atomic_figure(fig, png, "png", {"Software": None})
+        _atomic_figure(fig, svg, "svg", {"Date": None, "Creator": None})
+    return WrittenFigure(number, stem, hardware, png, svg, fig)
+
+
+def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    with temp.open("wb") as handle:
+        fig.savefig(handle, format=fmt, dpi=PNG_DPI, metadata=metadata)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temp.replace(path)
+
+
+def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> list[FigureBlock]:
+    entries = {e.number: e for e in FIGURES}
+    order = {e.number: i for i, e in enumerate(FIGURES)}
+    blocks: list[tuple[tuple, FigureBlock]] = []
+    for w in written:
+        data = plotted(w.figure)
+        entry = entries[w.number]
+        caption = data.caption  # the notes are drawn under the image's panels
+        blocks.append(((order[w.number], w.stem, w.hardware), FigureBlock(
+            w.number, _title(entry.title, w.stem, entry.slug), w.hardware, caption, entry.shows, png=w.png,
+            relative_png=w.png.relative_to(layout.root).as_posix(), relative_svg=w.svg.relative_to(layout.root).as_posix(),
+        )))
+    for s in skipped:
+        entry = entries[s.number]
+        blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
+            s.number, _title(entry.title, s.stem, entry.slug), s.hardware, "", entry.shows, reason=s.reason)))
+    ordered = [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
+    numbers = iter(range(1, len(ordered) + 1))
+    return [replace(b, display_number=next(numbers)) if b.png is not None else b for b in ordered]
+
+
+def _title(title: str, stem: str, slug: str) -> str:
+    metric = stem[len(slug) + 1:] if stem.startswith(slug + "_") else ""
+    return f"{title} ({METRIC_LABEL.get(metric, metric)})" if metric else title
+
+
+# ------------------------------------------------------------------ outputs
+
+
+def _write_parquet(table: pl.DataFrame, path: Path) -> None:
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    table.write_parquet(temp)
+    with temp.open("rb") as handle:
+        os.fsync(handle.fileno())
+    temp.replace(path)
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    temp = path.with_name(path.name + TEMP_SUFFIX)
+    with temp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    temp.replace(path)
+
+
+def summary_table(table: pl.DataFrame, html: Path, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> str:
+    """A short plain-text table of the runs for the end of a sweep, then where the report is."""
+    multi = table["hardware"].n_unique() > 1
+    header = (["hardware"] if multi else []) + ["model", "B", "P", "N_out", "steps", "block", "status", "latency",
+                                                "tokens/s", "peak memory"]
+    rows = []
+    for r in table.head(SUMMARY_ROWS).iter_rows(named=True):
+        rows.append(([r["hardware"][:24]] if multi else []) + [
+            r["model"], str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
+            "–" if r["steps"] is None else str(r["steps"]), "–" if r["block_length"] is None else str(r["block_length"]),
+            r["status"], fmt_seconds(r["latency_e2e_s_median"]),
+            fmt_rate(r["tokens_per_s_median"]),
+            fmt_bytes(r["peak_memory_bytes"]),
+        ])
+    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
+    if table.height > SUMMARY_ROWS:
+        lines.append(f"… {table.height - SUMMARY_ROWS} more runs in results.parquet and the report")
+    lines.append(f"report: {html} ({len(written)} figures written, {len(skipped)} skipped)")
+    return "\n".join(lines)

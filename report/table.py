@@ -1,0 +1,188 @@
+"""RunResult artifacts → one flat polars row per run: config, environment, summary statistics and raw samples."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import polars as pl
+
+from report import stats
+from specs.results import QualityRecord, RunResult
+
+UNKNOWN_HARDWARE = "unknown"
+
+# Quality metrics a QualityRecord can carry, and which way is better.
+QUALITY_METRICS: tuple[str, ...] = tuple(name for name in QualityRecord.model_fields if name != "prompt_id")
+HIGHER_IS_BETTER: dict[str, bool] = {
+    "bertscore_precision": True, "bertscore_recall": True, "bertscore_f1": True,
+    "nll_per_token": False, "gen_ppl": False, "elbo_nll_per_token": False,
+    "repeated_bigram_rate": False, "distinct_1": True, "distinct_2": True,
+}
+
+# Per-repetition quantities summarised as median, quartiles (and CI where the name says so).
+_SUMMARISED_WITH_CI = ("latency_e2e_s", "tokens_per_s")
+_SUMMARISED = ("ttft_s", "decode_s", "itl_s", "step_s")
+
+_F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
+
+SCHEMA: dict[str, pl.DataType] = {
+    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "weights": _STR, "status": _STR,
+    "error": _STR, "attempts": _I64,
+    "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
+    "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
+    "hostname": _STR, "other_gpu_processes": _BOOL,
+    "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64, "sequence_length": _I64,
+    "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
+    "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
+    **{
+        f"{name}_{part}": (_I64 if part == "n" else _F64)
+        for name in _SUMMARISED_WITH_CI
+        for part in ("n", "median", "p25", "p75", "ci_low", "ci_high")
+    },
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
+    "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
+    "weights_bytes": _I64, "at_failure_allocated_bytes": _I64,
+    "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
+    "nfe": _I64, "model_load_s": _F64,
+    **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
+    "quality_prompts": _I64, "quality_note": _STR,
+    "useful_tokens_mean": _F64, "useful_tokens_total": _I64,
+    "latency_e2e_s_samples": pl.List(_F64), "warmup_latency_s_samples": pl.List(_F64),
+    "tokens_per_s_samples": pl.List(_F64), "ttft_s_samples": pl.List(_F64),
+    "itl_s_samples": pl.List(pl.List(_F64)), "step_s_samples": pl.List(pl.List(_F64)),
+    "tokens_committed_samples": pl.List(pl.List(_I64)),
+    **{f"{metric}_samples": pl.List(_F64) for metric in QUALITY_METRICS},
+}
+
+
+def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
+    """One flat row per run (schema `SCHEMA`): the LLaMA baseline first, then by model, hardware and the grid."""
+    rows = [_row(result) for result in results]
+    table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
+    return table.sort(
+        [pl.col("arch") != "llama", "model", "hardware", "generation_length", "prompt_length", "batch_size", "steps",
+         "block_length", "run_id"],
+        nulls_last=True,
+    )
+
+
+def _row(result: RunResult) -> dict[str, Any]:
+    config = result.config
+    env = result.environment
+    memory = result.memory
+    samples = result.samples
+    row: dict[str, Any] = {
+        "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
+        "weights": result.weights, "status": result.status.value, "error": result.error,
+        "attempts": result.attempts,
+        "hardware": env.device if env else UNKNOWN_HARDWARE,
+        "device_kind": memory.device if memory else (None if env is None else ("cpu" if env.device == "cpu" else "cuda")),
+        "dtype": (env.dtype if env and env.dtype else config.controls.dtype),
+        "attention": (env.attention_kernel if env and env.attention_kernel else config.controls.attention),
+        "timer": samples.timer if samples else None,
+        "torch_version": env.torch if env else None, "cuda_version": env.cuda if env else None,
+        "driver": env.driver if env else None, "git_commit": env.git_commit if env else None,
+        "image_digest": env.image_digest if env else None, "hostname": env.hostname if env else None,
+        "other_gpu_processes": env.other_gpu_processes if env else None,
+        "batch_size": config.batch_size, "prompt_length": config.prompt_length,
+        "generation_length": config.generation_length, "sequence_length": config.sequence_length,
+        "output_tokens": config.output_tokens, "steps": config.steps, "block_length": config.block_length,
+        "num_blocks": config.num_blocks, "remasking": config.remasking, "cfg_scale": config.cfg_scale,
+        "temperature": config.controls.temperature, "warmup": config.controls.warmup,
+        "repetitions": config.controls.repetitions,
+        "nfe": result.nfe, "model_load_s": result.model_load_s,
+    }
+    row.update(_timing_columns(result))
+    row.update(_memory_columns(result))
+    row.update(_quality_columns(result.quality, result.quality_note))
+    useful = [g.useful_tokens for g in result.generations]
+    row["useful_tokens_mean"] = stats.mean(useful)
+    row["useful_tokens_total"] = sum(useful) if useful else None
+    return row
+
+
+def _timing_columns(result: RunResult) -> dict[str, Any]:
+    samples = result.samples
+    latency = list(samples.latency_e2e_s) if samples else []
+    output_tokens = result.config.output_tokens
+    per_rep: dict[str, list[float]] = {
+        "latency_e2e_s": latency,
+        # T_gen = B x N_out / L_e2e (study 3.1.2), one value per repetition.
+        "tokens_per_s": [output_tokens / value for value in latency if value > 0],
+        "ttft_s": list(samples.ttft_s or []) if samples else [],
+        "decode_s": [sum(steps) for steps in (samples.itl_s or [])] if samples else [],
+        # L_itl of one repetition: the mean of its decode passes (study 3.1.1).
+        "itl_s": [_mean(steps) for steps in (samples.itl_s or []) if steps] if samples else [],
+        "step_s": [_mean(steps) for steps in (samples.step_s or []) if steps] if samples else [],
+    }
+    row: dict[str, Any] = {}
+    for name in _SUMMARISED_WITH_CI:
+        summary = stats.summarize(per_rep[name])
+        row.update({
+            f"{name}_n": summary.n, f"{name}_median": summary.median, f"{name}_p25": summary.p25,
+            f"{name}_p75": summary.p75, f"{name}_ci_low": summary.ci_low, f"{name}_ci_high": summary.ci_high,
+        })
+    for name in _SUMMARISED:
+        values = per_rep[name]
+        row.update({
+            f"{name}_median": stats.median(values), f"{name}_p25": stats.quantile(values, 0.25),
+            f"{name}_p75": stats.quantile(values, 0.75),
+        })
+    row.update({
+        "latency_e2e_s_samples": latency,
+        "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
+        "tokens_per_s_samples": per_rep["tokens_per_s"],
+        "ttft_s_samples": per_rep["ttft_s"],
+        "itl_s_samples": [list(s) for s in samples.itl_s] if samples and samples.itl_s else [],
+        "step_s_samples": [list(s) for s in samples.step_s] if samples and samples.step_s else [],
+        "tokens_committed_samples": (
+            [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
+        ),
+    })
+    return row
+
+
+def _memory_columns(result: RunResult) -> dict[str, Any]:
+    memory = result.memory
+    if memory is None:
+        return {"peak_memory_kind": None}
+    # The heatmap's one number per run: reserved memory on a GPU, the process's RSS growth on CPU.
+    if memory.peak_reserved_bytes is not None:
+        peak, kind = memory.peak_reserved_bytes, "reserved"
+    elif memory.peak_rss_delta_bytes is not None:
+        peak, kind = memory.peak_rss_delta_bytes, "rss_delta"
+    else:
+        peak, kind = None, None
+    return {
+        "peak_allocated_bytes": memory.peak_allocated_bytes, "peak_reserved_bytes": memory.peak_reserved_bytes,
+        "peak_rss_delta_bytes": memory.peak_rss_delta_bytes, "weights_bytes": memory.weights_bytes,
+        "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
+        "peak_memory_bytes": peak, "peak_memory_kind": kind,
+    }
+
+
+def _quality_columns(records: Sequence[QualityRecord] | None, note: str | None) -> dict[str, Any]:
+    row: dict[str, Any] = {"quality_note": note, "quality_prompts": len(records) if records else None}
+    for metric in QUALITY_METRICS:
+        values = [getattr(r, metric) for r in records or [] if getattr(r, metric) is not None]
+        row[f"{metric}_samples"] = values
+        row[f"{metric}_mean"] = stats.mean(values)
+    return row
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(sum(values) / len(values))
+
+
+def quality_notes(table: pl.DataFrame) -> list[str]:
+    """The distinct quality notes of the successful runs (a run's note may join several with ';')."""
+    ok = table.filter(pl.col("status") == "ok")
+    parts = {part.strip() for note in ok["quality_note"].drop_nulls().to_list() for part in note.split(";")}
+    return sorted(part for part in parts if part)
+
+
+def quality_metrics_present(table: pl.DataFrame) -> list[str]:
+    """Metrics with at least one value among ok runs, in QUALITY_METRICS order."""
+    ok = table.filter(pl.col("status") == "ok")
+    return [m for m in QUALITY_METRICS if ok.height and ok[f"{m}_mean"].drop_nulls().len() > 0]

@@ -1,0 +1,298 @@
+"""Generated artifact sets for the report's tests: RunResult JSON files, a frozen spec and a real manifest.
+
+Numbers follow simple cost laws (LLaMA: prefill + per-token decode; LLaDA: steps x per-step time growing
+with batch x sequence) with seeded noise, so figures have shape and tests can predict what they must show.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from specs.artifacts import Manifest, SweepLayout, canonical_json, sha256_file
+from specs.results import (
+    Environment,
+    Generation,
+    Memory,
+    QualityRecord,
+    RunResult,
+    RunStatus,
+    Samples,
+)
+from specs.schema import (
+    BertScoreSpec,
+    CheckpointSource,
+    Controls,
+    HardwareRequirement,
+    ModelSpec,
+    PerplexitySpec,
+    Prompts,
+    QualitySpec,
+    RunConfig,
+    SyntheticSource,
+)
+
+A100 = "NVIDIA A100-SXM4-80GB"
+H100 = "NVIDIA H100 80GB HBM3"
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class HardwareKind:
+    """One device the fixture's runs land on, and how fast and big it is."""
+
+    device: str
+    gpu_filter: str  # the spec's hardware requirement; also keeps run ids distinct per device
+    speed: float = 1.0  # latency multiplier
+    capacity_bytes: int = 80 * GIB
+    quality: bool = True
+
+
+@dataclass(frozen=True)
+class FixtureGrid:
+    name: str = "fixture"
+    batch_sizes: tuple[int, ...] = (1, 8, 32)
+    prompt_length: int = 64
+    generation_lengths: tuple[int, ...] = (64, 128)
+    steps: tuple[int, ...] = (16, 32, 64)
+    block_lengths: tuple[int, ...] = (32, 64)
+    dtype: str = "bfloat16"
+    attention: str = "sdpa"
+    device: str = "cuda"
+    repetitions: int = 5
+    prompts: int = 8
+    synthetic: str | None = None  # a preset name for synthetic weights, None = real checkpoints
+    hardware: tuple[HardwareKind, ...] = field(
+        default_factory=lambda: (
+            HardwareKind(A100, "A100", speed=1.0, quality=True),
+            HardwareKind(H100, "H100", speed=0.55, quality=False),
+        )
+    )
+    extra_failures: bool = True  # one error run and one crashed run (no environment)
+
+
+SMOKE_LIKE = FixtureGrid(
+    name="smoke", batch_sizes=(1, 4), prompt_length=32, generation_lengths=(32, 64), steps=(8, 16, 32),
+    block_lengths=(32,), dtype="float32", device="cpu", repetitions=3, synthetic="tiny",
+    hardware=(HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True),),
+    extra_failures=False,
+)
+
+
+def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
+    """Write spec.yaml, runs/*.json and manifest.json under root/<name>; return that directory."""
+    layout = SweepLayout(root / grid.name)
+    layout.runs.mkdir(parents=True, exist_ok=True)
+    layout.spec.write_text(yaml.safe_dump(_spec_dict(grid), sort_keys=False), encoding="utf-8")
+    rng = np.random.default_rng(1234)
+    results: list[RunResult] = []
+    for kind in grid.hardware:
+        for config in _configs(grid, kind):
+            results.append(_result(grid, kind, config, rng))
+        if grid.extra_failures:
+            results.extend(_failures(grid, kind))
+    runs: dict[str, str] = {}
+    for result in results:
+        path = layout.run_file(result.run_id)
+        assert not path.exists(), f"duplicate run id {result.run_id}"
+        path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
+        runs[result.run_id] = sha256_file(path)
+    manifest = Manifest(sweep=grid.name, spec_sha256=sha256_file(layout.spec), runs=runs)
+    layout.manifest.write_text(manifest.model_dump_json(indent=1), encoding="utf-8")
+    return layout.root
+
+
+# ------------------------------------------------------------------ configs
+
+
+def _model(grid: FixtureGrid, arch: str) -> ModelSpec:
+    if grid.synthetic:
+        return ModelSpec(name=f"{arch}-{grid.synthetic}", arch=arch, source=SyntheticSource(synthetic=grid.synthetic))
+    checkpoint = "meta-llama/Meta-Llama-3-8B" if arch == "llama" else "GSAI-ML/LLaDA-8B-Base"
+    return ModelSpec(name=f"{arch}-8b", arch=arch, source=CheckpointSource(checkpoint=checkpoint))
+
+
+def _controls(grid: FixtureGrid, kind: HardwareKind) -> Controls:
+    return Controls(
+        dtype=grid.dtype, attention=grid.attention, device=grid.device, warmup=2, repetitions=grid.repetitions,
+        hardware=HardwareRequirement(gpu=kind.gpu_filter),
+    )
+
+
+def _quality_spec(grid: FixtureGrid) -> QualitySpec:
+    return QualitySpec(bertscore=BertScoreSpec(), perplexity=PerplexitySpec(evaluator=_model(grid, "llama").name))
+
+
+def _configs(grid: FixtureGrid, kind: HardwareKind) -> list[RunConfig]:
+    common = {
+        "controls": _controls(grid, kind), "prompts": Prompts(count=grid.prompts),
+        "prompt_ids": list(range(grid.prompts)), "quality": _quality_spec(grid), "prompt_length": grid.prompt_length,
+    }
+    configs: list[RunConfig] = []
+    for gen in grid.generation_lengths:
+        for batch in grid.batch_sizes:
+            configs.append(RunConfig(model=_model(grid, "llama"), batch_size=batch, generation_length=gen, **common))
+            for block in grid.block_lengths:
+                if gen % block:
+                    continue
+                for steps in grid.steps:
+                    if steps > gen or steps % (gen // block):
+                        continue
+                    configs.append(RunConfig(
+                        model=_model(grid, "llada"), batch_size=batch, generation_length=gen, steps=steps,
+                        block_length=block, remasking="low_confidence", **common,
+                    ))
+    return configs
+
+
+def run_id_of(config: RunConfig) -> str:
+    return hashlib.sha256(canonical_json(config.model_dump(mode="json")).encode()).hexdigest()[:12]
+
+
+# ------------------------------------------------------------------ results
+
+
+def _environment(grid: FixtureGrid, kind: HardwareKind) -> Environment:
+    gpu = kind.device != "cpu"
+    return Environment(
+        hostname="fixture-node", platform="Linux-6.1-x86_64", python="3.11.7", torch="2.5.1",
+        transformers="4.46.0", flash_attn=None, cuda="12.6" if gpu else None, device=kind.device,
+        gpu_count=1 if gpu else 0, driver="560.35.03" if gpu else None, attention_kernel=grid.attention,
+        dtype=grid.dtype, git_commit="0123456789abcdef", image_digest="sha256:feedface" if gpu else None,
+        other_gpu_processes=False if gpu else None, cpu_threads=2,
+    )
+
+
+def _per_token_llada_bytes(grid: FixtureGrid) -> int:
+    return 12 << 20  # activations per (sequence x position), bytes: makes B=32, S=192 overflow 80 GiB
+
+
+def _peak_bytes(grid: FixtureGrid, config: RunConfig) -> int:
+    weights = 16 * GIB
+    tokens = config.batch_size * config.sequence_length
+    if config.model.arch == "llama":
+        return weights + tokens * 131072 + tokens * (2 << 20)
+    return weights + tokens * _per_token_llada_bytes(grid)
+
+
+def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.random.Generator) -> RunResult:
+    run_id = run_id_of(config)
+    base = {
+        "run_id": run_id, "sweep": grid.name, "config": config, "weights": "synthetic" if grid.synthetic else "real",
+        "started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:01:00Z",
+        "environment": _environment(grid, kind), "model_load_s": 1.5,
+    }
+    gpu = kind.device != "cpu"
+    peak = _peak_bytes(grid, config)
+    if peak > kind.capacity_bytes:
+        memory = Memory(device="cuda", weights_bytes=16 * GIB, at_failure_allocated_bytes=kind.capacity_bytes - GIB)
+        return RunResult(status=RunStatus.OOM, error="CUDA out of memory. Tried to allocate 2.00 GiB", memory=memory, **base)
+    samples = _samples(kind, config, rng, timer="cuda_event" if gpu else "perf_counter", reps=grid.repetitions)
+    if gpu:
+        memory = Memory(device="cuda", weights_bytes=16 * GIB, peak_allocated_bytes=int(peak * 0.93),
+                        peak_reserved_bytes=peak)
+    else:
+        memory = Memory(device="cpu", weights_bytes=4 << 20, peak_rss_delta_bytes=int(peak / 4096))
+    quality, note = None, "quality disabled on this device"
+    if kind.quality:
+        quality = _quality(config, rng)
+        note = "synthetic weights: quality not meaningful" if grid.synthetic else None
+    generations = [
+        Generation(prompt_id=p, token_ids=[1, 2, 3], text="a b c", useful_tokens=config.generation_length - p % 3)
+        for p in config.prompt_ids
+    ]
+    nfe = config.steps if config.model.arch == "llada" else config.generation_length
+    return RunResult(status=RunStatus.OK, samples=samples, memory=memory, nfe=nfe, generations=generations,
+                     quality=quality, quality_note=note, **base)
+
+
+def _noise(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
+    return np.exp(rng.normal(0.0, 0.03, size=size))
+
+
+def _samples(kind: HardwareKind, config: RunConfig, rng: np.random.Generator, *, timer: str, reps: int) -> Samples:
+    b, p, g = config.batch_size, config.prompt_length, config.generation_length
+    if config.model.arch == "llama":
+        ttft = (0.02 + 2e-5 * b * p) * kind.speed * _noise(rng, reps)
+        itl = np.array([
+            [(0.022 + 3e-4 * b + 4e-7 * b * (p + i)) * kind.speed for i in range(1, g)] for _ in range(reps)
+        ]) * _noise(rng, (reps, g - 1))
+        latency = ttft + itl.sum(axis=1)
+        return Samples(timer=timer, warmup_latency_s=[float(latency[0]) * 1.3] * 2, latency_e2e_s=latency.tolist(),
+                       batch_index=list(range(reps)), ttft_s=ttft.tolist(), itl_s=itl.tolist())
+    steps = config.steps or 1
+    step_time = (0.03 + 8e-5 * b * config.sequence_length) * kind.speed
+    step = step_time * _noise(rng, (reps, steps))
+    per_step_tokens = [b * g // steps] * steps
+    return Samples(timer=timer, warmup_latency_s=[float(step[0].sum()) * 1.3] * 2,
+                   latency_e2e_s=step.sum(axis=1).tolist(), batch_index=list(range(reps)), step_s=step.tolist(),
+                   tokens_committed=[per_step_tokens] * reps)
+
+
+def _quality(config: RunConfig, rng: np.random.Generator) -> list[QualityRecord]:
+    """LLaMA sits at F1 0.85 / PPL 8; LLaDA climbs past it between 32 and 64 steps (smaller blocks help)."""
+    records = []
+    for prompt in config.prompt_ids:
+        if config.model.arch == "llama":
+            f1, ppl = 0.85, 8.0
+        else:
+            block_bonus = 0.01 * (64 - (config.block_length or 64)) / 32
+            f1 = 0.90 + block_bonus - 0.25 * math.exp(-(config.steps or 1) / 20)
+            ppl = 6.0 + 20.0 * math.exp(-(config.steps or 1) / 20)
+        f1 += float(rng.normal(0, 0.01))
+        ppl *= float(np.exp(rng.normal(0, 0.05)))
+        records.append(QualityRecord(
+            prompt_id=prompt, bertscore_precision=f1 + 0.01, bertscore_recall=f1 - 0.01, bertscore_f1=f1,
+            nll_per_token=math.log(ppl), gen_ppl=ppl, distinct_1=0.6, distinct_2=0.8, repeated_bigram_rate=0.02,
+        ))
+    return records
+
+
+def _failures(grid: FixtureGrid, kind: HardwareKind) -> list[RunResult]:
+    """An exception (with traceback) and a worker that died without reporting its environment."""
+    out = []
+    for status, batch in ((RunStatus.ERROR, 2), (RunStatus.CRASHED, 3)):
+        config = RunConfig(
+            model=_model(grid, "llama"), batch_size=batch, prompt_length=grid.prompt_length,
+            generation_length=grid.generation_lengths[0], controls=_controls(grid, kind),
+            prompts=Prompts(count=grid.prompts), prompt_ids=list(range(grid.prompts)), quality=_quality_spec(grid),
+        )
+        error = status == RunStatus.ERROR
+        out.append(RunResult(
+            run_id=run_id_of(config), sweep=grid.name, config=config, status=status,
+            weights="synthetic" if grid.synthetic else "real", started_at="2025-01-01T00:00:00Z",
+            finished_at="2025-01-01T00:00:05Z", attempts=1 if error else 3,
+            error="RuntimeError: boom" if error else "worker died 3 times",
+            traceback="Traceback (most recent call last):\n  ...\nRuntimeError: boom" if error else None,
+            environment=_environment(grid, kind) if error else None,
+        ))
+    return out
+
+
+def _spec_dict(grid: FixtureGrid) -> dict:
+    source = {"synthetic": grid.synthetic} if grid.synthetic else None
+    models = []
+    for arch in ("llama", "llada"):
+        model = _model(grid, arch)
+        models.append({"name": model.name, "arch": arch,
+                       "source": dict(source) if source else {"checkpoint": model.source.checkpoint}})  # type: ignore[union-attr]
+    return {
+        "name": grid.name,
+        "description": "generated by tests/report_fixtures.py",
+        "models": models,
+        "grid": {
+            "batch_sizes": list(grid.batch_sizes), "prompt_lengths": [grid.prompt_length],
+            "generation_lengths": list(grid.generation_lengths),
+            "llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths)},
+        },
+        "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,
+                     "repetitions": grid.repetitions},
+        "prompts": {"dataset": "specs/data/prompts.txt", "count": grid.prompts},
+        "quality": {"bertscore": {"model": "packaged-minilm", "num_layers": 6},
+                    "perplexity": {"evaluator": _model(grid, "llama").name}},
+    }

@@ -1,0 +1,327 @@
+"""Every figure from a generated artifact set, checked on the data it plots (series, points, markers), never
+on pixels; and the rule that runs on different hardware never share a panel."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
+
+from report.figures.common import FigureSkipped, MixedHardwareError, plotted
+from report.figures.latency import latency_vs_generation_length, step_time_vs_length
+from report.figures.memory import memory_heatmap
+from report.figures.quality import block_length_ablation, pareto_frontier, quality_vs_steps
+from report.figures.roofline import measured_vs_predicted, roofline_figure
+from report.figures.throughput import throughput_by_batch
+from report.predictions import choose_profile, model_shapes, prediction_table
+from report.quality import quality_data
+from report.table import results_table
+from roofline.hardware import get_hardware
+from roofline.plotdata import operator_points
+from specs.artifacts import SweepLayout, load_results
+
+A100_PROFILE = get_hardware("a100-sxm4-80gb")
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory):
+    results = load_results(SweepLayout(write_sweep(tmp_path_factory.mktemp("sweep"))))
+    table = results_table(results)
+    return results, table, quality_data(results, table)
+
+
+@pytest.fixture(scope="module")
+def a100(sweep) -> pl.DataFrame:
+    return sweep[1].filter(pl.col("hardware") == A100)
+
+
+@pytest.fixture(scope="module")
+def h100(sweep) -> pl.DataFrame:
+    return sweep[1].filter(pl.col("hardware") == H100)
+
+
+def medians(df: pl.DataFrame, column: str, **where) -> list[float]:
+    rows = df.filter(pl.col("status") == "ok")
+    for key, value in where.items():
+        rows = rows.filter(pl.col(key).is_null() if value is None else pl.col(key) == value)
+    return rows.sort("generation_length", "steps", "block_length", nulls_last=True)[column].to_list()
+
+
+# ------------------------------------------------------------------ every figure's caption and the hardware rule
+
+
+def all_figures(sweep, table):
+    results, _, quality = sweep
+    pred = prediction_table(results, table, A100_PROFILE) if table["hardware"].n_unique() == 1 else None
+    ops = operator_points(A100_PROFILE, prompt_len=64, gen_len=128)
+    return {
+        "latency": lambda: latency_vs_generation_length(table),
+        "step_time": lambda: step_time_vs_length(table),
+        "throughput": lambda: throughput_by_batch(table),
+        "memory": lambda: memory_heatmap(table),
+        "pareto": lambda: pareto_frontier(table, quality.by_run, "bertscore_f1"),
+        "quality_vs_steps": lambda: quality_vs_steps(table, quality.by_setting, "bertscore_f1", quality.parity_markers),
+        "ablation": lambda: block_length_ablation(table, quality.by_setting, "bertscore_f1"),
+        "roofline": lambda: roofline_figure(table, pred, A100_PROFILE, ops, operator_setting="x"),
+        "measured_vs_predicted": lambda: measured_vs_predicted(table, pred, A100_PROFILE),
+    }
+
+
+FIGURE_NAMES = ["latency", "step_time", "throughput", "memory", "pareto", "quality_vs_steps", "ablation", "roofline",
+                "measured_vs_predicted"]
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_no_figure_mixes_hardware(sweep, name) -> None:
+    both = sweep[1].filter(pl.col("hardware").is_in([A100, H100]))
+    with pytest.raises(MixedHardwareError, match="cannot share a panel"):
+        all_figures(sweep, both)[name]()
+
+
+@pytest.mark.parametrize("name", FIGURE_NAMES)
+def test_every_figure_names_its_hardware_dtype_kernel_and_weights(sweep, a100, name) -> None:
+    fig = all_figures(sweep, a100)[name]()
+    data = plotted(fig)
+    assert data.hardware == A100
+    for part in (f"Hardware: {A100}", "dtype: bfloat16", "attention: sdpa", "weights: real"):
+        assert part in data.caption
+    drawn = fig.get_supxlabel().replace("\n", " ")
+    assert data.caption in drawn, "the caption is drawn into the image too"
+    for panel in data.panels:
+        assert panel.xlabel and panel.ylabel
+        assert "(" in panel.xlabel or panel.xlabel in {"diffusion steps K"}  # units in parentheses
+
+
+# ------------------------------------------------------------------ 5, 7: latency
+
+
+def test_latency_vs_generation_length(a100) -> None:
+    data = plotted(latency_vs_generation_length(a100))
+    assert [p.title for p in data.panels] == ["batch 1", "batch 8", "batch 32"]
+    panel = data.panel("batch 1")
+    labels = [s.label for s in panel.series]
+    assert labels == ["llama-8b: end-to-end", "llama-8b: TTFT (prefill)", "llama-8b: decode",
+                      "llada-8b: 16 steps", "llada-8b: 32 steps", "llada-8b: 64 steps"]
+    e2e = panel.get("llama-8b: end-to-end")
+    assert e2e.x == (64.0, 128.0)
+    assert list(e2e.y) == pytest.approx(medians(a100, "latency_e2e_s_median", arch="llama", batch_size=1))
+    ttft, decode = panel.get("llama-8b: TTFT (prefill)"), panel.get("llama-8b: decode")
+    assert all(t + d <= e * 1.001 for t, d, e in zip(ttft.y, decode.y, e2e.y))
+    # LLaDA at the primary block length (32); batch 32 ran out of memory at N_out 128.
+    assert data.panel("batch 32").get("llada-8b: 16 steps").x == (64.0,)
+    assert any("block length 32" in n for n in data.notes)
+    assert panel.xscale == "log2" and panel.yscale == "log"
+
+
+def test_step_time_and_itl(a100) -> None:
+    data = plotted(step_time_vs_length(a100))
+    left, right = data.panels
+    assert [s.label for s in left.series] == ["llada-8b, batch 1", "llada-8b, batch 8", "llada-8b, batch 32"]
+    assert left.get("llada-8b, batch 1").x == (128.0, 192.0)
+    assert left.get("llada-8b, batch 32").x == (128.0,)
+    itl = right.get("llama-8b, batch 8")
+    assert itl.x[0] == 65.0 and itl.x[-1] == 64 + 127 and len(itl.x) == 127
+    assert right.xlabel == "context length attended (tokens)"
+
+
+def test_latency_is_skipped_with_one_generation_length(a100) -> None:
+    with pytest.raises(FigureSkipped, match="one generation length"):
+        latency_vs_generation_length(a100.filter(pl.col("generation_length") == 64))
+
+
+# ------------------------------------------------------------------ 3: throughput
+
+
+def test_throughput_bars_and_oom_marks(a100) -> None:
+    data = plotted(throughput_by_batch(a100))
+    assert [p.title for p in data.panels] == ["N_out = 64 tokens", "N_out = 128 tokens"]
+    long = data.panel("N_out = 128")
+    assert [s.label for s in long.series] == ["llama-8b", "llada-8b: 16 steps", "llada-8b: 32 steps",
+                                             "llada-8b: 64 steps"]
+    llada = long.get("llada-8b: 32 steps")
+    assert llada.x == (1.0, 8.0, 32.0)
+    assert llada.markers == ("", "", "OOM")
+    assert llada.y[0] == pytest.approx(medians(a100, "tokens_per_s_median", arch="llada", batch_size=1,
+                                               generation_length=128, steps=32, block_length=32)[0])
+    assert long.get("llama-8b").markers == ("", "", "")
+    short = data.panel("N_out = 64")
+    assert short.get("llama-8b").x == (1.0, 2.0, 8.0, 32.0)
+    assert short.get("llama-8b").markers[1] == "error"  # batch 2 raised
+    bars = short.get("llama-8b")
+    assert all(lo <= y <= hi for lo, y, hi in zip(bars.y_low, bars.y, bars.y_high) if not math.isnan(y))
+
+
+# ------------------------------------------------------------------ 4: memory
+
+
+def test_memory_heatmap_cells_and_shared_scale(a100) -> None:
+    fig = memory_heatmap(a100)
+    data = plotted(fig)
+    llama, llada = data.panel("LLaMA"), data.panel("LLaDA")
+    cell = {(c.x, c.y): c for c in llada.cells}
+    assert cell[(32, 192)].state == "oom" and cell[(32, 192)].value is None
+    assert cell[(2, 128)].state == "missing"
+    assert {(c.x, c.y): c for c in llama.cells}[(2, 128)].state == "error"
+    values = [c.value for p in data.panels for c in p.cells if c.value is not None]
+    assert data.color_range == pytest.approx((min(values), max(values)))
+    expected = a100.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 8) & (pl.col("sequence_length") == 128))
+    assert cell[(8, 128)].value == pytest.approx(expected["peak_reserved_bytes"].max() / 2**30)
+    assert "reserved" in fig.axes[-1].get_ylabel()  # the one colour bar
+
+
+def test_memory_heatmap_on_cpu_shows_rss(tmp_path: Path) -> None:
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+    fig = memory_heatmap(table)
+    assert "RSS" in fig.axes[-1].get_ylabel() and "MiB" in fig.axes[-1].get_ylabel()
+
+
+# ------------------------------------------------------------------ 1, 2, 6: quality
+
+
+def test_pareto_frontier_points_curves_and_frontier(sweep, a100) -> None:
+    quality = sweep[2]
+    data = plotted(pareto_frontier(a100, quality.by_run, "bertscore_f1"))
+    panel = data.panel("N_out = 64")
+    llama = [s for s in panel.series if s.arch == "llama"]
+    assert [s.label for s in llama] == ["llama-8b, batch 1", "llama-8b, batch 8", "llama-8b, batch 32"]
+    assert all(s.kind == "points" and len(s.x) == 1 for s in llama)
+    curve = panel.get("llada-8b, batch 1, block 32 (over steps)")
+    assert curve.kind == "line" and curve.markers == ("16", "32", "64")
+    assert list(curve.x) == sorted(curve.x)  # more steps, more latency
+    frontier = panel.get("Pareto frontier")
+    everything = [(x, y) for s in panel.series if s.kind != "frontier" for x, y in zip(s.x, s.y)]
+    fastest = min(everything)
+    assert (frontier.x[0], frontier.y[0]) == pytest.approx(fastest)
+    for fx, fy in zip(frontier.x, frontier.y):
+        assert not any(x <= fx and y >= fy and (x, y) != (fx, fy) for x, y in everything)
+    assert panel.xscale == "log"
+
+
+def test_pareto_for_lower_is_better_metric(sweep, a100) -> None:
+    data = plotted(pareto_frontier(a100, sweep[2].by_run, "gen_ppl"))
+    frontier = data.panel("N_out = 128").get("Pareto frontier")
+    assert list(frontier.y) == sorted(frontier.y, reverse=True)  # slower must mean lower perplexity
+    assert "lower is better" in data.panels[0].ylabel
+
+
+def test_quality_figures_are_skipped_without_quality(sweep, h100) -> None:
+    quality = sweep[2]
+    with pytest.raises(FigureSkipped, match="BERTScore F1"):
+        pareto_frontier(h100, quality.by_run, "bertscore_f1")
+    with pytest.raises(FigureSkipped, match="BERTScore F1"):
+        quality_vs_steps(h100, quality.by_setting, "bertscore_f1", quality.parity_markers)
+
+
+def test_quality_vs_steps_with_llama_level_and_parity(sweep, a100) -> None:
+    quality = sweep[2]
+    data = plotted(quality_vs_steps(a100, quality.by_setting, "bertscore_f1", quality.parity_markers))
+    panel = data.panel("N_out = 64")
+    level = panel.get("llama-8b (LLaMA level)")
+    assert level.kind == "hline" and level.y_low[0] <= level.y[0] <= level.y_high[0]
+    curve = panel.get("llada-8b: block 32")
+    assert curve.x == (16.0, 32.0, 64.0)
+    assert curve.y[0] < level.y[0] < curve.y[-1]  # the fixture crosses LLaMA's level between 16 and 64 steps
+    markers = [s for s in panel.series if s.kind == "vline"]
+    assert len(markers) == 2 and all(s.label.startswith("S_parity (block") for s in markers)
+    parity = quality.parity_markers.filter(
+        (pl.col("hardware") == A100) & (pl.col("generation_length") == 64) & (pl.col("metric") == "bertscore_f1")
+        & (pl.col("block_length") == 32))
+    marker = next(s for s in markers if "block 32" in s.label)
+    assert marker.x == (parity["s_parity"][0],)
+    assert marker.y_low[0] <= marker.x[0] <= marker.y_high[0]
+
+
+def test_quality_vs_steps_without_parity_says_so(sweep, a100) -> None:
+    data = plotted(quality_vs_steps(a100, sweep[2].by_setting, "bertscore_f1", None))
+    assert not [s for p in data.panels for s in p.series if s.kind == "vline"]
+    assert any("S_parity not shown" in n for n in data.notes)
+
+
+def test_block_length_ablation(sweep, a100, h100) -> None:
+    data = plotted(block_length_ablation(a100, sweep[2].by_setting, "bertscore_f1"))
+    assert len(data.panels) == 4  # latency and quality for N_out 64 and 128
+    latency = data.panel("latency, N_out = 64")
+    assert [s.label for s in latency.series] == ["16 steps", "32 steps", "64 steps"]
+    assert latency.get("32 steps").x == (32.0, 64.0)
+    quality = data.panel("BERTScore F1, N_out = 64")
+    assert quality.get("64 steps").y[0] > quality.get("64 steps").y[1]  # smaller blocks help in the fixture
+    missing = plotted(block_length_ablation(h100, sweep[2].by_setting, None))
+    assert missing.panel("quality, N_out = 64").note == "no quality data for these runs"
+
+
+def test_block_length_ablation_skipped_with_one_block(tmp_path: Path) -> None:
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+    with pytest.raises(FigureSkipped, match="only one block length"):
+        block_length_ablation(table, quality_data([], table).by_setting, "bertscore_f1")
+
+
+# ------------------------------------------------------------------ 8, 9: roofline
+
+
+def test_profiles_for_devices() -> None:
+    assert choose_profile(A100).profile.name == "a100-sxm4-80gb"
+    assert choose_profile(H100).profile.name == "h100-sxm"
+    cpu = choose_profile("cpu")
+    assert cpu.profile is None and "no roofline profile for hardware cpu" in cpu.reason
+    assert choose_profile("cpu", "h200").overridden
+
+
+def test_roofline_operating_points(sweep, a100) -> None:
+    results = sweep[0]
+    pred = prediction_table(results, a100, A100_PROFILE)
+    shapes = model_shapes(results)
+    ops = operator_points(A100_PROFILE, prompt_len=64, gen_len=128, llama_shape=shapes["llama"],
+                          llada_shape=shapes["llada"])
+    data = plotted(roofline_figure(a100, pred, A100_PROFILE, ops, operator_setting="prompt 64, N_out 128, batch 1"))
+    panel = data.panels[0]
+    assert panel.get("tensor-core roof").y == (A100_PROFILE.peak_tensor_flops_per_s,)
+    llama = panel.get("measured: llama-8b (6 runs)")
+    faithful = pred.filter((pl.col("fidelity") == "faithful") & (pl.col("arch") == "llama")).sort("arch", "model")
+    assert sorted(llama.x) == pytest.approx(sorted((faithful["predicted_flops"] / faithful["predicted_bytes"]).to_list()))
+    assert sorted(llama.y) == pytest.approx(sorted((faithful["predicted_flops"] / faithful["measured_latency_s"]).to_list()))
+    assert panel.get("measured: llada-8b (30 runs)").arch == "llada"
+    assert {s.label for s in panel.series} >= {"operators: llama prefill", "operators: llama decode",
+                                                "operators: llada step"}
+    assert "roofline profile: a100-sxm4-80gb" in data.caption
+
+
+def test_measured_vs_predicted(sweep, a100) -> None:
+    pred = prediction_table(sweep[0], a100, A100_PROFILE)
+    data = plotted(measured_vs_predicted(a100, pred, A100_PROFILE))
+    study, faithful = data.panels
+    assert study.title.startswith("study model") and faithful.title == "faithful model"
+    assert faithful.get("y = x").x == faithful.get("y = x").y
+    n_ok = a100.filter(pl.col("status") == "ok").height
+    assert sum(len(s.x) for s in faithful.series if s.kind == "points") == n_ok
+    # The study's model is batch 1 only: its panel has just the batch-1 runs.
+    batch1 = a100.filter((pl.col("status") == "ok") & (pl.col("batch_size") == 1)).height
+    assert sum(len(s.x) for s in study.series if s.kind == "points") == batch1
+    ids = {i for s in faithful.series for i in s.markers}
+    row = pred.filter((pl.col("fidelity") == "faithful") & pl.col("run_id").is_in(list(ids))).row(0, named=True)
+    series = next(s for s in faithful.series if row["run_id"] in s.markers)
+    index = series.markers.index(row["run_id"])
+    assert (series.x[index], series.y[index]) == pytest.approx((row["predicted_latency_s"], row["measured_latency_s"]))
+
+
+def test_without_the_quality_module_figures_fall_back_and_say_so(sweep, a100, monkeypatch) -> None:
+    import report.quality
+
+    monkeypatch.setattr(report.quality, "QUALITY_MODULE", "report.no_such_quality_module")
+    results, table, _ = sweep
+    fallback = quality_data(results, table)
+    assert fallback.parity is None and fallback.parity_markers is None
+    assert "not available" in fallback.notes[0]
+    data = plotted(quality_vs_steps(a100, fallback.by_setting, "bertscore_f1", fallback.parity_markers))
+    assert data.panel("N_out = 64").get("llada-8b: block 32").x == (16.0, 32.0, 64.0)
+    assert any("S_parity not shown" in n for n in data.notes)
+    # The per-run medians match the quality module's per-setting medians for the same runs.
+    run = a100.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 1) & (pl.col("status") == "ok")).row(0, named=True)
+    mine = fallback.by_run.filter((pl.col("run_id") == run["run_id"]) & (pl.col("metric") == "bertscore_f1"))
+    theirs = sweep[2].by_setting.filter(
+        (pl.col("hardware") == A100) & (pl.col("metric") == "bertscore_f1") & (pl.col("steps") == run["steps"])
+        & (pl.col("block_length") == run["block_length"]) & (pl.col("generation_length") == run["generation_length"]))
+    assert mine["value"][0] == pytest.approx(theirs["value"][0])
+    assert (mine["ci_low"][0], mine["ci_high"][0]) == pytest.approx((theirs["ci_low"][0], theirs["ci_high"][0]))

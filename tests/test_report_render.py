@@ -1,0 +1,118 @@
+"""render_report: the table, figures, self-contained HTML and Markdown from artifacts alone, for two
+hardware kinds and for a smoke-like CPU sweep."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import polars as pl
+import pytest
+from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
+
+from report.render import render_report
+from specs.artifacts import SweepLayout
+
+SECTION_ORDER = ["Setup and controls", "Latency", "Throughput", "Memory", "Quality vs computation", "Roofline",
+                 "Environment and provenance"]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory):
+    root = write_sweep(tmp_path_factory.mktemp("artifacts"))
+    return render_report(root, echo=False)
+
+
+def test_outputs_are_written_beside_the_artifacts(rendered) -> None:
+    root = rendered.sweep_dir
+    table = pl.read_parquet(root / "results.parquet")
+    assert table.height == len(SweepLayout(root).run_files())
+    assert rendered.html == root / "report.html" and rendered.markdown == root / "report.md"
+    for figure in rendered.figures:
+        assert figure.png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert figure.svg.read_text(encoding="utf-8").lstrip().startswith("<?xml")
+        assert figure.png.parent == root / "figures"
+    assert not list(root.rglob("*.tmp"))
+
+
+def test_two_hardware_kinds_get_their_own_figures(rendered) -> None:
+    stems = {f.png.stem for f in rendered.figures}
+    for hw in ("nvidia-a100-sxm4-80gb", "nvidia-h100-80gb-hbm3"):
+        assert f"latency_vs_generation_length--{hw}" in stems
+        assert f"memory_heatmap--{hw}" in stems
+        assert f"roofline--{hw}" in stems and f"measured_vs_predicted--{hw}" in stems
+    assert "pareto_frontier_bertscore_f1--nvidia-a100-sxm4-80gb" in stems
+    skipped = {(s.stem, s.hardware): s.reason for s in rendered.skipped}
+    assert "no quality values" in skipped[("pareto_frontier", H100)]
+    assert "quality disabled on this device" in skipped[("quality_vs_steps", H100)]
+    assert all(f.hardware in (A100, H100) for f in rendered.figures)
+
+
+def test_html_is_self_contained_in_the_study_order(rendered) -> None:
+    html = rendered.html.read_text(encoding="utf-8")
+    positions = [html.index(f"<h2>{i}. {title}</h2>") for i, title in enumerate(SECTION_ORDER, start=1)]
+    assert positions == sorted(positions)
+    assert "<script" not in html.lower()
+    assert "<link" not in html.lower() and "@import" not in html
+    for attribute in re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', html):
+        assert attribute.startswith(("data:image/png;base64,", "#")), attribute
+    assert not re.search(r"url\(\s*['\"]?(?!data:)", html)
+    assert not re.search(r"https?://|//[a-z0-9.-]+\.[a-z]{2,}/", html, re.IGNORECASE)
+    assert html.count("<img ") == len(rendered.figures)
+    for skipped in rendered.skipped:
+        assert skipped.reason.replace("'", "&#x27;") in html
+
+
+def test_html_has_the_parity_table_and_the_manifest_checksums(rendered) -> None:
+    html = rendered.html.read_text(encoding="utf-8")
+    headline = html.index("Steps to quality parity with LLaMA&#x27;s greedy output")
+    assert html.rfind("<details>", 0, headline) < html.rfind("</details>", 0, headline)  # shown, not folded
+    assert "parity at " in html and "speedup" in html
+    manifest = SweepLayout(rendered.sweep_dir).manifest.read_text(encoding="utf-8")
+    for digest in re.findall(r'"([0-9a-f]{64})"', manifest):
+        assert digest in html
+    assert "Verification passed" in html
+
+
+def test_markdown_links_every_written_figure(rendered) -> None:
+    md = rendered.markdown.read_text(encoding="utf-8")
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", md)
+    assert sorted(links) == sorted(f.png.relative_to(rendered.sweep_dir).as_posix() for f in rendered.figures)
+    assert all((rendered.sweep_dir / link).is_file() for link in links)
+    assert [line for line in md.splitlines() if line.startswith("## ")] == [
+        f"## {i}. {t}" for i, t in enumerate(SECTION_ORDER, start=1)]
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory: pytest.TempPathFactory):
+    return render_report(write_sweep(tmp_path_factory.mktemp("smoke"), SMOKE_LIKE), echo=False)
+
+
+def test_smoke_like_sweep_figures(smoke) -> None:
+    outputs = smoke
+    assert {f.stem for f in outputs.figures} == {
+        "latency_vs_generation_length", "step_time_vs_length", "throughput_by_batch", "memory_heatmap",
+        "pareto_frontier_bertscore_f1", "pareto_frontier_gen_ppl", "quality_vs_steps_bertscore_f1",
+        "quality_vs_steps_gen_ppl",
+    }
+    reasons = {s.stem: s.reason for s in outputs.skipped}
+    assert "only one block length" in reasons["block_length_ablation"]
+    assert reasons["roofline"].startswith("no roofline profile for hardware cpu")
+    assert reasons["measured_vs_predicted"].startswith("no roofline profile for hardware cpu")
+    html = outputs.html.read_text(encoding="utf-8")
+    assert "synthetic weights: quality not meaningful" in html
+
+
+def test_rendering_is_repeatable(smoke) -> None:
+    first = pl.read_parquet(smoke.results_parquet)
+    svgs = {f.svg.name: f.svg.read_bytes() for f in smoke.figures}
+    again = render_report(smoke.sweep_dir, echo=False)
+    assert pl.read_parquet(again.results_parquet).equals(first)
+    assert {f.svg.name: f.svg.read_bytes() for f in again.figures} == svgs
+
+
+def test_hardware_override_draws_the_roofline_for_cpu_runs(tmp_path: Path) -> None:
+    outputs = render_report(write_sweep(tmp_path, SMOKE_LIKE), hardware="a100-sxm4-80gb", echo=False)
+    stems = {f.stem for f in outputs.figures}
+    assert {"roofline", "measured_vs_predicted"} <= stems
+    assert "chosen with --hardware" in outputs.html.read_text(encoding="utf-8")

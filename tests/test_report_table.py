@@ -1,0 +1,185 @@
+"""The flat results table, the statistics behind it, and the derived data the figures plot."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
+
+from report import stats
+from report.analysis import itl_by_context, memory_grid, pareto_front, step_time_by_length
+from report.table import QUALITY_METRICS, SCHEMA, results_table
+from specs.artifacts import SweepLayout, load_results
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory):
+    return load_results(SweepLayout(write_sweep(tmp_path_factory.mktemp("sweep"))))
+
+
+@pytest.fixture(scope="module")
+def table(results) -> pl.DataFrame:
+    return results_table(results)
+
+
+def test_one_row_per_run_with_the_declared_schema(results, table) -> None:
+    assert table.height == len(results)
+    assert table["run_id"].n_unique() == len(results)
+    assert dict(table.schema) == SCHEMA
+    assert table["arch"][0] == "llama"  # the baseline first
+
+
+def test_latency_and_throughput_statistics_come_from_the_raw_samples(results, table) -> None:
+    by_id = {r.run_id: r for r in results}
+    for row in table.filter(pl.col("status") == "ok").iter_rows(named=True):
+        samples = by_id[row["run_id"]].samples.latency_e2e_s
+        assert row["latency_e2e_s_samples"] == samples
+        assert row["latency_e2e_s_median"] == pytest.approx(float(np.median(samples)))
+        assert row["latency_e2e_s_p25"] == pytest.approx(float(np.quantile(samples, 0.25)))
+        assert row["latency_e2e_s_ci_low"] <= row["latency_e2e_s_median"] <= row["latency_e2e_s_ci_high"]
+        tokens = [row["batch_size"] * row["generation_length"] / s for s in samples]
+        assert row["tokens_per_s_median"] == pytest.approx(float(np.median(tokens)))
+        assert row["sequence_length"] == row["prompt_length"] + row["generation_length"]
+
+
+def test_llama_and_llada_specific_columns(results, table) -> None:
+    llama = table.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok")).row(0, named=True)
+    run = next(r for r in results if r.run_id == llama["run_id"])
+    itl = [float(np.mean(rep)) for rep in run.samples.itl_s]
+    assert llama["itl_s_median"] == pytest.approx(float(np.median(itl)))
+    assert llama["decode_s_median"] == pytest.approx(float(np.median([sum(rep) for rep in run.samples.itl_s])))
+    assert llama["ttft_s_median"] == pytest.approx(float(np.median(run.samples.ttft_s)))
+    assert llama["step_s_median"] is None and llama["steps"] is None
+    llada = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok")).row(0, named=True)
+    assert llada["ttft_s_median"] is None and llada["step_s_median"] > 0
+    assert llada["nfe"] == llada["steps"] and llada["num_blocks"] == llada["generation_length"] // llada["block_length"]
+
+
+def test_failures_are_rows_without_numbers(table) -> None:
+    oom = table.filter(pl.col("status") == "oom")
+    assert oom.height == 12  # LLaDA at batch 32, N_out 128: 3 steps x 2 blocks x 2 GPUs
+    assert oom["latency_e2e_s_median"].null_count() == oom.height
+    assert oom["at_failure_allocated_bytes"].null_count() == 0
+    crashed = table.filter(pl.col("status") == "crashed")
+    assert crashed["hardware"].to_list() == ["unknown", "unknown"]
+    assert table.filter(pl.col("status") == "error")["error"].to_list() == ["RuntimeError: boom"] * 2
+
+
+def test_hardware_memory_and_quality_columns(table) -> None:
+    ok = table.filter(pl.col("status") == "ok")
+    assert set(ok["hardware"].unique()) == {A100, H100}
+    assert set(ok["peak_memory_kind"].unique()) == {"reserved"}
+    assert (ok["peak_memory_bytes"] == ok["peak_reserved_bytes"]).all()
+    a100 = ok.filter(pl.col("hardware") == A100).row(0, named=True)
+    assert a100["bertscore_f1_mean"] == pytest.approx(float(np.mean(a100["bertscore_f1_samples"])))
+    assert a100["quality_prompts"] == 8
+    h100 = ok.filter(pl.col("hardware") == H100)
+    assert h100["bertscore_f1_mean"].null_count() == h100.height
+    assert set(h100["quality_note"].unique()) == {"quality disabled on this device"}
+    assert {f"{m}_samples" for m in QUALITY_METRICS} <= set(table.columns)
+
+
+def test_cpu_runs_use_the_rss_growth(tmp_path: Path) -> None:
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+    assert set(table["hardware"].unique()) == {"cpu"}
+    assert set(table["peak_memory_kind"].unique()) == {"rss_delta"}
+    assert table["peak_reserved_bytes"].null_count() == table.height
+    assert set(table["weights"].unique()) == {"synthetic"}
+
+
+def test_empty_sweep_gives_an_empty_table_with_the_schema() -> None:
+    empty = results_table([])
+    assert empty.height == 0 and dict(empty.schema) == SCHEMA
+
+
+def test_the_table_round_trips_through_parquet(table, tmp_path: Path) -> None:
+    path = tmp_path / "results.parquet"
+    table.write_parquet(path)
+    back = pl.read_parquet(path)
+    assert back.shape == table.shape
+    assert back["itl_s_samples"].to_list() == table["itl_s_samples"].to_list()
+
+
+# ------------------------------------------------------------------ stats
+
+
+def test_summary_of_known_samples() -> None:
+    summary = stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert (summary.n, summary.median, summary.p25, summary.p75) == (5, 3.0, 2.0, 4.0)
+    assert summary.ci_low <= 3.0 <= summary.ci_high
+
+
+def test_bootstrap_is_deterministic_and_degenerate_cases_are_defined() -> None:
+    values = [0.3, 0.1, 0.5, 0.2, 0.9, 0.4]
+    assert stats.bootstrap_ci(values) == stats.bootstrap_ci(values)
+    assert stats.bootstrap_ci([2.5]) == (2.5, 2.5)
+    assert stats.bootstrap_ci([]) == (None, None)
+    assert stats.summarize(None).median is None
+    assert stats.median([float("nan"), 1.0]) == 1.0
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(min_value=1e-6, max_value=1e3, allow_nan=False), min_size=1, max_size=12))
+def test_summary_bounds_are_ordered(values: list[float]) -> None:
+    s = stats.summarize(values)
+    assert min(values) <= s.ci_low <= s.ci_high <= max(values)
+    assert s.p25 <= s.median <= s.p75
+
+
+# ------------------------------------------------------------------ derived data
+
+
+points = st.lists(
+    st.tuples(st.floats(0.01, 100.0), st.floats(0.0, 1.0)), min_size=1, max_size=25
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(points, st.booleans())
+def test_pareto_front_is_exactly_the_non_dominated_points(pairs, higher) -> None:
+    frame = pl.DataFrame({"x": [p[0] for p in pairs], "y": [p[1] for p in pairs], "id": list(range(len(pairs)))})
+    front = pareto_front(frame, x="x", y="y", higher_is_better=higher)
+    sign = 1 if higher else -1
+
+    def dominates(a, b) -> bool:
+        return a[0] <= b[0] and sign * a[1] >= sign * b[1] and (a[0] < b[0] or sign * a[1] > sign * b[1])
+
+    on_front = set(front["id"].to_list())
+    for i, p in enumerate(pairs):
+        dominated = any(dominates(q, p) for q in pairs)
+        if dominated:
+            assert i not in on_front
+    for q in front.iter_rows(named=True):
+        assert not any(dominates(p, (q["x"], q["y"])) for p in pairs)
+    assert front["x"].to_list() == sorted(front["x"].to_list())
+    # Every point is matched or beaten by some frontier point (ties keep one representative).
+    for p in pairs:
+        assert any(f["x"] <= p[0] and sign * f["y"] >= sign * p[1] for f in front.iter_rows(named=True))
+
+
+def test_itl_by_context_follows_the_decode_passes(table) -> None:
+    ok = table.filter((pl.col("hardware") == A100) & (pl.col("status") == "ok"))
+    itl = itl_by_context(ok)
+    batch1 = itl.filter(pl.col("batch_size") == 1)
+    assert batch1["generation_length"].unique().to_list() == [128]  # the longest run covers the shorter contexts
+    assert batch1["context_length"].to_list() == list(range(64 + 1, 64 + 128))
+    assert set(itl["batch_size"].unique()) == {1, 8, 32}
+
+
+def test_step_time_and_memory_grid(table) -> None:
+    a100 = table.filter(pl.col("hardware") == A100)
+    steps = step_time_by_length(a100)
+    assert steps.filter(pl.col("batch_size") == 32)["sequence_length"].to_list() == [128]  # 192 ran out of memory
+    assert steps["runs"].max() == 6  # 3 step counts x 2 block lengths share one (batch, length)
+    grid = memory_grid(a100)
+    cell = grid.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 32) & (pl.col("sequence_length") == 192))
+    assert cell["state"].to_list() == ["oom"]
+    failed = grid.filter((pl.col("arch") == "llama") & (pl.col("batch_size") == 2))
+    assert failed["state"].to_list() == ["error"]
+    assert not math.isnan(grid.filter(pl.col("state") == "ok")["peak_memory_bytes"].min())
