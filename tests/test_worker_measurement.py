@@ -1,0 +1,164 @@
+"""Timers and memory trackers: the CPU paths for real, the CUDA paths with torch.cuda faked at the boundary."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from specs.results import Memory
+from workers import memory as memory_module
+from workers import timing
+from workers.memory import CpuPeakRss, MemoryTracker, free_device_memory, memory_at_failure, weights_bytes
+from workers.timing import CudaEventTimer, PerfCounterTimer, timer_for
+
+CUDA = torch.device("cuda", 0)
+
+
+def test_perf_counter_timer_measures_the_region() -> None:
+    timer = PerfCounterTimer()
+    with timer.measure() as interval:
+        time.sleep(0.02)
+    assert 0.015 < interval.seconds() < 0.5
+    assert timer.kind == "perf_counter" and timer_for(torch.device("cpu")).kind == "perf_counter"
+
+
+class FakeCuda:
+    """torch.cuda's timing boundary: events stamp a fake device clock; reading needs a synchronize."""
+
+    def __init__(self) -> None:
+        self.clock_ms = 0.0
+        self.log: list[str] = []
+        fake = self
+
+        class Event:
+            def __init__(self, enable_timing: bool = False) -> None:
+                assert enable_timing, "timing events must be created with enable_timing=True"
+                self.stamp: float | None = None
+                self.synced = False
+
+            def record(self, stream=None) -> None:
+                fake.log.append("record")
+                self.stamp = fake.clock_ms
+
+            def synchronize(self) -> None:
+                fake.log.append("event.synchronize")
+                self.synced = True
+
+            def elapsed_time(self, end: "Event") -> float:
+                if not end.synced:
+                    raise RuntimeError("elapsed_time before the end event completed")
+                fake.log.append("elapsed_time")
+                return end.stamp - self.stamp
+
+        self.Event = Event
+
+    def synchronize(self, device=None) -> None:
+        self.log.append("cuda.synchronize")
+
+
+@pytest.fixture()
+def fake_cuda(monkeypatch: pytest.MonkeyPatch) -> FakeCuda:
+    fake = FakeCuda()
+    monkeypatch.setattr(torch.cuda, "Event", fake.Event)
+    monkeypatch.setattr(torch.cuda, "synchronize", fake.synchronize)
+    return fake
+
+
+def test_cuda_event_timer_records_events_and_syncs_only_when_read(fake_cuda: FakeCuda) -> None:
+    timer = timer_for(CUDA)
+    assert isinstance(timer, CudaEventTimer) and timer.kind == "cuda_event"
+    with timer.measure() as whole:
+        fake_cuda.clock_ms += 5.0
+        with timer.measure() as step:
+            fake_cuda.clock_ms += 2.5
+        fake_cuda.clock_ms += 1.0
+    assert "event.synchronize" not in fake_cuda.log and "cuda.synchronize" not in fake_cuda.log  # no sync inside
+    assert step.seconds() == pytest.approx(0.0025)
+    assert whole.seconds() == pytest.approx(0.0085)
+    assert fake_cuda.log.count("event.synchronize") == 2
+    whole.seconds()
+    assert fake_cuda.log.count("elapsed_time") == 2  # read once, then cached
+    timer.synchronize()
+    assert fake_cuda.log[-1] == "cuda.synchronize"
+
+
+def test_cuda_event_timer_closes_the_region_on_error(fake_cuda: FakeCuda) -> None:
+    timer = CudaEventTimer(CUDA)
+    with pytest.raises(ValueError):
+        with timer.measure() as interval:
+            fake_cuda.clock_ms += 3.0
+            raise ValueError("boom")
+    assert interval.seconds() == pytest.approx(0.003)
+
+
+def test_host_interval_cannot_be_read_early() -> None:
+    interval = timing._HostInterval()
+    with pytest.raises(RuntimeError):
+        interval.seconds()
+
+
+class FakeCudaMemory:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.allocated, self.peak_allocated, self.peak_reserved = 100, 100, 200
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        def log(name, value=None):
+            def fn(*args, **kwargs):
+                self.calls.append(name)
+                return value() if callable(value) else value
+            return fn
+
+        monkeypatch.setattr(torch.cuda, "synchronize", log("synchronize"))
+        monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", log("reset"))
+        monkeypatch.setattr(torch.cuda, "empty_cache", log("empty_cache"))
+        monkeypatch.setattr(torch.cuda, "max_memory_allocated", log("max_allocated", lambda: self.peak_allocated))
+        monkeypatch.setattr(torch.cuda, "max_memory_reserved", log("max_reserved", lambda: self.peak_reserved))
+        monkeypatch.setattr(torch.cuda, "memory_allocated", log("allocated", lambda: self.allocated))
+
+
+def test_gpu_memory_tracker_resets_then_reads_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCudaMemory()
+    fake.install(monkeypatch)
+    with MemoryTracker(CUDA, weights=64) as tracker:
+        assert fake.calls == ["synchronize", "reset"]
+        fake.peak_allocated, fake.peak_reserved = 1000, 2048
+    assert tracker.result() == Memory(device="cuda", weights_bytes=64, peak_allocated_bytes=1000, peak_reserved_bytes=2048)
+    assert fake.calls[2] == "synchronize"  # the peak is read after the device finished
+
+
+def test_gpu_memory_at_failure_and_freeing(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCudaMemory()
+    fake.install(monkeypatch)
+    fake.allocated, fake.peak_allocated, fake.peak_reserved = 700, 900, 1024
+    memory = memory_at_failure(CUDA, weights=64)
+    assert (memory.at_failure_allocated_bytes, memory.peak_allocated_bytes, memory.peak_reserved_bytes) == (700, 900, 1024)
+    free_device_memory(CUDA)
+    assert fake.calls[-3:] == ["synchronize", "empty_cache", "reset"]
+
+
+def test_cpu_peak_rss_sees_a_transient_allocation() -> None:
+    with MemoryTracker(torch.device("cpu"), weights=1) as tracker:
+        block = torch.ones(64 * 2**20 // 4)  # 64 MiB, touched
+        del block
+    memory = tracker.result()
+    assert memory.device == "cpu" and memory.peak_allocated_bytes is None
+    assert memory.peak_rss_delta_bytes is not None and memory.peak_rss_delta_bytes >= 48 * 2**20
+
+
+def test_cpu_peak_rss_falls_back_to_sampling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memory_module, "_try_reset_peak_rss", lambda: False)
+    with CpuPeakRss() as peak:
+        block = torch.ones(64 * 2**20 // 4)
+        time.sleep(0.05)
+        del block
+    assert peak.method == "sampling" and peak.delta_bytes >= 48 * 2**20
+
+
+def test_weights_bytes_counts_tied_weights_once() -> None:
+    embedding = torch.nn.Embedding(10, 4)
+    model = torch.nn.ModuleDict({"embed": embedding, "head": torch.nn.Linear(4, 10, bias=False)})
+    model["head"].weight = embedding.weight
+    assert weights_bytes(model) == 10 * 4 * 4

@@ -1,0 +1,1 @@
+"""Everything that runs on the accelerator: models, samplers, timers, metrics."""

@@ -1,0 +1,233 @@
+"""Sampler efficiency on CPU: our LLaDA sampler vs the official algorithm, our decode loop vs generate().
+
+Two side-by-side comparisons in one run, on small random models (4 layers, d=512, a BERT-sized vocabulary
+of 30522, float32, fixed seeds), each asserting that both contenders produce the same tokens:
+
+  (a) `llada_generate` / `reference_llada_generate` (the per-row transcription of the official sampler);
+      goal <= 0.9.
+  (b) `ar_generate` / `model.generate(do_sample=False, min_new_tokens=N, max_new_tokens=N)`; goal <= 1.05.
+
+The two contenders' repetitions are interleaved (the order alternating each round) so that drift in the
+machine's speed hits both alike. The table shows each contender's median and the median of the per-round
+ratios (ours / baseline, each pair timed back to back), which is what the goal is checked against: on a
+shared machine a burst of load then spoils one round, not the comparison. On these small models the LM
+head and the vocabulary softmax are a large share of a LLaDA step, so (a) flatters the window optimisation
+compared with LLaDA-8B, where the head is ~7% of a step's FLOPs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+import transformers
+from torch import Tensor
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from workers.samplers import ar_generate, llada_generate
+from workers.samplers.reference import reference_llada_generate
+from workers.timing import timer_for
+
+VOCAB_SIZE = 30522
+MASK_ID = VOCAB_SIZE - 1  # a synthetic vocabulary: its last id plays [MASK]
+EOS_ID = VOCAB_SIZE - 2
+PAD_ID = 0
+FIRST_TEXT_ID = 1  # prompt tokens are drawn from [FIRST_TEXT_ID, EOS_ID)
+LLADA_GOAL = 0.9
+AR_GOAL = 1.05
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """One benchmark configuration; the defaults finish in about two minutes on 2 CPU cores."""
+
+    batch: int = 4
+    prompt_length: int = 32  # the longest prompt; the others are left-padded (lengths down to half)
+    gen_length: int = 64  # LLaDA generation length and the AR n_new
+    block_length: int = 16
+    steps: int = 32
+    warmup: int = 1
+    repetitions: int = 5
+    ar_warmup: int = 2
+    ar_repetitions: int = 15
+    seed: int = 0
+    threads: int = 0  # 0: every core this process may use
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Raw samples of two contenders timed side by side, and whether their tokens agreed."""
+
+    name: str
+    ours: list[float]
+    baseline: list[float]
+    goal: float
+    tokens_equal: bool
+
+    @property
+    def ratio(self) -> float:
+        """Median over rounds of ours / baseline (the two timed back to back in each round)."""
+        return statistics.median(o / b for o, b in zip(self.ours, self.baseline, strict=True))
+
+    @property
+    def ratio_of_medians(self) -> float:
+        return statistics.median(self.ours) / statistics.median(self.baseline)
+
+    @property
+    def met(self) -> bool:
+        return self.tokens_equal and self.ratio <= self.goal
+
+
+def model_config(*, bidirectional: bool) -> LlamaConfig:
+    """4 layers, d=512, 8 full heads (LLaDA has no GQA), SwiGLU width ~8/3 d like LLaMA."""
+    return LlamaConfig(
+        vocab_size=VOCAB_SIZE,
+        hidden_size=512,
+        intermediate_size=1376,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=8,
+        max_position_embeddings=1024,
+        is_causal=not bidirectional,
+        pad_token_id=PAD_ID,
+        bos_token_id=None,
+        eos_token_id=EOS_ID,
+        tie_word_embeddings=False,
+    )
+
+
+def build_model(*, bidirectional: bool, seed: int) -> LlamaForCausalLM:
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(model_config(bidirectional=bidirectional)).eval()
+
+
+def prompts(config: BenchConfig) -> tuple[Tensor, Tensor]:
+    """Left-padded random prompts `(ids [B, P], attention_mask [B, P])`, lengths spread over [P/2, P]."""
+    gen = torch.Generator().manual_seed(config.seed)
+    width = config.prompt_length
+    lengths = torch.linspace(width // 2, width, config.batch).round().long().tolist()
+    ids = torch.full((config.batch, width), PAD_ID, dtype=torch.long)
+    mask = torch.zeros((config.batch, width), dtype=torch.long)
+    for row, n in enumerate(lengths):
+        ids[row, width - n :] = torch.randint(FIRST_TEXT_ID, EOS_ID, (n,), generator=gen)
+        mask[row, width - n :] = 1
+    return ids, mask
+
+
+def time_side_by_side(
+    ours: Callable[[], Tensor], baseline: Callable[[], Tensor], *, warmup: int, repetitions: int
+) -> tuple[list[float], list[float], bool]:
+    """Interleaved repetitions (order alternating each round); warm-up rounds excluded; raw samples kept."""
+    timer = timer_for(torch.device("cpu"))
+    samples: dict[str, list[float]] = {"ours": [], "baseline": []}
+    outputs: dict[str, Tensor] = {}
+    contenders = {"ours": ours, "baseline": baseline}
+    for round_ in range(warmup + repetitions):
+        order = ("ours", "baseline") if round_ % 2 == 0 else ("baseline", "ours")
+        for name in order:
+            with timer.measure() as interval:
+                outputs[name] = contenders[name]()
+            if round_ >= warmup:
+                samples[name].append(interval.seconds())
+    return samples["ours"], samples["baseline"], torch.equal(outputs["ours"], outputs["baseline"])
+
+
+def compare_llada(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
+    model = build_model(bidirectional=True, seed=config.seed)
+    kw = {
+        "gen_length": config.gen_length,
+        "block_length": config.block_length,
+        "steps": config.steps,
+        "mask_id": MASK_ID,
+    }
+    ours, baseline, equal = time_side_by_side(
+        lambda: llada_generate(model, ids, mask, **kw),
+        lambda: reference_llada_generate(model, ids, mask, **kw),
+        warmup=config.warmup,
+        repetitions=config.repetitions,
+    )
+    return Comparison("llada_generate / official (per-row reference)", ours, baseline, LLADA_GOAL, equal)
+
+
+def compare_ar(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
+    model = build_model(bidirectional=False, seed=config.seed)
+    n_new = config.gen_length
+
+    def generate() -> Tensor:
+        with torch.no_grad():
+            return model.generate(
+                ids, attention_mask=mask, do_sample=False, min_new_tokens=n_new, max_new_tokens=n_new
+            )
+
+    ours, baseline, equal = time_side_by_side(
+        # generate(min_new_tokens=N) bans EOS for all N steps; the loop does the same through suppression.
+        lambda: ar_generate(model, ids, mask, n_new=n_new, logits_suppress_ids=(EOS_ID,)),
+        generate,
+        warmup=config.ar_warmup,
+        repetitions=config.ar_repetitions,
+    )
+    return Comparison("ar_generate / model.generate()", ours, baseline, AR_GOAL, equal)
+
+
+def report(config: BenchConfig, results: list[Comparison]) -> str:
+    """The table: per contender the median seconds, then the paired ratio against its goal."""
+    versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
+    header = (
+        f"{'comparison':<46} {'ours_s':>7} {'base_s':>7} {'ratio':>6} {'(of medians)':>12} {'goal':>7} "
+        f"{'tokens':>6}  result"
+    )
+    lines = [
+        f"{versions}, threads {torch.get_num_threads()}",
+        "config: " + ", ".join(f"{k}={v}" for k, v in asdict(config).items()),
+        "",
+        header,
+    ]
+    for r in results:
+        lines.append(
+            f"{r.name:<46} {statistics.median(r.ours):7.3f} {statistics.median(r.baseline):7.3f} "
+            f"{r.ratio:6.3f} {r.ratio_of_medians:12.3f} {'<= ' + format(r.goal, '.2f'):>7} "
+            f"{'equal' if r.tokens_equal else 'DIFFER':>6}  {'ok' if r.met else 'MISSED'}"
+        )
+    lines.append("")
+    lines.append("ratio = median over rounds of ours/baseline timed back to back; raw samples (s):")
+    for r in results:
+        lines.append(f"  {r.name}: ours {fmt(r.ours)}; baseline {fmt(r.baseline)}")
+    return "\n".join(lines)
+
+
+def fmt(samples: list[float]) -> str:
+    return "[" + ", ".join(f"{s:.3f}" for s in samples) + "]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both comparisons and print the table; exit 1 if tokens differ (--strict: or a goal is missed)."""
+    parser = argparse.ArgumentParser(prog="python -m workers.bench", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--repetitions", type=int, default=BenchConfig.repetitions, help="LLaDA measured rounds"
+    )
+    parser.add_argument(
+        "--ar-repetitions", type=int, default=BenchConfig.ar_repetitions, help="AR measured rounds"
+    )
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all usable cores)")
+    parser.add_argument("--strict", action="store_true", help="also fail when a speed goal is missed")
+    args = parser.parse_args(argv)
+    config = BenchConfig(
+        repetitions=args.repetitions, ar_repetitions=args.ar_repetitions, threads=args.threads
+    )
+
+    torch.set_num_threads(config.threads or len(os.sched_getaffinity(0)))
+    ids, mask = prompts(config)
+    results = [compare_llada(config, ids, mask), compare_ar(config, ids, mask)]
+    print(report(config, results))
+    if not all(r.tokens_equal for r in results):
+        return 1
+    return 0 if all(r.met for r in results) or not args.strict else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

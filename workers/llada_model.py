@@ -1,0 +1,102 @@
+"""LLaDA as transformers' LlamaForCausalLM: bidirectional attention and rotary embeddings in float32.
+
+LLaDA-8B is a LLaMA-layout decoder (RMSNorm, SwiGLU, RoPE, untied head) whose attention sees the whole
+sequence (DESIGN "LLaDA model"). Two details of the official modeling_llada.py change numbers silently and
+are reproduced here:
+
+* attention is never causal: `config.is_causal = False` makes transformers build a bidirectional mask,
+  and each attention module's `is_causal` flag is cleared too, because the sdpa and flash-attn paths read
+  the module flag when no mask is materialised;
+* `RotaryEmbedding.forward` casts q and k to float32 (`rope_full_precision: true`), builds sin/cos in
+  float32 and casts back only after rotating, whatever the activation dtype; transformers' Llama casts
+  cos/sin to the activation dtype first, which in bf16 moves logits visibly.
+
+The conversion swaps the classes of existing modules (no new parameters), so it applies equally to a model
+on the meta device, to a synthetic one and to one loaded from LLaDA's own checkpoint.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LlamaForCausalLM
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.llama.modeling_llama import (
+    LlamaAttention,
+    LlamaRotaryEmbedding,
+    eager_attention_forward,
+    rotate_half,
+)
+
+
+class Float32RotaryEmbedding(LlamaRotaryEmbedding):
+    """cos/sin of the default RoPE, left in float32 (LLaDA's `rope_full_precision`)."""
+
+    @torch.no_grad()
+    def forward(self, x: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        inv_freq = self.inv_freq.to(device=x.device, dtype=torch.float32)
+        freqs = position_ids[..., None].to(torch.float32) * inv_freq  # [B, S, D/2]
+        angles = torch.cat((freqs, freqs), dim=-1)  # [B, S, D]: LLaDA rotates halves, like LLaMA
+        return angles.cos() * self.attention_scaling, angles.sin() * self.attention_scaling
+
+
+def rotate_float32(
+    q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q, k [B, H, S, D] in float32 and return them in their own dtype (official order of operations)."""
+    cos = cos.to(torch.float32).unsqueeze(1)  # [B, 1, S, D]
+    sin = sin.to(torch.float32).unsqueeze(1)
+    qf, kf = q.to(torch.float32), k.to(torch.float32)
+    q_rot = qf * cos + rotate_half(qf) * sin
+    k_rot = kf * cos + rotate_half(kf) * sin
+    return q_rot.to(q.dtype), k_rot.to(k.dtype)
+
+
+class BidirectionalAttention(LlamaAttention):
+    """LlamaAttention without the causal mask and with float32 RoPE; it keeps no KV cache (LLaDA has none)."""
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
+        attention_mask: torch.Tensor | None = None,
+        past_key_values: object | None = None,
+        **kwargs: object,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H, S, D]
+        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
+        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        q, k = rotate_float32(q, k, *position_embeddings)
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+        kwargs.pop("is_causal", None)
+        output, weights = attention(
+            self, q, k, v, attention_mask,
+            dropout=0.0 if not self.training else self.attention_dropout,
+            scaling=self.scaling,
+            is_causal=False,
+            **kwargs,
+        )
+        output = output.reshape(*input_shape, -1).contiguous()
+        return self.o_proj(output), weights
+
+
+def make_bidirectional(model: LlamaForCausalLM) -> LlamaForCausalLM:
+    """Turn a LlamaForCausalLM into LLaDA's mask predictor in place (see the module docstring)."""
+    rope_type = (model.config.rope_parameters or {}).get("rope_type", "default")
+    if rope_type != "default":
+        raise ValueError(f"LLaDA uses the default RoPE; this config has rope_type {rope_type!r}")
+    model.config.is_causal = False
+    model.config.use_cache = False  # no KV cache: every step re-reads the whole sequence
+    model.model.rotary_emb.__class__ = Float32RotaryEmbedding
+    for layer in model.model.layers:
+        layer.self_attn.__class__ = BidirectionalAttention
+        layer.self_attn.is_causal = False
+    return model
+
+
+def is_bidirectional(model: torch.nn.Module) -> bool:
+    """Whether `make_bidirectional` has been applied."""
+    layers = getattr(getattr(model, "model", None), "layers", None)
+    return bool(layers) and all(isinstance(layer.self_attn, BidirectionalAttention) for layer in layers)

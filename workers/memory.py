@@ -1,0 +1,211 @@
+"""Peak-memory trackers around the measured region (GPU allocator peaks; CPU peak RSS growth).
+
+GPU: `reset_peak_memory_stats` before the region, then `max_memory_allocated` (tensors alive at the worst
+moment: weights + activations + KV cache) and `max_memory_reserved` (what the caching allocator held from
+the driver, the number that decides an OOM). With the weights' own bytes in the artifact, activations and
+KV are separable at report time: peak_allocated - weights.
+
+CPU: there is no allocator to ask, so the tracker measures the process's resident set. It reports
+`peak_rss_delta_bytes` = (highest RSS during the region) - (RSS when the region started): the memory the
+generation added (activations, KV cache, allocator caching, thread stacks), not counting the weights that
+were resident before. Memory freed earlier but still held by malloc is first returned to the OS
+(`malloc_trim`), so the region's own needs show as growth rather than hiding in reused free lists. On
+Linux the kernel's own high-water mark is reset at the start by writing "5" to
+/proc/self/clear_refs and read back from VmHWM at the end, which misses no short spike. Where that is not
+allowed a sampling thread polls /proc/self/statm every millisecond (can miss spikes shorter than that);
+elsewhere `ru_maxrss` growth is used, which is zero unless the region beat the process's lifetime peak.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import gc
+import os
+import re
+import resource
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+
+import torch
+
+from specs.results import Memory
+
+_PROC_STATUS = Path("/proc/self/status")
+_PROC_CLEAR_REFS = Path("/proc/self/clear_refs")
+_PROC_STATM = Path("/proc/self/statm")
+_RESET_PEAK_RSS = "5"  # proc(5): "5" resets the peak resident set size ("high water mark")
+_SAMPLE_PERIOD_S = 0.001
+_KIB = 1024
+
+
+def weights_bytes(model: torch.nn.Module) -> int:
+    """Bytes of every parameter and persistent buffer (tied weights once): the model's cost before any input."""
+    unique = {id(t): t for t in model.state_dict(keep_vars=True).values()}
+    return sum(t.numel() * t.element_size() for t in unique.values())
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        text = _PROC_STATUS.read_text()
+    except OSError:
+        return None
+    match = re.search(rf"^{field}:\s+(\d+)\s+kB", text, re.MULTILINE)
+    return int(match.group(1)) * _KIB if match else None
+
+
+def current_rss_bytes() -> int | None:
+    """Resident set size now (Linux), else None."""
+    try:
+        pages = int(_PROC_STATM.read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _maxrss_bytes() -> int:
+    usage = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return usage if sys.platform == "darwin" else usage * _KIB  # bytes on macOS, KiB on Linux
+
+
+class _RssSampler(threading.Thread):
+    """Fallback: poll the RSS on a daemon thread and keep the maximum."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="rss-sampler")
+        self.peak = current_rss_bytes() or 0
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(_SAMPLE_PERIOD_S):
+            self.peak = max(self.peak, current_rss_bytes() or 0)
+
+    def stop(self) -> int:
+        self._stop_event.set()
+        self.join()
+        return max(self.peak, current_rss_bytes() or 0)
+
+
+class CpuPeakRss:
+    """Peak RSS growth of this process over a region (see the module docstring for the three methods)."""
+
+    def __init__(self) -> None:
+        self.method: str = ""
+        self.delta_bytes: int | None = None
+        self._start = 0
+        self._sampler: _RssSampler | None = None
+        self._maxrss_start = 0
+
+    def __enter__(self) -> "CpuPeakRss":
+        gc.collect()
+        _release_free_heap()
+        start = current_rss_bytes()
+        if start is not None and _try_reset_peak_rss():
+            self.method, self._start = "vmhwm", start
+        elif start is not None:
+            self.method, self._start = "sampling", start
+            self._sampler = _RssSampler()
+            self._sampler.start()
+        else:
+            self.method, self._maxrss_start = "ru_maxrss", _maxrss_bytes()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.method == "vmhwm":
+            peak = _status_kib("VmHWM")
+            self.delta_bytes = max(0, peak - self._start) if peak is not None else None
+        elif self.method == "sampling" and self._sampler is not None:
+            self.delta_bytes = max(0, self._sampler.stop() - self._start)
+        else:
+            self.delta_bytes = max(0, _maxrss_bytes() - self._maxrss_start)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+
+
+def _release_free_heap() -> None:
+    """Give memory that was freed but kept by malloc back to the OS (glibc `malloc_trim`).
+
+    Without it the warm-ups' activations stay resident in malloc's free lists, the measured region reuses
+    them, and the RSS never grows: the delta would read zero however much the generation needs.
+    """
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def _try_reset_peak_rss() -> bool:
+    try:
+        _PROC_CLEAR_REFS.write_text(_RESET_PEAK_RSS)
+    except OSError:
+        return False
+    return _status_kib("VmHWM") is not None
+
+
+class MemoryTracker:
+    """Context manager around the measured region; `result()` is the artifact's Memory record."""
+
+    def __init__(self, device: torch.device, weights: int) -> None:
+        self.device = device
+        self.weights = weights
+        self._cpu: CpuPeakRss | None = None
+        self._memory: Memory | None = None
+
+    def __enter__(self) -> "MemoryTracker":
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        else:
+            self._cpu = CpuPeakRss().__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.device.type == "cuda":
+            if exc_type is None:
+                torch.cuda.synchronize(self.device)
+            self._memory = Memory(
+                device="cuda",
+                weights_bytes=self.weights,
+                peak_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
+                peak_reserved_bytes=torch.cuda.max_memory_reserved(self.device),
+            )
+        else:
+            assert self._cpu is not None
+            self._cpu.__exit__(exc_type, exc, tb)
+            self._memory = Memory(device="cpu", weights_bytes=self.weights, peak_rss_delta_bytes=self._cpu.delta_bytes)
+
+    def result(self) -> Memory:
+        if self._memory is None:
+            raise RuntimeError("memory read before the tracked region finished")
+        return self._memory
+
+
+def memory_at_failure(device: torch.device, weights: int) -> Memory:
+    """What the allocator held when an OOM struck; read before anything is freed."""
+    if device.type != "cuda":
+        return Memory(device="cpu", weights_bytes=weights, peak_rss_delta_bytes=None)
+    return Memory(
+        device="cuda",
+        weights_bytes=weights,
+        peak_allocated_bytes=torch.cuda.max_memory_allocated(device),
+        peak_reserved_bytes=torch.cuda.max_memory_reserved(device),
+        at_failure_allocated_bytes=torch.cuda.memory_allocated(device),
+    )
+
+
+def free_device_memory(device: torch.device) -> None:
+    """Drop unreachable tensors and give cached blocks back, so the next run starts from the weights alone."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)

@@ -1,0 +1,248 @@
+"""Load a model for a run: synthetic weights of a preset shape, or a real checkpoint, on the target device.
+
+This is the backend (STYLE: optimum-benchmark): it only loads. Every model, of either architecture and
+either kind of weights, is built the same way: transformers' LlamaForCausalLM created on the meta device
+(no memory), given uninitialised storage directly on the target device (`to_empty`), then filled there,
+either from a fixed-seed generator or by streaming the checkpoint's safetensors. An 8B model therefore
+never exists as a 16 GB host copy. LLaDA is the same class made bidirectional (workers/llada_model.py).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers.utils import is_flash_attn_2_available
+
+from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
+from specs.shapes import ModelShape
+from workers.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
+from workers.errors import CheckpointFormatError, SpecMismatchError
+from workers.llada_checkpoint import is_llada_config, llada_mask_token_id, llada_to_llama_name, llama_config_from_llada
+from workers.llada_model import make_bidirectional
+from workers.memory import weights_bytes
+from workers.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
+
+DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+# Standard deviation of synthetic weights: LLaMA's initializer_range, which keeps activations finite in
+# any dtype at any depth (the values carry no meaning; only shapes and kernels matter for them).
+SYNTHETIC_INIT_STD = 0.02
+GENERATION_CONFIG_FILE = "generation_config.json"
+
+
+@dataclass
+class LoadedModel:
+    spec: ModelSpec
+    model: PreTrainedModel  # eval(), on device, in dtype
+    tokenizer: PreTrainedTokenizerBase
+    device: torch.device
+    dtype: torch.dtype
+    mask_token_id: int | None  # LLaDA only
+    eos_token_ids: tuple[int, ...]  # EOS / EoT ids, stripped from the end of outputs
+    weights: Literal["synthetic", "real"]
+    weights_bytes: int
+
+    @property
+    def attention_kernel(self) -> str:
+        """The attention implementation the model actually runs (transformers' name for it)."""
+        return str(getattr(self.model.config, "_attn_implementation", None) or "unknown")
+
+
+def load_model(spec: ModelSpec, controls: Controls, device: torch.device) -> LoadedModel:
+    """Build or load `spec` on `device` in the controls' dtype with the controls' attention kernel."""
+    dtype = DTYPES[controls.dtype]
+    attention = attention_implementation(controls.attention, device)
+    if isinstance(spec.source, SyntheticSource):
+        return _load_synthetic(spec, spec.source, dtype, attention, device)
+    return _load_checkpoint(spec, spec.source, dtype, attention, device)
+
+
+def attention_implementation(requested: str, device: torch.device) -> str:
+    """The transformers attn_implementation for the control; flash-attn that cannot run here is an error."""
+    if requested == "flash_attention_2":
+        if device.type != "cuda":
+            raise SpecMismatchError("controls.attention: 'flash_attention_2' needs a CUDA device; allowed here: sdpa, eager")
+        if not is_flash_attn_2_available():
+            raise SpecMismatchError(
+                "controls.attention: 'flash_attention_2' but flash-attn is not installed or not usable on this "
+                "machine (pip install flash-attn); choose sdpa or eager for both models instead"
+            )
+    return requested
+
+
+# ---------------------------------------------------------------- building
+
+
+def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
+    """A LlamaConfig with exactly the shape's numbers (the roofline costs the same numbers)."""
+    return LlamaConfig(
+        vocab_size=shape.vocab_size,
+        hidden_size=shape.hidden_size,
+        intermediate_size=shape.intermediate_size,
+        num_hidden_layers=shape.num_layers,
+        num_attention_heads=shape.num_heads,
+        num_key_value_heads=shape.num_kv_heads,
+        hidden_act="silu",
+        max_position_embeddings=shape.max_position_embeddings,
+        rms_norm_eps=shape.rms_norm_eps,
+        rope_parameters={"rope_type": "default", "rope_theta": shape.rope_theta},
+        tie_word_embeddings=shape.tie_word_embeddings,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
+
+
+def build_on_meta(config: LlamaConfig, attention: str, dtype: torch.dtype, bidirectional: bool) -> LlamaForCausalLM:
+    """The model's structure with no storage: instant and free at any size."""
+    config._attn_implementation = attention
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config)
+    model.to(dtype)
+    if bidirectional:
+        make_bidirectional(model)
+    return model
+
+
+def materialise(model: LlamaForCausalLM, device: torch.device, seed: int | None) -> None:
+    """Give the meta model real (uninitialised) storage on `device`; fill it from `seed` when given.
+
+    On the meta device itself nothing is allocated, which is how an 8B shape is checked on a laptop.
+    """
+    model.to_empty(device=device)
+    if model.config.tie_word_embeddings:
+        model.lm_head.weight = model.model.embed_tokens.weight  # to_empty gives each module its own tensor
+    _reset_rotary(model, device)
+    if seed is None or device.type == "meta":
+        return
+    generator = torch.Generator(device=device).manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():  # a fixed order: same seed, same weights
+            if param.ndim == 1:  # RMSNorm gains start at one, as in training
+                param.fill_(1.0)
+            else:
+                param.normal_(0.0, SYNTHETIC_INIT_STD, generator=generator)
+
+
+def _reset_rotary(model: LlamaForCausalLM, device: torch.device) -> None:
+    """RoPE frequencies are non-persistent buffers: recompute them (in float32) after `to_empty`."""
+    rotary = model.model.rotary_emb
+    fresh = LlamaRotaryEmbedding(model.config)  # built on the CPU: the caller is outside any meta context
+    rotary.inv_freq = fresh.inv_freq.to(device=device, dtype=torch.float32)
+    rotary.original_inv_freq = fresh.original_inv_freq.to(device=device, dtype=torch.float32)
+    rotary.attention_scaling = fresh.attention_scaling
+    others = [name for name, _ in model.named_buffers() if "rotary_emb" not in name]
+    assert not others, f"unexpected buffers would stay uninitialised: {others}"
+
+
+def _finish(model: PreTrainedModel) -> PreTrainedModel:
+    model.eval()
+    model.requires_grad_(False)
+    return model
+
+
+# ---------------------------------------------------------------- synthetic
+
+
+def _load_synthetic(
+    spec: ModelSpec, source: SyntheticSource, dtype: torch.dtype, attention: str, device: torch.device
+) -> LoadedModel:
+    shape = spec.shape()
+    assert shape is not None
+    tokenizer = synthetic_tokenizer()
+    if shape.vocab_size < len(tokenizer):
+        raise SpecMismatchError(
+            f"models.{spec.name}.source.synthetic.vocab_size: {shape.vocab_size} is smaller than the synthetic "
+            f"tokenizer's {len(tokenizer)} tokens; use at least {len(tokenizer)}"
+        )
+    model = build_on_meta(llama_config_for_shape(shape), attention, dtype, bidirectional=spec.arch == "llada")
+    materialise(model, device, seed=source.seed)
+    mask = None
+    if spec.arch == "llada":
+        mask = spec.mask_token_id if spec.mask_token_id is not None else tokenizer.mask_token_id
+    return LoadedModel(
+        spec=spec,
+        model=_finish(model),
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        mask_token_id=mask,
+        eos_token_ids=eos_token_ids(tokenizer),
+        weights="synthetic",
+        weights_bytes=weights_bytes(model),
+    )
+
+
+# ---------------------------------------------------------------- checkpoints
+
+
+def _keep_name(key: str) -> str | None:
+    """transformers' own naming: identity, minus RoPE buffers that old checkpoints saved."""
+    return None if key.endswith("rotary_emb.inv_freq") else key
+
+
+def _load_checkpoint(
+    spec: ModelSpec, source: CheckpointSource, dtype: torch.dtype, attention: str, device: torch.device
+) -> LoadedModel:
+    directory = resolve_checkpoint(source.checkpoint, source.revision, source.trust_remote_code)
+    tokenizer_dir = resolve_checkpoint(source.tokenizer, source.revision) if source.tokenizer else directory
+    raw = read_config(directory)
+    tokenizer = checkpoint_tokenizer(tokenizer_dir, source.trust_remote_code, raw.get("model_type"))
+    if source.trust_remote_code:
+        model = _load_remote_code(directory, dtype, device)
+    else:
+        if spec.arch == "llada" and is_llada_config(raw):
+            config, rename = llama_config_from_llada(raw), llada_to_llama_name
+        elif raw.get("model_type") == "llama":
+            config, rename = LlamaConfig.from_pretrained(str(directory)), _keep_name
+        else:
+            raise CheckpointFormatError(
+                f"{directory}: model_type {raw.get('model_type')!r} with arch {spec.arch!r} is not supported without "
+                "remote code; supported: llama (arch llama or llada), llada (arch llada); or set "
+                "source.trust_remote_code: true"
+            )
+        model = build_on_meta(config, attention, dtype, bidirectional=spec.arch == "llada")
+        materialise(model, device, seed=None)
+        load_safetensors_into(model, directory, device, rename)
+    mask = llada_mask_token_id(raw, tokenizer, spec.mask_token_id) if spec.arch == "llada" else None
+    eos = eos_token_ids(tokenizer, _config_eos(raw, directory))
+    return LoadedModel(
+        spec=spec,
+        model=_finish(model),
+        tokenizer=tokenizer,
+        device=device,
+        dtype=dtype,
+        mask_token_id=mask,
+        eos_token_ids=tuple(t for t in eos if t != mask),
+        weights="real",
+        weights_bytes=weights_bytes(model),
+    )
+
+
+def _config_eos(raw: dict, directory: Path) -> list[int]:
+    """EOS ids from config.json and generation_config.json (instruct models list their turn end there)."""
+    ids: list[int] = []
+    sources = [raw]
+    generation = directory / GENERATION_CONFIG_FILE
+    if generation.is_file():
+        try:
+            sources.append(json.loads(generation.read_text(encoding="utf-8")))
+        except json.JSONDecodeError:
+            pass
+    for config in sources:
+        value = config.get("eos_token_id")
+        for token in [value] if isinstance(value, int) else (value or []):
+            if isinstance(token, int) and token not in ids:
+                ids.append(token)
+    return ids
+
+
+def _load_remote_code(directory: Path, dtype: torch.dtype, device: torch.device) -> PreTrainedModel:
+    """The checkpoint's own modeling code: only when the spec opts in with source.trust_remote_code."""
+    model = AutoModelForCausalLM.from_pretrained(str(directory), trust_remote_code=True, dtype=dtype)
+    return model.to(device)

@@ -1,0 +1,320 @@
+"""The worker's single entry point: run one RunConfig on this machine and return one RunResult, never raising.
+
+A Worker lives as long as its (Ray) actor and keeps the loaded model between runs of the same model, so a
+sweep grouped by model loads each model once per GPU. Failures are data (DESIGN "Execution"): a CUDA
+out-of-memory becomes `status: oom` with the memory held when it struck, any other exception
+`status: error` with its traceback, a hardware mismatch `status: refused`; after each the worker frees
+what the run allocated and is ready for the next run.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+import torch
+
+from specs.results import Environment, Generation, Memory, RunResult, RunStatus
+from specs.schema import Controls, ModelSpec, RunConfig
+from workers.environment import capture_environment
+from workers.errors import SpecMismatchError
+from workers.hardware import check_hardware, configure_threads, resolve_device
+from workers.memory import free_device_memory, memory_at_failure
+from workers.models import LoadedModel, load_model
+from workers.prompts import PromptExample, load_prompt_examples, prompt_batches
+from workers.scenario import batch_seed, generate_untimed, measure
+from workers.tokenization import decode_generation, model_input_ids
+
+SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
+# RuntimeErrors that are an allocation failure: the CPU allocator's, and CUDA's as some kernels report it.
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory")
+
+# torch.OutOfMemoryError is the device-agnostic name (torch >= 2.5); torch.cuda's is the same class there.
+_OOM_TYPES: tuple[type[BaseException], ...] = tuple(
+    {t for t in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if t is not None}
+)
+
+ModelKey = tuple[ModelSpec, str, str, str]  # spec, dtype, attention, device
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _model_key(spec: ModelSpec, controls: Controls, device: torch.device) -> ModelKey:
+    return (spec, controls.dtype, controls.attention, str(device))
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError, or a RuntimeError that says an allocation failed (CPU allocator, some kernels)."""
+    if isinstance(exc, _OOM_TYPES):
+        return True
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _OOM_MESSAGES)
+
+
+@dataclass
+class _Progress:
+    """What a run has established so far; a failed run's result keeps it."""
+
+    device: torch.device | None = None
+    environment: Environment | None = None
+    model_load_s: float | None = None
+    weights_bytes: int = 0
+    loading: bool = False
+
+
+class Worker:
+    """Keeps the loaded model (and scorers) between runs of the same model."""
+
+    def __init__(self) -> None:
+        self._held: LoadedModel | None = None
+        self._held_key: ModelKey | None = None
+        self._evaluators: dict[ModelKey, LoadedModel] = {}  # at most one, besides the held model
+        self._load_counts: dict[str, int] = {}
+        self._scorer: Any | None = None  # workers.quality.QualityScorer, imported on first use
+        self._scorer_device: torch.device | None = None
+        self._examples: dict[tuple[Any, ...], list[PromptExample]] = {}
+        configure_threads()
+
+    @property
+    def load_counts(self) -> dict[str, int]:
+        """Model name -> how many times this worker has loaded it (runs of a loaded model add nothing)."""
+        return dict(self._load_counts)
+
+    # ------------------------------------------------------------ the entry point
+
+    def run(self, config: RunConfig, *, sweep: str, run_id: str, attempt: int = 1) -> RunResult:
+        started = _now()
+        progress = _Progress()
+        failure: dict[str, Any] | None = None
+        try:
+            fields = self._run(config, progress)
+        except Exception as exc:  # failures are data: the sweep goes on
+            failure = self._describe_failure(exc, progress)
+            traceback.clear_frames(exc.__traceback__)  # release the tensors the failed frames hold
+        if failure is not None:
+            self._recover(progress)
+            fields = failure
+        return RunResult(
+            run_id=run_id,
+            sweep=sweep,
+            config=config,
+            weights="synthetic" if config.model.is_synthetic else "real",
+            started_at=started,
+            finished_at=_now(),
+            attempts=attempt,
+            environment=progress.environment,
+            model_load_s=progress.model_load_s,
+            **fields,
+        )
+
+    def _run(self, config: RunConfig, progress: _Progress) -> dict[str, Any]:
+        configure_threads()
+        try:
+            device = resolve_device(config.controls)
+        except SpecMismatchError as exc:  # asked for a GPU this machine does not have: wrong hardware
+            progress.environment = capture_environment(torch.device("cpu"), dtype=config.controls.dtype)
+            return {"status": RunStatus.REFUSED, "error": str(exc)}
+        progress.device = device
+        environment = capture_environment(device, dtype=config.controls.dtype)
+        progress.environment = environment
+        verdict = check_hardware(config.controls.hardware, environment.device, environment.other_gpu_processes)
+        if verdict.refusal is not None:
+            return {"status": RunStatus.REFUSED, "error": verdict.refusal}
+
+        loaded = self._ensure_model(config, device, progress)
+        progress.environment = environment.model_copy(
+            update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch.")}
+        )
+        examples = self._prompt_examples(config, loaded)
+        batches = prompt_batches(examples, config.batch_size)
+        inputs = [
+            model_input_ids(loaded.tokenizer, [e.prompt_ids for e in batch], config.model.chat, device) for batch in batches
+        ]
+        _check_positions(loaded, inputs[0].shape[1] + config.generation_length)
+
+        measurement = measure(loaded, config, inputs)
+        result: dict[str, Any] = {
+            "status": RunStatus.OK,
+            "samples": measurement.samples,
+            "memory": measurement.memory,
+            "nfe": measurement.nfe,
+        }
+        if config.quality.enabled:
+            result.update(self._score(config, loaded, examples, inputs, measurement.outputs))
+        else:
+            result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)
+        return result
+
+    def _score(
+        self,
+        config: RunConfig,
+        loaded: LoadedModel,
+        examples: list[PromptExample],
+        inputs: list[torch.Tensor],
+        outputs: dict[int, torch.Tensor],
+    ) -> dict[str, Any]:
+        """Generations of every prompt and their quality, after (never inside) the measurement."""
+        # Quality needs every prompt once: reuse the measured repetitions, generate the rest untimed,
+        # each batch with its own seed so a sampled batch gives the same tokens as when it was measured.
+        seed, temperature = config.controls.seed, config.controls.temperature
+        for b, batch in enumerate(inputs):
+            if b not in outputs:
+                outputs[b] = generate_untimed(loaded, config, batch, seed=batch_seed(seed, b), temperature=temperature)
+        generations = self._generations(loaded, examples, config.batch_size, outputs)
+        sampled = None
+        sampled_temperature = config.quality.llama_sampled_temperature
+        if config.model.arch == "llama" and sampled_temperature is not None:
+            sampled_outputs = {
+                b: generate_untimed(loaded, config, batch, seed=batch_seed(seed, b), temperature=sampled_temperature)
+                for b, batch in enumerate(inputs)
+            }
+            sampled = self._generations(loaded, examples, config.batch_size, sampled_outputs)
+        device = loaded.device
+        outcome = self._quality_scorer(device).score_run(
+            config, examples, generations, model=loaded, sampled=sampled,
+            load_evaluator=lambda spec: self._evaluator(spec, config.controls, device),
+        )  # fmt: skip
+        note = outcome.note
+        if loaded.weights == "synthetic":
+            note = SYNTHETIC_QUALITY_NOTE + (f"; {note}" if note else "")
+        return {
+            "generations": generations,
+            "quality": outcome.quality,
+            "quality_sampled": outcome.quality_sampled,
+            "calibration": outcome.calibration,
+            "quality_note": note,
+        }
+
+    # ------------------------------------------------------------ models
+
+    def _ensure_model(self, config: RunConfig, device: torch.device, progress: _Progress) -> LoadedModel:
+        """The run's model, loaded unless already held; the previous one is freed first."""
+        key = _model_key(config.model, config.controls, device)
+        if self._held is not None and self._held_key == key:
+            progress.model_load_s = 0.0
+            progress.weights_bytes = self._held.weights_bytes
+            return self._held
+        evaluator_key = _model_key(config.evaluator, config.controls, device) if config.evaluator else None
+        self._release_held(keep_as_evaluator=evaluator_key)
+        if key in self._evaluators:  # loaded earlier as another model's evaluator: promote it
+            loaded, load_s = self._evaluators.pop(key), 0.0
+        else:
+            progress.loading = True
+            loaded, load_s = self._load(config.model, config.controls, device)
+            progress.loading = False
+        self._held, self._held_key = loaded, key
+        progress.model_load_s = load_s
+        progress.weights_bytes = loaded.weights_bytes
+        return loaded
+
+    def _load(self, spec: ModelSpec, controls: Controls, device: torch.device) -> tuple[LoadedModel, float]:
+        start = time.perf_counter()
+        loaded = load_model(spec, controls, device)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        self._load_counts[spec.name] = self._load_counts.get(spec.name, 0) + 1
+        return loaded, time.perf_counter() - start
+
+    def _release_held(self, keep_as_evaluator: ModelKey | None = None) -> None:
+        """Drop the held model, or keep it as the evaluator when the next run scores with it.
+
+        Evaluators other than the next run's are dropped too, so at most two models share the device.
+        """
+        if self._held is None:
+            return
+        held, key = self._held, self._held_key
+        self._held, self._held_key = None, None
+        kept = {k: v for k, v in self._evaluators.items() if k == keep_as_evaluator}
+        if key == keep_as_evaluator:
+            kept = {key: held}
+        self._evaluators = kept
+        del held
+        free_device_memory(_device_of(key))
+
+    def _evaluator(self, spec: ModelSpec, controls: Controls, device: torch.device) -> LoadedModel:
+        """The perplexity evaluator: the held model when it is the same, else one cached evaluator."""
+        key = _model_key(spec, controls, device)
+        if self._held is not None and self._held_key == key:
+            return self._held
+        if key not in self._evaluators:
+            self._evaluators.clear()
+            free_device_memory(device)
+            self._evaluators[key], _ = self._load(spec, controls, device)
+        return self._evaluators[key]
+
+    def _quality_scorer(self, device: torch.device) -> Any:
+        if self._scorer is None or self._scorer_device != device:
+            from workers.quality import QualityScorer  # lazy: scorer models load only for quality runs
+
+            self._scorer, self._scorer_device = QualityScorer(device), device
+        return self._scorer
+
+    # ------------------------------------------------------------ prompts and outputs
+
+    def _prompt_examples(self, config: RunConfig, loaded: LoadedModel) -> list[PromptExample]:
+        key = (config.prompts, loaded.tokenizer.name_or_path, config.prompt_length, config.generation_length, tuple(config.prompt_ids))
+        if key not in self._examples:
+            self._examples[key] = load_prompt_examples(
+                config.prompts, loaded.tokenizer, config.prompt_length, config.generation_length, config.prompt_ids
+            )
+        return self._examples[key]
+
+    @staticmethod
+    def _generations(
+        loaded: LoadedModel, examples: list[PromptExample], batch_size: int, outputs: dict[int, torch.Tensor]
+    ) -> list[Generation]:
+        """One Generation per example whose batch ran (example i is row i mod B of batch i // B)."""
+        generations = []
+        for i, example in enumerate(examples):
+            b, row = divmod(i, batch_size)
+            if b not in outputs:
+                continue
+            ids = outputs[b][row].tolist()
+            text, useful = decode_generation(loaded.tokenizer, ids, loaded.eos_token_ids)
+            generations.append(Generation(prompt_id=example.prompt_id, token_ids=ids, text=text, useful_tokens=useful))
+        return generations
+
+    # ------------------------------------------------------------ failures
+
+    def _describe_failure(self, exc: Exception, progress: _Progress) -> dict[str, Any]:
+        """The result fields of a failed run; memory is read before anything is freed."""
+        oom = is_out_of_memory(exc)
+        fields: dict[str, Any] = {
+            "status": RunStatus.OOM if oom else RunStatus.ERROR,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": "".join(traceback.format_exception(exc)),
+        }
+        if oom and progress.device is not None:
+            try:
+                fields["memory"] = memory_at_failure(progress.device, progress.weights_bytes)
+            except Exception:  # the device itself is unusable: keep the status, skip the numbers
+                fields["memory"] = Memory(device="cuda" if progress.device.type == "cuda" else "cpu", weights_bytes=progress.weights_bytes)
+        return fields
+
+    def _recover(self, progress: _Progress) -> None:
+        """Free what the failed run allocated so the next run starts clean; a half-loaded model is dropped."""
+        if progress.loading:
+            self._held, self._held_key = None, None
+        if progress.device is not None:
+            try:
+                free_device_memory(progress.device)
+            except Exception:
+                pass
+
+
+def _device_of(key: ModelKey | None) -> torch.device:
+    return torch.device(key[3]) if key is not None else torch.device("cpu")
+
+
+def _check_positions(loaded: LoadedModel, total: int) -> None:
+    """Prompt (with template) + generation must fit the model's positions; RoPE past them is extrapolation."""
+    limit = getattr(loaded.model.config, "max_position_embeddings", None)
+    if limit is not None and total > limit:
+        raise SpecMismatchError(
+            f"grid: {total} tokens (prompt with its template + generation) exceed {loaded.spec.name!r}'s "
+            f"max_position_embeddings {limit}; use shorter lengths"
+        )

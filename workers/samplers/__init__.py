@@ -1,0 +1,24 @@
+"""Samplers: the LLaDA masked-diffusion sampler and the autoregressive decode loop, as iterators of steps."""
+
+from workers.samplers.autoregressive import ArDecoder, ArStep, ar_generate, ar_steps
+from workers.samplers.llada import (
+    LladaSampler,
+    LladaStep,
+    llada_generate,
+    llada_steps,
+    official_suppress_ids,
+    transfer_schedule,
+)
+
+__all__ = [
+    "ArDecoder",
+    "ArStep",
+    "LladaSampler",
+    "LladaStep",
+    "ar_generate",
+    "ar_steps",
+    "llada_generate",
+    "llada_steps",
+    "official_suppress_ids",
+    "transfer_schedule",
+]

@@ -1,0 +1,418 @@
+"""LLaDA's semi-autoregressive masked-diffusion sampler, exposed as an iterator of steps.
+
+The algorithm is the one of the official `generate.py` of ML-GSAI/LLaDA (newest version: batched prompts
+with left padding, semi-autoregressive blocks, low-confidence and random remasking, Gumbel-max temperature
+in float64, classifier-free guidance, EOS/EoT suppression; Nie et al. 2025, "Large Language Diffusion
+Models", arXiv:2502.09992). Given the same model, prompt, settings and RNG state it commits the
+same tokens in the same order, and draws the same random numbers; what differs is only how much work each
+step does:
+
+* Logits are projected only over the positions that can be committed in the current block (the official
+  code projects and soft-maxes every position, then throws all but the block away). `full_logits=True`
+  restores the official full projection; see `llada_steps` for when that matters.
+* The per-row `topk` loop is one batched `topk`: every block starts fully masked (nothing right of the
+  current block is ever committed), so every row has the same masked count, hence the same transfer
+  schedule, which is therefore known on the host and costs no device sync.
+* The attention mask is prepared once, not rebuilt (and checked with a device sync) at every forward.
+  The only host syncs are at setup and one per block (to find the block's window); none per step.
+
+Iterating runs one step per `next()`: one model forward (one NFE; CFG doubles the batch, not the NFE) and
+one commit. The sampler never times itself (STYLE 4): the caller wraps each `next()` in a timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+import torch
+from torch import Tensor, nn
+from transformers.masking_utils import create_bidirectional_mask
+
+Remasking = Literal["low_confidence", "random"]
+REMASKING_STRATEGIES: tuple[str, ...] = get_args(Remasking)
+
+NEG_INF = float("-inf")
+# The official code samples the Gumbel-max noise in float64: with low precision Gumbel-max the perplexity
+# improves but generation quality drops (arXiv:2409.02908, cited by the official generate.py).
+GUMBEL_DTYPE = torch.float64
+
+
+@dataclass(frozen=True)
+class LladaStep:
+    """What one step did: which step of which block, and how many tokens it committed over the batch."""
+
+    step: int  # 0 .. steps-1, over the whole generation
+    block: int  # 0 .. num_blocks-1, the semi-autoregressive block being filled
+    # Positions committed this step (the schedule's count), summed over the batch rows. A committed
+    # prediction may itself be `mask_id`; the official algorithm allows that and revisits the position.
+    committed: int
+
+
+def transfer_schedule(block_length: int, steps_per_block: int) -> list[int]:
+    """Tokens to commit at each step of one block.
+
+    LLaDA's linear noise schedule (paper Eq. 8) makes the expected number of tokens unmasked per step
+    constant, so the official `get_num_transfer_tokens` spreads a block's masked count evenly over its
+    steps, the remainder going to the earliest steps. A block is always fully masked when its turn comes,
+    so its masked count is `block_length` in every row and the schedule is the same for all rows.
+    """
+    base, remainder = divmod(block_length, steps_per_block)
+    return [base + (1 if i < remainder else 0) for i in range(steps_per_block)]
+
+
+def official_suppress_ids(
+    *,
+    eos_id: int,
+    eot_id: int,
+    logits_eos_inf: bool,
+    confidence_eos_eot_inf: bool,
+    temperature: float,
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Map the official `logits_eos_inf` / `confidence_eos_eot_inf` flags onto our two id lists.
+
+    Returns `(logits_suppress_ids, confidence_suppress_ids)`. Paper Appendix B.4: EOS may be banned from
+    sampling (`logits_eos_inf`), and EOS/EoT may be kept from looking confident (`confidence_eos_eot_inf`).
+    The official code does the latter with `logits_with_noise[..., EOS] = logits[..., EoT] = -inf` after
+    sampling: at temperature 0 `logits_with_noise` *is* `logits`, so both ids reach the confidence softmax;
+    at temperature > 0 it is a fresh float64 tensor that is never read again, so only EoT does. We
+    reproduce that, since the goal is the official tokens.
+    """
+    logits_ids = (eos_id,) if logits_eos_inf else ()
+    if not confidence_eos_eot_inf:
+        return logits_ids, ()
+    return logits_ids, ((eos_id, eot_id) if temperature == 0 else (eot_id,))
+
+
+class LladaSampler:
+    """The state of one LLaDA generation; iterate it to run one denoising step per `next()`.
+
+    `x` `[B, P+G]` holds the prompt followed by the generation region, `mask_id` where still masked.
+    Build it with `llada_steps`.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        prompt_ids: Tensor,
+        attention_mask: Tensor | None,
+        *,
+        gen_length: int,
+        block_length: int,
+        steps: int,
+        mask_id: int,
+        temperature: float,
+        cfg_scale: float,
+        remasking: Remasking,
+        generator: torch.Generator | None,
+        logits_suppress_ids: Sequence[int],
+        confidence_suppress_ids: Sequence[int],
+        full_logits: bool,
+    ) -> None:
+        _check_arguments(
+            model, prompt_ids, attention_mask, gen_length, block_length, steps, mask_id, temperature,
+            cfg_scale, remasking, logits_suppress_ids, confidence_suppress_ids,
+        )  # fmt: skip
+        device = prompt_ids.device
+        batch, prompt_length = prompt_ids.shape
+        self.model = model
+        self.mask_id = mask_id
+        self.temperature = float(temperature)
+        self.cfg_scale = float(cfg_scale)
+        self.remasking: Remasking = remasking
+        self.generator = generator
+        self.prompt_length = prompt_length
+        self.gen_length = gen_length
+        self.block_length = block_length
+        self.num_blocks = gen_length // block_length
+        self.steps = steps
+        self.steps_per_block = steps // self.num_blocks
+        self.schedule = transfer_schedule(block_length, self.steps_per_block)
+        self.full_logits = full_logits
+
+        self.x = torch.full(
+            (batch, prompt_length + gen_length), mask_id, dtype=torch.long, device=device
+        )  # [B, L]
+        self.x[:, :prompt_length] = prompt_ids
+        # Positions the unconditional (CFG) half re-masks: the prompt as it was given, pads included.
+        self._prompt_index = self.x != mask_id  # [B, L]
+        self._attn = _prepare_attention_mask(model, attention_mask, gen_length, double=cfg_scale > 0)
+        self._logits_ids = _id_tensor(logits_suppress_ids, device)
+        self._confidence_ids = _id_tensor(confidence_suppress_ids, device)
+        self._noise: Tensor | None = None  # [B, L, V] float64, allocated on the first tempered step
+        self._window: tuple[int, int] = (0, 0)  # [lo, hi): positions whose logits the current block needs
+        self._keep: Tensor | int = 0  # logits_to_keep for that window
+        self._step = 0
+
+    @property
+    def done(self) -> bool:
+        return self._step == self.steps
+
+    @property
+    def generation(self) -> Tensor:
+        """The generation region of `x`: `[B, G]`."""
+        return self.x[:, self.prompt_length :]
+
+    def __iter__(self) -> Iterator[LladaStep]:
+        return self
+
+    @torch.no_grad()
+    def __next__(self) -> LladaStep:
+        if self.done:
+            raise StopIteration
+        block, i = divmod(self._step, self.steps_per_block)
+        k = self.schedule[i]
+        block_end = self.prompt_length + (block + 1) * self.block_length
+        if i == 0:
+            self._start_block(block_end)
+        lo, hi = self._window
+        x = self.x  # [B, L]
+        batch, length = x.shape
+
+        logits = self._logits()  # [B, W, V], W = hi - lo
+        if self._logits_ids is not None:
+            logits.index_fill_(-1, self._logits_ids, NEG_INF)
+
+        if self.temperature > 0:
+            x0 = self._gumbel_argmax(logits, lo, hi)  # [B, W]
+        else:
+            x0 = logits.argmax(dim=-1)  # [B, W]
+
+        if self.remasking == "low_confidence":
+            if self._confidence_ids is not None:
+                logits.index_fill_(-1, self._confidence_ids, NEG_INF)
+            p = torch.softmax(logits, dim=-1)  # [B, W, V]
+            x0_p = p.gather(-1, x0.unsqueeze(-1)).squeeze(-1)  # [B, W]
+            del p
+        else:
+            # Drawn over the whole sequence, as the official code does, to consume the same random numbers.
+            x0_p = torch.rand((batch, length), generator=self.generator, device=x.device)[:, lo:hi]  # [B, W]
+
+        candidate = x[:, lo:hi] == self.mask_id  # [B, W]
+        if hi > block_end:  # full_logits: nothing right of the current block may be committed yet
+            candidate[:, block_end - lo :] = False
+        # The confidence row spans the whole sequence (-inf off the window) so that `topk` sees exactly the
+        # row the official code gives it, and breaks ties among equal confidences the same way.
+        confidence = torch.full((batch, length), NEG_INF, dtype=x0_p.dtype, device=x.device)  # [B, L]
+        confidence[:, lo:hi] = torch.where(candidate, x0_p, NEG_INF)
+        # Every row has >= k finite candidates (its block still holds >= k masks), so topk picks only
+        # masked positions inside the window: the official `where(mask_index, x0, x)` is a no-op there.
+        chosen = torch.topk(confidence, k, dim=-1).indices  # [B, k]
+        x.scatter_(1, chosen, x0.gather(1, chosen - lo))
+
+        record = LladaStep(step=self._step, block=block, committed=k * batch)
+        self._step += 1
+        return record
+
+    def _start_block(self, block_end: int) -> None:
+        """Choose the positions `[lo, hi)` whose logits this block needs: those that can be committed.
+
+        Candidates are the masked positions left of `block_end`. Normally that is the block itself, but a
+        mask id in the prompt (infilling), or a committed prediction that is itself `mask_id` (the official
+        algorithm allows it), leaves masks further left, which stay candidates. Commits only happen inside
+        the window, so the leftmost mask at the block's start bounds the window for all its steps; finding
+        it costs one device sync per block.
+        """
+        length = self.x.shape[1]
+        if self.full_logits:
+            self._window, self._keep = (0, length), 0
+            return
+        block_start = block_end - self.block_length
+        left_masks = (self.x[:, :block_start] == self.mask_id).any(dim=0).nonzero()  # [n, 1]
+        lo = int(left_masks[0, 0]) if left_masks.numel() else block_start
+        self._window = (lo, block_end)
+        self._keep = torch.arange(lo, block_end, device=self.x.device)
+
+    def _logits(self) -> Tensor:
+        """One forward (the step's single NFE): logits `[B, W, V]` over the window, CFG applied."""
+        x = self.x
+        if self.cfg_scale > 0:
+            x = torch.cat([x, x.masked_fill(self._prompt_index, self.mask_id)])  # [2B, L]
+        # LLaDA has no KV cache: use_cache=False keeps transformers from filling one at every step.
+        logits = self.model(x, attention_mask=self._attn, use_cache=False, logits_to_keep=self._keep).logits
+        if self.cfg_scale > 0:
+            cond, uncond = logits.chunk(2, dim=0)
+            # Unsupervised classifier-free guidance, as in the official code: uncond + (w + 1)(cond - uncond).
+            logits = uncond + (self.cfg_scale + 1) * (cond - uncond)
+        return logits
+
+    def _gumbel_argmax(self, logits: Tensor, lo: int, hi: int) -> Tensor:
+        """Gumbel-max sample `[B, W]`: argmax of exp(logits) / (-log u)^T, in float64 like the official code.
+
+        The uniform noise is drawn over the whole `[B, L, V]` sequence (reusing one buffer) so that the
+        generator advances exactly as the official `rand_like(logits)` does; only the window is used.
+        """
+        batch, length = self.x.shape
+        shape = (batch, length, logits.shape[-1])
+        if self._noise is None or self._noise.shape != shape:
+            self._noise = torch.empty(shape, dtype=GUMBEL_DTYPE, device=logits.device)
+        self._noise.uniform_(generator=self.generator)
+        gumbel = self._noise[:, lo:hi].log_().neg_().pow_(self.temperature)  # [B, W, V]
+        scores = logits.to(GUMBEL_DTYPE, copy=True).exp_().div_(gumbel)  # [B, W, V]
+        return scores.argmax(dim=-1)
+
+
+def llada_steps(
+    model: nn.Module,
+    prompt_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    gen_length: int,
+    block_length: int,
+    steps: int,
+    mask_id: int,
+    temperature: float = 0.0,
+    cfg_scale: float = 0.0,
+    remasking: Remasking = "low_confidence",
+    generator: torch.Generator | None = None,
+    logits_suppress_ids: Sequence[int] = (),
+    confidence_suppress_ids: Sequence[int] = (),
+    full_logits: bool = False,
+) -> LladaSampler:
+    """Set up a LLaDA generation; iterating the result runs it one step (one NFE) at a time.
+
+    model: a bidirectional mask predictor (transformers causal-LM interface, `config.is_causal=False`).
+    prompt_ids `[B, P]`, attention_mask `[B, P]` (1 = token, 0 = left padding) or None.
+    gen_length / block_length / steps: as in the official sampler; `steps // (gen_length // block_length)`
+        steps per block, and `steps <= gen_length`.
+    mask_id: the [MASK] token id (from the tokenizer or config, never a literal).
+    temperature: 0 is greedy; > 0 Gumbel-max in float64. cfg_scale: 0 disables classifier-free guidance.
+    remasking: "low_confidence" (commit the most probable predictions) or "random".
+    generator: the RNG for temperature and random remasking; None uses torch's global generator, as the
+        official code does.
+    logits_suppress_ids: ids whose logits are set to -inf before sampling (official `logits_eos_inf`).
+    confidence_suppress_ids: ids set to -inf in the softmax that scores confidence (official
+        `confidence_eos_eot_inf`); `official_suppress_ids` maps the official flags onto both lists.
+    full_logits: project logits at every position, as the official code does. The default projects only
+        the current block: the same numbers wherever a matmul's rows do not depend on how many rows it
+        has (true for the CPU shapes tested, M = B*block >= 16), but a BLAS may choose another kernel for
+        fewer rows and round the last bit differently, which can flip an exact near-tie.
+    """
+    return LladaSampler(
+        model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
+        mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
+        generator=generator, logits_suppress_ids=logits_suppress_ids,
+        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits,
+    )  # fmt: skip
+
+
+def llada_generate(
+    model: nn.Module,
+    prompt_ids: Tensor,
+    attention_mask: Tensor | None = None,
+    *,
+    gen_length: int,
+    block_length: int,
+    steps: int,
+    mask_id: int,
+    temperature: float = 0.0,
+    cfg_scale: float = 0.0,
+    remasking: Remasking = "low_confidence",
+    generator: torch.Generator | None = None,
+    logits_suppress_ids: Sequence[int] = (),
+    confidence_suppress_ids: Sequence[int] = (),
+    full_logits: bool = False,
+) -> Tensor:
+    """Run `llada_steps` to the end; returns the tokens `[B, P+G]` (prompt, then the generation)."""
+    sampler = llada_steps(
+        model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
+        mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
+        generator=generator, logits_suppress_ids=logits_suppress_ids,
+        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits,
+    )  # fmt: skip
+    for _ in sampler:
+        pass
+    return sampler.x
+
+
+def _id_tensor(ids: Sequence[int], device: torch.device) -> Tensor | None:
+    return torch.tensor(sorted(set(ids)), dtype=torch.long, device=device) if ids else None
+
+
+def _prepare_attention_mask(
+    model: nn.Module, attention_mask: Tensor | None, gen_length: int, *, double: bool
+) -> Tensor | None:
+    """The padding mask in the form the model's attention wants, built once for every step.
+
+    The generation region is always attended to (ones), as in the official code; CFG doubles the batch.
+    A mask without padding becomes None, which is what transformers would turn it into anyway (after a
+    device sync, at every forward). Otherwise transformers' own `create_bidirectional_mask` builds the
+    mask for the configured attention kernel (a 4-D mask for sdpa/eager, which later forwards take as is).
+    """
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    batch = attention_mask.shape[0]
+    ones = torch.ones((batch, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)
+    mask = torch.cat([attention_mask, ones], dim=-1)  # [B, L]
+    if double:
+        mask = torch.cat([mask, mask])  # [2B, L]
+    config = model.config
+    dtype = next(model.parameters()).dtype
+    shape_only = torch.empty((mask.shape[0], mask.shape[1], 0), dtype=dtype, device=mask.device)
+    return create_bidirectional_mask(config=config, inputs_embeds=shape_only, attention_mask=mask)
+
+
+def _check_arguments(
+    model: nn.Module,
+    prompt_ids: Tensor,
+    attention_mask: Tensor | None,
+    gen_length: int,
+    block_length: int,
+    steps: int,
+    mask_id: int,
+    temperature: float,
+    cfg_scale: float,
+    remasking: str,
+    logits_suppress_ids: Sequence[int],
+    confidence_suppress_ids: Sequence[int],
+) -> None:
+    """The official sampler's preconditions (its asserts and docstring), as errors that say what to fix."""
+    config = getattr(model, "config", None)
+    if getattr(config, "is_causal", True) is not False:
+        raise ValueError(
+            "LLaDA needs bidirectional attention but the model's config.is_causal is not False; "
+            "build it with e.g. LlamaConfig(..., is_causal=False)"
+        )
+    vocab_size = int(config.vocab_size)
+    if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
+        raise ValueError(
+            "prompt_ids must be a [batch, prompt_len] long tensor, "
+            f"got {tuple(prompt_ids.shape)} {prompt_ids.dtype}"
+        )
+    if attention_mask is not None and attention_mask.shape != prompt_ids.shape:
+        raise ValueError(
+            f"attention_mask must have the prompt's shape {tuple(prompt_ids.shape)}, "
+            f"got {tuple(attention_mask.shape)}"
+        )
+    if gen_length <= 0 or block_length <= 0 or steps <= 0:
+        raise ValueError(
+            f"gen_length, block_length and steps must be positive, got {gen_length}, {block_length}, {steps}"
+        )
+    if gen_length % block_length:
+        raise ValueError(f"gen_length ({gen_length}) must be a multiple of block_length ({block_length})")
+    num_blocks = gen_length // block_length
+    if steps % num_blocks:
+        raise ValueError(
+            f"steps ({steps}) must be a multiple of the number of blocks "
+            f"(gen_length // block_length = {num_blocks})"
+        )
+    if steps > gen_length:
+        raise ValueError(
+            f"steps ({steps}) must be at most gen_length ({gen_length}): at least one token per step"
+        )
+    if not 0 <= mask_id < vocab_size:
+        raise ValueError(f"mask_id {mask_id} is not in the model's vocabulary [0, {vocab_size})")
+    for name, ids in (
+        ("logits_suppress_ids", logits_suppress_ids),
+        ("confidence_suppress_ids", confidence_suppress_ids),
+    ):
+        bad = [i for i in ids if not 0 <= i < vocab_size]
+        if bad:
+            raise ValueError(f"{name} {bad} are not in the model's vocabulary [0, {vocab_size})")
+    if remasking not in REMASKING_STRATEGIES:
+        raise ValueError(f"Unknown remasking {remasking!r}. Available: {', '.join(REMASKING_STRATEGIES)}")
+    if temperature < 0 or cfg_scale < 0:
+        raise ValueError(f"temperature and cfg_scale must be >= 0, got {temperature} and {cfg_scale}")
+    if attention_mask is not None and bool((prompt_ids[attention_mask == 0] == mask_id).any()):
+        raise ValueError("the pad token is the mask token: pad prompts with a token other than mask_id")
