@@ -38,3 +38,27 @@ test *ARGS:
 bench:
     python -m workers.bench
     python -m roofline.bench
+
+# Pre-fetch every model, tokenizer, dataset and scorer SPEC names into the HF cache, then verify it offline (login node)
+download SPEC *ARGS:
+    llada-bench download {{SPEC}} {{ARGS}}
+
+# Regenerate container/requirements.lock, the image's pinned and hashed stack (needs uv and PyPI)
+lock:
+    python container/lock.py
+
+# Build the Docker image (CUDA 12.6, torch, flash-attn, the project); needs docker and internet
+image-docker TAG="llada-bench:latest":
+    docker build --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" -t {{TAG}} .
+
+# Build the Apptainer image from Apptainer.def (Apptainer >= 1.2, internet; add --fakeroot where required)
+image-apptainer SIF="llada.sif" *ARGS:
+    apptainer build {{ARGS}} --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" {{SIF}} Apptainer.def
+
+# Submit a sweep to ACCRE: one exclusive A100 node running llada.sif, e.g. `just accre specs/paper.yaml --account=mygroup_acc`
+accre SPEC="specs/paper.yaml" *SBATCH:
+    sbatch {{SBATCH}} container/accre.sbatch {{SPEC}}
+
+# Submit a sweep to a running Ray cluster as a job; OUT is a directory on the head node (shared storage)
+ray-submit ADDRESS SPEC OUT *ARGS:
+    ray job submit --address {{ADDRESS}} --working-dir . -- llada-bench sweep {{SPEC}} --out {{OUT}} {{ARGS}}

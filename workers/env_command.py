@@ -37,15 +37,21 @@ class Check:
 def check_cuda() -> Check:
     """A CUDA device torch can use."""
     if torch.version.cuda is None:
-        return Check("cuda", False, f"torch {torch.__version__} is a CPU-only build (no CUDA support compiled in)")
+        return Check(
+            "cuda", False, f"torch {torch.__version__} is a CPU-only build (no CUDA support compiled in)"
+        )
     if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
         return Check(
-            "cuda", False,
-            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no driver, CUDA_VISIBLE_DEVICES "
-            "empty, or the container was started without --nv (Apptainer) / --gpus all (Docker)",
+            "cuda",
+            False,
+            f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU: no driver, "
+            "CUDA_VISIBLE_DEVICES empty, or the container was started without --nv (Apptainer) "
+            "/ --gpus all (Docker)",
         )
     names = sorted({torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())})
-    return Check("cuda", True, f"{torch.cuda.device_count()} device(s): {', '.join(names)}; CUDA {torch.version.cuda}")
+    return Check(
+        "cuda", True, f"{torch.cuda.device_count()} device(s): {', '.join(names)}; CUDA {torch.version.cuda}"
+    )
 
 
 def check_bf16() -> Check:
@@ -56,7 +62,8 @@ def check_bf16() -> Check:
     name = torch.cuda.get_device_name(0)
     if tuple(capability) < BF16_MIN_CAPABILITY:
         return Check(
-            "bf16", False,
+            "bf16",
+            False,
             f"{name} has compute capability {capability[0]}.{capability[1]}; native BF16 needs "
             f"{BF16_MIN_CAPABILITY[0]}.{BF16_MIN_CAPABILITY[1]} or newer (A100, H100, ...)",
         )
@@ -69,9 +76,10 @@ def check_flash_attn() -> Check:
         version = importlib.metadata.version("flash-attn")
     except importlib.metadata.PackageNotFoundError:
         return Check(
-            "flash_attn", False,
-            "the flash-attn package is not installed (the image ships it; elsewhere: pip install 'llada-bench[gpu]' "
-            "on a CUDA machine)",
+            "flash_attn",
+            False,
+            "the flash-attn package is not installed (the image ships it; elsewhere: "
+            "pip install 'llada-bench[gpu]' on a CUDA machine)",
         )
     try:
         from flash_attn import flash_attn_func
@@ -80,18 +88,30 @@ def check_flash_attn() -> Check:
     if not torch.cuda.is_available():
         return Check("flash_attn", True, f"flash-attn {version} imports (no GPU visible to run its kernel)")
     try:
-        dtype = torch.bfloat16 if tuple(torch.cuda.get_device_capability(0)) >= BF16_MIN_CAPABILITY else torch.float16
+        dtype = (
+            torch.bfloat16
+            if tuple(torch.cuda.get_device_capability(0)) >= BF16_MIN_CAPABILITY
+            else torch.float16
+        )
         q = torch.randn(1, 16, 2, 64, device="cuda", dtype=dtype)  # [batch, seq, heads, head_dim]
         out = flash_attn_func(q, q, q, causal=False)
         torch.cuda.synchronize()
         if not torch.isfinite(out).all():
             return Check("flash_attn", False, f"flash-attn {version}: its kernel returned non-finite values")
     except Exception as exc:  # e.g. "no kernel image is available" on an unsupported GPU
-        return Check("flash_attn", False, f"flash-attn {version} imports but its kernel fails on this GPU: {exc}")
-    return Check("flash_attn", True, f"flash-attn {version}; kernel ran on {torch.cuda.get_device_name(0)} in {dtype}")
+        return Check(
+            "flash_attn", False, f"flash-attn {version} imports but its kernel fails on this GPU: {exc}"
+        )
+    return Check(
+        "flash_attn", True, f"flash-attn {version}; kernel ran on {torch.cuda.get_device_name(0)} in {dtype}"
+    )
 
 
-CHECKS: dict[str, Callable[[], Check]] = {"cuda": check_cuda, "bf16": check_bf16, "flash_attn": check_flash_attn}
+CHECKS: dict[str, Callable[[], Check]] = {
+    "cuda": check_cuda,
+    "bf16": check_bf16,
+    "flash_attn": check_flash_attn,
+}
 
 
 class UsageError(ValueError):
@@ -103,7 +123,9 @@ def parse_capabilities(text: str, source: str) -> list[str]:
     names = [part.strip().replace("-", "_") for part in text.split(",") if part.strip()]
     unknown = [n for n in names if n not in CHECKS]
     if unknown:
-        raise UsageError(f"{source}: unknown capability {', '.join(map(repr, unknown))}; allowed: {', '.join(CHECKS)}")
+        raise UsageError(
+            f"{source}: unknown capability {', '.join(map(repr, unknown))}; allowed: {', '.join(CHECKS)}"
+        )
     return names
 
 
@@ -132,16 +154,24 @@ def _parser() -> argparse.ArgumentParser:
         description="Print the environment record a worker captures; with --require*, fail (exit 1) when a "
         "capability is missing.",
     )
-    parser.add_argument("--json", action="store_true", help="print the record as JSON (exactly as artifacts hold it)")
     parser.add_argument(
-        "--require", action="append", default=[], metavar="CAPS",
+        "--json", action="store_true", help="print the record as JSON (exactly as artifacts hold it)"
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="CAPS",
         help=f"comma-separated capabilities that must be present: {', '.join(CHECKS)}",
     )
     parser.add_argument("--require-cuda", action="store_true", help="a CUDA device must be visible")
     parser.add_argument("--require-bf16", action="store_true", help="the GPU must support BF16 natively")
-    parser.add_argument("--require-flash-attn", action="store_true", help="flash-attn must import (and run on the GPU)")
     parser.add_argument(
-        "--require-image", action="store_true",
+        "--require-flash-attn", action="store_true", help="flash-attn must import (and run on the GPU)"
+    )
+    parser.add_argument(
+        "--require-image",
+        action="store_true",
         help=f"require what the image claims in ${CLAIMS_ENV} (the image's %%test and HEALTHCHECK)",
     )
     return parser
@@ -171,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(record.model_dump_json(indent=2))
     else:
         print(format_record(json.loads(record.model_dump_json())))
-    # The human view reports every capability; JSON output stays the bare record and checks only what is required.
+    # The human view reports every capability; JSON stays the bare record, checking only what is required.
     checks = [CHECKS[name]() for name in (wanted if args.json else wanted or CHECKS)]
     if not args.json:
         print("\ncapabilities")

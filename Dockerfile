@@ -1,0 +1,43 @@
+# llada-bench: CUDA 12.6 + cuDNN, CPython 3.13, torch 2.7.1 (CUDA 12.6), flash-attn 2.8.3, ray, the project.
+# Build: `just image-docker`. Every pin is in container/stack.env and container/requirements.lock, which
+# container/install-stack.sh installs; Apptainer.def runs the same script on the same base.
+ARG CUDA_BASE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
+FROM ${CUDA_BASE}
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+
+# HF_HOME is a bind point for a cache filled by `just download` on a machine with internet; compute nodes
+# are offline, so every hub library is told so. LLADA_BENCH_IMAGE_CLAIMS is what `llada-bench env
+# --require-image` checks.
+ENV LLADA_BENCH_HOME=/opt/llada-bench \
+    PATH=/opt/venv/bin:${PATH} \
+    HF_HOME=/hf-cache \
+    HF_HUB_OFFLINE=1 \
+    HF_DATASETS_OFFLINE=1 \
+    TRANSFORMERS_OFFLINE=1 \
+    HF_HUB_DISABLE_TELEMETRY=1 \
+    RAY_USAGE_STATS_ENABLED=0 \
+    PYTHONUNBUFFERED=1 \
+    LLADA_BENCH_IMAGE_CLAIMS=cuda,bf16,flash_attn
+
+WORKDIR /opt/llada-bench
+
+# Dependencies first (they change only with the pins or the lock), then the sources (.dockerignore lists them).
+COPY container/install-stack.sh container/stack.env container/requirements.lock container/
+RUN container/install-stack.sh deps
+COPY . .
+RUN container/install-stack.sh project \
+    && groupadd --gid 10001 bench \
+    && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash bench
+
+# Recorded in every artifact's environment (workers/environment.py): which image, built from which commit.
+ARG IMAGE_ID=llada-bench:unversioned
+ARG GIT_COMMIT=unknown
+ENV LLADA_BENCH_IMAGE=${IMAGE_ID} \
+    LLADA_BENCH_GIT_COMMIT=${GIT_COMMIT}
+
+# An unprivileged user; `docker run --user "$(id -u):$(id -g)"` to own what it writes to bind mounts.
+USER 10001:10001
+HEALTHCHECK --interval=10m --timeout=2m --start-period=1m --retries=1 \
+    CMD ["llada-bench", "env", "--require-image"]
+ENTRYPOINT ["/opt/llada-bench/container/entrypoint.sh"]
