@@ -55,11 +55,14 @@ class ActorShape:
 
 
 def actor_shape(gpus: int, cpus: int, actors: int) -> ActorShape:
-    """GPU clusters: one GPU per actor. CPU only: the CPUs split evenly, torch threads to match."""
+    """GPU clusters: one GPU per actor. CPU only: the CPUs split evenly, and torch gets one thread fewer
+    than the share when it can, leaving a core to Ray and the driver: torch's spinning OpenMP threads
+    slow down by an order of magnitude when anything else wants their core."""
     if gpus > 0:
         return ActorShape(num_gpus=1, num_cpus=1, threads=None)
     share = max(1, cpus // max(1, actors))
-    return ActorShape(num_gpus=0, num_cpus=share, threads=share)
+    threads = share - 1 if actors == 1 and share > 1 else share
+    return ActorShape(num_gpus=0, num_cpus=share, threads=threads)
 
 
 def start_actor(shape: ActorShape, actor_class: type = RunActor) -> Any:

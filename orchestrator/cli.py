@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -120,6 +121,12 @@ def sweep_command(
     """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
     spec_path = resolve_path(spec_arg)
     spec = load_spec(spec_arg)
+    if os.environ.get("RAY_ADDRESS") and (out is None or not out.is_absolute()):
+        print(
+            "warning: RAY_ADDRESS is set and the output directory is relative: under `ray job submit` it lands "
+            "in the job's temporary working directory, which Ray deletes; pass --out /shared/path",
+            file=sys.stderr,
+        )
     planned = plan_runs(spec)
     skipped = predicted_not_to_fit(spec, planned)
     store = ArtifactStore(default_out_dir(spec, out))
