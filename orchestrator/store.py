@@ -23,6 +23,15 @@ from specs.schema import ExperimentSpec
 FAILED_STATUSES = frozenset({RunStatus.ERROR, RunStatus.CRASHED})
 
 
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+_SHARED_MODE = 0o666 & ~_umask()
+
+
 class DifferentSpecError(SpecError):
     """The output directory holds artifacts of another spec."""
 
@@ -32,6 +41,7 @@ def atomic_write(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
+        os.fchmod(fd, _SHARED_MODE)  # mkstemp's 0600 would hide results from colleagues on a shared disk
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()

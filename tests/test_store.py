@@ -45,6 +45,14 @@ def test_atomic_write_leaves_nothing_on_failure(tmp_path: Path, monkeypatch) -> 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json"]
 
 
+def test_atomic_write_gives_ordinary_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "a.json"
+    atomic_write(target, b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_written_runs_verify_and_count_as_done(opened) -> None:
     _, store, planned = opened
     for run in planned[:3]:
