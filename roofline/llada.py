@@ -80,17 +80,23 @@ def step_operators(
     fidelity: Fidelity,
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
+    logits_positions: int | None = None,
 ) -> tuple[Operator, ...]:
     """One diffusion step over `seq_len` positions: a bidirectional pass (no KV cache) and, in `faithful`,
-    the LM head over every position plus the sampler's work on the logits. CFG doubles the pass's batch."""
+    the LM head plus the sampler's work on the logits. CFG doubles the pass's batch.
+
+    The official sampler takes logits at every position (`logits_positions=None`); a sampler that projects
+    only the positions it can commit (this project's, `workers/samplers/llada.py`: the current block) passes
+    their count."""
     cfg = cfg_scale > 0.0
     if not modelling(fidelity).llada_lm_head_and_sampler:
         return forward_operators(shape, ForwardPass(batch, seq_len, seq_len, "none", 0))
     model_batch = 2 * batch if cfg else batch
+    head = seq_len if logits_positions is None else min(logits_positions, seq_len)
     return forward_operators(
-        shape, ForwardPass(model_batch, seq_len, seq_len, "none", seq_len)
+        shape, ForwardPass(model_batch, seq_len, seq_len, "none", head)
     ) + sampler_operators(
-        shape, batch=batch, seq_len=seq_len, cfg=cfg, temperature=temperature, remasking=remasking
+        shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking
     )
 
 
@@ -116,6 +122,7 @@ def estimate_llada(
     truncate_blocks: bool = False,
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
+    logits_positions: int | None = None,
 ) -> LladaEstimate:
     """Cost of a LLaDA generation: sum over blocks of steps-per-block x the cost of one step."""
     choices = modelling(fidelity, truncate_blocks=truncate_blocks)
@@ -148,6 +155,7 @@ def estimate_llada(
                 fidelity=fidelity,
                 temperature=temperature,
                 remasking=remasking,
+                logits_positions=logits_positions,
             )
             step = cost_of(ops, hardware)
             block = BlockEstimate(seq_len=seq_len, time_per_step_s=step.total_time_s, steps=steps_per_block)

@@ -79,6 +79,7 @@ def llada_memory(
     cfg_scale: float = 0.0,
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
+    logits_positions: int | None = None,
 ) -> MemoryFootprint:
     """Peak = weights + the larger of one step's layer activations and its logits stage.
 
@@ -91,7 +92,7 @@ def llada_memory(
     model_batch = 2 * batch if cfg else batch
     weights = weights_bytes(shape)
     activations = layer_activation_bytes(shape, model_batch * seq)
-    per_sequence_logits = seq * shape.vocab_size
+    per_sequence_logits = (seq if logits_positions is None else min(logits_positions, seq)) * shape.vocab_size
     logits = per_sequence_logits * (
         model_batch * BYTES_PER_ELEMENT
         + (batch * BYTES_PER_ELEMENT if cfg else 0)

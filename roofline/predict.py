@@ -54,8 +54,10 @@ def predict(
     truncate_blocks: bool = False,
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
+    logits_positions: int | None = None,
 ) -> Prediction:
-    """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset."""
+    """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
+    `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does)."""
     shape = shape or preset_shape(arch, "8b")
     memory: MemoryFootprint
     if arch == "llama":
@@ -83,6 +85,7 @@ def predict(
             truncate_blocks=truncate_blocks,
             temperature=temperature,
             remasking=remasking,
+            logits_positions=logits_positions,
         )
         memory = llada_memory(
             shape,
@@ -92,6 +95,7 @@ def predict(
             cfg_scale=cfg_scale,
             temperature=temperature,
             remasking=remasking,
+            logits_positions=logits_positions,
         )
         latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
         ttft_s, itl_s, step_s = None, None, llada.mean_step_s
@@ -121,6 +125,7 @@ def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "fa
     """Predict a `specs.schema.RunConfig` (read by attribute, so the roofline does not import the schema).
 
     The shape comes from `config.model.shape()`; None (a real checkpoint) falls back to the arch's 8B preset.
+    LLaDA is costed as the workers run it: logits over the current block only (`workers/samplers/llada.py`).
     LLaDA's sampler cost follows `config.remasking` and `config.controls.temperature` when they are set.
     """
     model = config.model
@@ -140,4 +145,6 @@ def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "fa
         fidelity=fidelity,
         temperature=getattr(controls, "temperature", 0.0) or 0.0,
         remasking=getattr(config, "remasking", None) or "low_confidence",
+        # The workers' LLaDA sampler projects logits only over the block it is filling.
+        logits_positions=config.block_length if is_llada else None,
     )

@@ -223,3 +223,21 @@ def test_faithful_llama_never_costs_more_than_the_study(prompt_len: int, gen_len
     faithful = estimate_llama(LLAMA, STUDY_HW, prompt_len=prompt_len, gen_len=gen_len)
     assert faithful.total_s <= study.total_s
     assert faithful.flops <= study.flops
+
+
+def test_logits_over_the_block_only_remove_the_rest_of_the_lm_head() -> None:
+    """The project's sampler projects only the block it fills: LM-head FLOPs scale with the block, not the
+    sequence, and the rest of the step is unchanged."""
+    from roofline.hardware import get_hardware
+    from roofline.llada import estimate_llada
+    from specs.shapes import preset_shape
+
+    shape, hardware = preset_shape("llada", "8b"), get_hardware("a100-sxm4-80gb")
+    args = dict(prompt_len=128, gen_len=512, block_length=32, steps=256)
+    full = estimate_llada(shape, hardware, **args)
+    window = estimate_llada(shape, hardware, **args, logits_positions=32)
+    head_flops_per_position = 2 * shape.vocab_size * shape.hidden_size
+    removed_positions = (128 + 512) - 32
+    assert full.flops - window.flops >= 256 * removed_positions * head_flops_per_position
+    assert window.total_s < full.total_s
+    assert window.breakdown_s["ffn_linear"] == full.breakdown_s["ffn_linear"]

@@ -121,8 +121,10 @@ def _stand_in(arch: str, shape=None, **fields):
 def test_predict_run_with_a_stand_in_config() -> None:
     tiny = preset_shape("llada", "tiny")
     p = predict_run(_stand_in("llada", tiny, steps=64, block_length=32), A100)
+    # predict_run costs the workers' sampler: logits over the current block only
     assert p == predict(
-        "llada", tiny, batch=1, prompt_len=128, gen_len=64, steps=64, block_length=32, hardware=A100
+        "llada", tiny, batch=1, prompt_len=128, gen_len=64, steps=64, block_length=32, hardware=A100,
+        logits_positions=32,
     )
     # a checkpoint (shape unknown until loaded) falls back to the 8B preset
     assert predict_run(_stand_in("llama"), A100).weights_bytes == weights_bytes(LLAMA)
@@ -162,6 +164,7 @@ def test_predict_run_with_the_real_run_config() -> None:
         block_length=32,
         cfg_scale=0.5,
         hardware=A100,
+        logits_positions=32,
     )
     ar = schema.RunConfig(model=checkpoint, batch_size=1, prompt_length=128, generation_length=64, **common)
     assert (
