@@ -233,6 +233,12 @@ def _ci(row: dict, value: str, low: str, high: str, digits: int = 4) -> str:
     return f"{text} [{fmt_float(row[low], digits)}, {fmt_float(row[high], digits) if row[high] is not None else '>'}]"
 
 
+def _flag(rows: pl.DataFrame) -> str:
+    """The runs' quality notes (e.g. synthetic weights) on the table itself, so it is never read without them."""
+    notes = sorted({p.strip() for n in rows["quality_note"].drop_nulls().to_list() for p in n.split(";") if p.strip()})
+    return f". {'; '.join(notes).capitalize()}." if notes else ""
+
+
 def _parity_tables(parity: pl.DataFrame, multi: bool) -> list[Table]:
     """The parity rows (S_parity, speedup at parity, each with its CI) and the calibration rows."""
     hw = [("hardware", "hardware")] if multi else []
@@ -248,7 +254,7 @@ def _parity_tables(parity: pl.DataFrame, multi: bool) -> list[Table]:
                    ("statement", "statement")]
         tables.append(Table(tuple(c for c, _ in columns), _rows(headline, columns),
                             "Steps to quality parity with LLaMA's greedy output, and the speedup at parity "
-                            "(speedup > 1: LLaDA is faster at equal quality)", fold=False))
+                            "(speedup > 1: LLaDA is faster at equal quality)" + _flag(headline), fold=False))
     if rows.height:
         columns = [*hw, ("metric", "metric_label"), ("P", "prompt_length"), ("N_out", "generation_length"),
                    ("block", "block_length"), ("B", "batch_size"), ("LLaDA", "llada_model"), ("reference", "reference"),
@@ -259,7 +265,7 @@ def _parity_tables(parity: pl.DataFrame, multi: bool) -> list[Table]:
                    ("statement", "statement")]
         tables.append(Table(tuple(c for c, _ in columns), _rows(rows, columns),
                             "Every parity row: S_parity and the speedup L_e2e(LLaMA) / L_e2e(LLaDA at S_parity) for "
-                            "each metric and reference; '>' marks a CI reaching beyond the swept steps"))
+                            "each metric and reference; '>' marks a CI reaching beyond the swept steps" + _flag(rows)))
     calibration = parity.filter(pl.col("row_kind") == "calibration")
     if calibration.height:
         columns = [*hw, ("metric", "metric_label"), ("P", "prompt_length"), ("N_out", "generation_length"),
