@@ -85,12 +85,13 @@ def test_planner_skips_runs_predicted_not_to_fit_when_asked() -> None:
     assert predicted_not_to_fit(spec, plan_runs(spec)) == {}  # not asked: the OOM wall is measured
     data = spec.model_dump(mode="json")
     data["controls"].update(skip_predicted_oom=True, hardware={"gpu": "any", "profile": "rtx-4090"})
+    data["grid"]["batch_sizes"] = [1, 64]
     asked = spec_from(data)
     planned = plan_runs(asked)
     skipped = predicted_not_to_fit(asked, planned)
-    # 24 GiB cannot hold LLaDA-8B at batch 32 × 2048 tokens, but holds LLaMA-8B at batch 1 × 512.
+    # 24 GiB cannot hold LLaDA-8B at batch 64 × 2048 tokens, but holds LLaMA-8B at batch 1 × 512.
     by_id = {r.run_id: r.config for r in planned}
-    assert any(by_id[i].model.arch == "llada" and by_id[i].batch_size == 32 for i in skipped)
+    assert any(by_id[i].model.arch == "llada" and by_id[i].batch_size == 64 for i in skipped)
     small = next(r for r in planned if r.config.model.arch == "llama" and r.config.batch_size == 1
                  and r.config.sequence_length == 512)
     assert small.run_id not in skipped
