@@ -29,11 +29,13 @@ import transformers
 from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
+from workers.models import llama_config_for_shape
 from workers.samplers import ar_generate, llada_generate
 from workers.samplers.reference import reference_llada_generate
 from workers.timing import timer_for
 
-VOCAB_SIZE = 30522
+VOCAB_SIZE = MINILM_VOCAB_SIZE
 MASK_ID = VOCAB_SIZE - 1  # a synthetic vocabulary: its last id plays [MASK]
 EOS_ID = VOCAB_SIZE - 2
 PAD_ID = 0
@@ -84,21 +86,11 @@ class Comparison:
 
 
 def model_config(*, bidirectional: bool) -> LlamaConfig:
-    """4 layers, d=512, 8 full heads (LLaDA has no GQA), SwiGLU width ~8/3 d like LLaMA."""
-    return LlamaConfig(
-        vocab_size=VOCAB_SIZE,
-        hidden_size=512,
-        intermediate_size=1376,
-        num_hidden_layers=4,
-        num_attention_heads=8,
-        num_key_value_heads=8,
-        max_position_embeddings=1024,
-        is_causal=not bidirectional,
-        pad_token_id=PAD_ID,
-        bos_token_id=None,
-        eos_token_id=EOS_ID,
-        tie_word_embeddings=False,
-    )
+    """The specs' `small` preset (4 layers, d=512): LLaDA's full heads when bidirectional, else LLaMA's GQA."""
+    config = llama_config_for_shape(preset_shape("llada" if bidirectional else "llama", "small"))
+    config.is_causal = not bidirectional
+    config.pad_token_id, config.eos_token_id = PAD_ID, EOS_ID
+    return config
 
 
 def build_model(*, bidirectional: bool, seed: int) -> LlamaForCausalLM:
