@@ -6,8 +6,8 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, unrun_result

@@ -6,12 +6,12 @@ import signal
 import time
 import traceback
 from collections import Counter
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any, Callable, Iterator
-
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from orchestrator.actor import RunActor, actor_shape, start_actor
 from orchestrator.cluster import Capacity, connect
@@ -220,7 +220,7 @@ def unrun_result(
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _duration_s(result: RunResult) -> float:

@@ -103,7 +103,7 @@ def quality_data(results: list, table: pl.DataFrame) -> QualityData:
         long = module.quality_long_table(results)
         by_setting = setting_frame(module.quality_vs_steps(long))
         parity = module.parity_table(long)
-    except Exception as exc:  # noqa: BLE001 - the report renders without parity rather than not at all
+    except Exception as exc:
         return QualityData(by_run, quality_by_setting(table, by_run), None,
                            "per-run medians over prompts (report/quality.py)",
                            (f"The parity analysis failed ({exc.__class__.__name__}: {exc}); no parity table.",))

@@ -101,8 +101,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{field}: required field is missing"
     message = error["msg"]
-    if message.startswith("Value error, "):
-        message = message[len("Value error, "):]
+    message = message.removeprefix("Value error, ")
     if kind == "value_error":
         named = re.match(r"^([A-Za-z_][\w.]*): ", message)
         if named:

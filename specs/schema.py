@@ -98,7 +98,7 @@ class ModelSpec(Frozen):
     _name = field_validator("name")(_safe_name)
 
     @model_validator(mode="after")
-    def _llada_only_fields(self) -> "ModelSpec":
+    def _llada_only_fields(self) -> ModelSpec:
         if self.arch == "llama" and self.llada is not None:
             raise ValueError("llada: LLaDA axes (steps, block_lengths) given for a llama model; remove them")
         if self.arch == "llama" and self.mask_token_id is not None:
@@ -137,7 +137,7 @@ class Grid(Frozen):
     llada: LladaAxes | None = None
 
     @model_validator(mode="after")
-    def _one_length_form(self) -> "Grid":
+    def _one_length_form(self) -> Grid:
         cross = self.prompt_lengths is not None or self.generation_lengths is not None
         total = self.sequence_lengths is not None or self.prompt_fraction is not None
         if cross and total:
@@ -202,7 +202,7 @@ class Controls(Frozen):
     max_retries: int = Field(default=2, ge=0)
 
     @model_validator(mode="after")
-    def _kernel_fits_device(self) -> "Controls":
+    def _kernel_fits_device(self) -> Controls:
         if self.attention == "flash_attention_2" and self.device == "cpu":
             raise ValueError("attention: 'flash_attention_2' needs a CUDA device; allowed on cpu: 'sdpa', 'eager'")
         if self.skip_predicted_oom and self.hardware.profile is None:
@@ -291,7 +291,7 @@ class ExperimentSpec(Frozen):
     _name = field_validator("name")(_safe_name)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ExperimentSpec":
+    def _consistent(self) -> ExperimentSpec:
         names = [m.name for m in self.models]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -390,8 +390,26 @@ class RunConfig(Frozen):
 
 
 __all__ = [
-    "PRESET_NAMES", "Attention", "BertScoreSpec", "CheckpointSource", "Controls", "Device", "Dtype",
-    "ElboSpec", "ExperimentSpec", "Grid", "HardwareRequirement", "LengthPair", "LladaAxes", "ModelSource",
-    "ModelSpec", "PerplexitySpec", "Prompts", "QualitySpec", "Remasking", "RunConfig", "SAFE_NAME",
+    "PRESET_NAMES",
+    "SAFE_NAME",
+    "Attention",
+    "BertScoreSpec",
+    "CheckpointSource",
+    "Controls",
+    "Device",
+    "Dtype",
+    "ElboSpec",
+    "ExperimentSpec",
+    "Grid",
+    "HardwareRequirement",
+    "LengthPair",
+    "LladaAxes",
+    "ModelSource",
+    "ModelSpec",
+    "PerplexitySpec",
+    "Prompts",
+    "QualitySpec",
+    "Remasking",
+    "RunConfig",
     "SyntheticSource",
 ]

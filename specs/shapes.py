@@ -26,7 +26,7 @@ class ModelShape(BaseModel):
     tie_word_embeddings: bool = False
 
     @model_validator(mode="after")
-    def _heads_divide(self) -> "ModelShape":
+    def _heads_divide(self) -> ModelShape:
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"hidden_size: {self.hidden_size} is not divisible by num_heads {self.num_heads}"

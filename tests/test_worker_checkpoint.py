@@ -10,11 +10,11 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specs.schema import Controls, ModelSpec
-from tests.worker_fixtures import one_thread  # noqa: F401  (fixture)
 from tests.worker_fixtures import (
     TINY,
     llada_reference_logits,
     llama_reference_logits,
+    one_thread,
     write_llada_checkpoint,
     write_sharded,
 )

@@ -46,7 +46,7 @@ class FakeCuda:
                 fake.log.append("event.synchronize")
                 self.synced = True
 
-            def elapsed_time(self, end: "Event") -> float:
+            def elapsed_time(self, end: Event) -> float:
                 if not end.synced:
                     raise RuntimeError("elapsed_time before the end event completed")
                 fake.log.append("elapsed_time")
@@ -86,10 +86,9 @@ def test_cuda_event_timer_records_events_and_syncs_only_when_read(fake_cuda: Fak
 
 def test_cuda_event_timer_closes_the_region_on_error(fake_cuda: FakeCuda) -> None:
     timer = CudaEventTimer(CUDA)
-    with pytest.raises(ValueError):
-        with timer.measure() as interval:
-            fake_cuda.clock_ms += 3.0
-            raise ValueError("boom")
+    with pytest.raises(ValueError), timer.measure() as interval:
+        fake_cuda.clock_ms += 3.0
+        raise ValueError("boom")
     assert interval.seconds() == pytest.approx(0.003)
 
 

@@ -7,7 +7,7 @@ import torch
 
 from specs.schema import Controls, ModelSpec
 from specs.shapes import preset_shape
-from tests.worker_fixtures import one_thread  # noqa: F401  (fixture)
+from tests.worker_fixtures import one_thread
 from workers.errors import SpecMismatchError
 from workers.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
 from workers.memory import current_rss_bytes

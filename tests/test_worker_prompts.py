@@ -133,7 +133,7 @@ def test_passage_choice_does_not_depend_on_the_tokenizer(tokenizer, tmp_path: Pa
 
 def test_batches_are_consecutive_chunks_cycling_when_short(tokenizer) -> None:
     examples = load_prompt_examples(SHIPPED, tokenizer, 8, 8, list(range(5)))
-    ids = lambda batches: [[e.prompt_id for e in b] for b in batches]  # noqa: E731
+    ids = lambda batches: [[e.prompt_id for e in b] for b in batches]
     assert ids(prompt_batches(examples, 2)) == [[0, 1], [2, 3], [4, 0]]
     assert ids(prompt_batches(examples, 5)) == [[0, 1, 2, 3, 4]]
     assert ids(prompt_batches(examples, 8)) == [[0, 1, 2, 3, 4, 0, 1, 2]]

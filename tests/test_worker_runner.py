@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from types import SimpleNamespace
 
 import pytest
@@ -13,8 +13,10 @@ from orchestrator.plan import plan_runs
 from specs.loader import load_spec
 from specs.results import RunResult, RunStatus
 from specs.schema import Controls, HardwareRequirement, ModelSpec, QualitySpec, RunConfig
-from tests.worker_fixtures import one_thread  # noqa: F401  (fixture)
-from tests.worker_fixtures import run_config
+from tests.worker_fixtures import (
+    one_thread,
+    run_config,
+)
 from workers import scenario
 from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
 from workers.scenario import batch_seed
@@ -38,7 +40,7 @@ def worker() -> Worker:
 
 def _utc(stamp: str) -> datetime:
     parsed = datetime.fromisoformat(stamp)
-    assert parsed.utcoffset() == timezone.utc.utcoffset(None)
+    assert parsed.utcoffset() == UTC.utcoffset(None)
     return parsed
 
 

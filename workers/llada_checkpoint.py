@@ -67,7 +67,7 @@ def is_llada_config(config: dict) -> bool:
 
 def llada_to_llama_name(key: str) -> str | None:
     """A LLaDA checkpoint key -> the LlamaForCausalLM parameter name; a key with no counterpart is an error."""
-    name = key[len("model."):] if key.startswith("model.") else key
+    name = key.removeprefix("model.")
     if name in _TOP_RENAMES:
         return _TOP_RENAMES[name]
     match = _BLOCK_KEY.match(name)

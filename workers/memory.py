@@ -98,7 +98,7 @@ class CpuPeakRss:
         self._sampler: _RssSampler | None = None
         self._maxrss_start = 0
 
-    def __enter__(self) -> "CpuPeakRss":
+    def __enter__(self) -> CpuPeakRss:
         gc.collect()
         _release_free_heap()
         start = current_rss_bytes()
@@ -158,7 +158,7 @@ class MemoryTracker:
         self._cpu: CpuPeakRss | None = None
         self._memory: Memory | None = None
 
-    def __enter__(self) -> "MemoryTracker":
+    def __enter__(self) -> MemoryTracker:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)

@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.utils import is_flash_attn_2_available
 
@@ -23,7 +29,12 @@ from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
 from workers.errors import CheckpointFormatError, SpecMismatchError
-from workers.llada_checkpoint import is_llada_config, llada_mask_token_id, llada_to_llama_name, llama_config_from_llada
+from workers.llada_checkpoint import (
+    is_llada_config,
+    llada_mask_token_id,
+    llada_to_llama_name,
+    llama_config_from_llada,
+)
 from workers.llada_model import make_bidirectional
 from workers.memory import weights_bytes
 from workers.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import torch
@@ -41,7 +41,7 @@ ModelKey = tuple[ModelSpec, str, str, str]  # spec, dtype, attention, device
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _model_key(spec: ModelSpec, controls: Controls, device: torch.device) -> ModelKey:

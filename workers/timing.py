@@ -41,7 +41,7 @@ class Timer(Protocol):
 class _HostInterval:
     """A perf_counter_ns interval; complete as soon as its region exits."""
 
-    __slots__ = ("start_ns", "end_ns")
+    __slots__ = ("end_ns", "start_ns")
 
     def __init__(self) -> None:
         self.start_ns = 0
@@ -74,7 +74,7 @@ class PerfCounterTimer:
 class _EventInterval:
     """A pair of CUDA events; reading it waits for the end event (a synchronize, then elapsed_time)."""
 
-    __slots__ = ("start", "end", "_seconds")
+    __slots__ = ("_seconds", "end", "start")
 
     def __init__(self, start: torch.cuda.Event, end: torch.cuda.Event) -> None:
         self.start = start
