@@ -62,3 +62,7 @@ accre SPEC="specs/paper.yaml" *SBATCH:
 # Submit a sweep to a running Ray cluster as a job; OUT is a directory on the head node (shared storage)
 ray-submit ADDRESS SPEC OUT *ARGS:
     ray job submit --address {{ADDRESS}} --working-dir . -- llada-bench sweep {{SPEC}} --out {{OUT}} {{ARGS}}
+
+# Train the miniature LLaMA/LLaDA pair from Debian's python3.11-doc (tens of minutes on 2 cores; resumable)
+train-miniature *ARGS:
+    llada-bench train {{ARGS}}

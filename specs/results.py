@@ -93,6 +93,32 @@ class QualityRecord(Record):
     distinct_2: float | None = None
 
 
+class ModelProvenance(Record):
+    """How a checkpoint that ships its training log was made (the miniature pair); None for others."""
+
+    trained_by: str  # "llada-bench train"
+    arch: Literal["llama", "llada"]
+    parameters: int
+    steps: int
+    tokens_seen: int
+    wall_s: float
+    heldout_loss_nats: float  # AR: next-token cross-entropy; LLaDA: the masked-diffusion bound (>= NLL)
+    heldout_measure: str
+    unigram_entropy_nats: float  # the corpus's unigram entropy: the loss of a context-blind model
+    corpus_sha256: str | None = None
+    seed: int | None = None
+
+    @property
+    def learned_beyond_unigram(self) -> bool:
+        """Held-out loss clearly (0.25 nats) below the unigram entropy: the model uses context."""
+        return self.heldout_loss_nats < self.unigram_entropy_nats - UNIGRAM_MARGIN_NATS
+
+
+# A model whose held-out loss is within this of the unigram entropy has learned little beyond token
+# frequencies: its quality curves would look like findings and mean nothing.
+UNIGRAM_MARGIN_NATS = 0.25
+
+
 class RunResult(Record):
     """One artifact: the config that made it, its status, and everything it measured."""
 
@@ -117,3 +143,4 @@ class RunResult(Record):
     quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature
     calibration: dict[str, list[QualityRecord]] | None = None  # "reference", "unrelated"
     quality_note: str | None = None  # e.g. "synthetic weights: quality not meaningful"
+    model_provenance: ModelProvenance | None = None  # checkpoints with a training_log.json (the miniature pair)

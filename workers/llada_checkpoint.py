@@ -43,6 +43,7 @@ _TOP_RENAMES = {
     "transformer.ff_out.weight": "lm_head.weight",
 }
 _BLOCK_KEY = re.compile(r"^transformer\.blocks\.(\d+)\.(\w+)\.weight$")
+_LAYER_KEY = re.compile(r"^model\.layers\.(\d+)\.([\w.]+)\.weight$")
 
 # config key -> value the mapping requires (the values LLaDA-8B ships).
 _REQUIRED = {
@@ -74,6 +75,43 @@ def llada_to_llama_name(key: str) -> str | None:
     if match and match.group(2) in _BLOCK_RENAMES:
         return f"model.layers.{match.group(1)}.{_BLOCK_RENAMES[match.group(2)]}.weight"
     raise CheckpointFormatError(f"LLaDA checkpoint key {key!r} has no LlamaForCausalLM counterpart")
+
+
+def llama_to_llada_name(name: str) -> str:
+    """The inverse of `llada_to_llama_name`: where LLaDA's own checkpoint stores a LlamaForCausalLM parameter."""
+    for official, ours in _TOP_RENAMES.items():
+        if name == ours:
+            return f"model.{official}"
+    match = _LAYER_KEY.match(name)
+    if match:
+        for official, ours in _BLOCK_RENAMES.items():
+            if match.group(2) == ours:
+                return f"model.transformer.blocks.{match.group(1)}.{official}.weight"
+    raise CheckpointFormatError(f"parameter {name!r} has no place in LLaDA's checkpoint format")
+
+
+def official_llada_config(config: LlamaConfig, mask_token_id: int, eos_token_id: int) -> dict:
+    """config.json with the keys and values LLaDA-8B ships, holding `config`'s shape (the inverse of
+    `llama_config_from_llada`; the keys the mapping does not read are LLaDA-8B's own values)."""
+    rope = config.rope_parameters or {}
+    return {
+        "activation_type": "silu", "alibi": False, "alibi_bias_max": 8.0, "architectures": ["LLaDAModelLM"],
+        "attention_dropout": 0.0, "attention_layer_norm": False, "attention_layer_norm_with_affine": True,
+        "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig", "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"},
+        "bias_for_layer_norm": False, "block_group_size": 1, "block_type": "llama", "d_model": config.hidden_size,
+        "embedding_dropout": 0.0, "embedding_size": config.vocab_size, "eos_token_id": eos_token_id,
+        "flash_attention": False, "include_bias": False, "include_qkv_bias": False, "init_cutoff_factor": None,
+        "init_device": "meta", "init_fn": "mitchell", "init_std": 0.02, "input_emb_norm": False,
+        "layer_norm_type": "rms", "layer_norm_with_affine": True, "mask_token_id": mask_token_id,
+        "max_sequence_length": config.max_position_embeddings, "mlp_hidden_size": config.intermediate_size,
+        "mlp_ratio": 4, "model_type": LLADA_MODEL_TYPE, "multi_query_attention": None,
+        "n_heads": config.num_attention_heads, "n_kv_heads": config.num_key_value_heads,
+        "n_layers": config.num_hidden_layers, "pad_token_id": eos_token_id, "precision": "amp_bf16",
+        "residual_dropout": 0.0, "rms_norm_eps": config.rms_norm_eps, "rope": True, "rope_full_precision": True,
+        "rope_theta": float(rope.get("rope_theta", 10000.0)), "scale_logits": False, "torch_dtype": "bfloat16",
+        "transformers_version": "4.46.3", "use_cache": False, "vocab_size": config.vocab_size,
+        "weight_tying": bool(config.tie_word_embeddings),
+    }  # fmt: skip
 
 
 def llama_config_from_llada(config: dict) -> LlamaConfig:

@@ -25,6 +25,7 @@ from transformers import (
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.utils import is_flash_attn_2_available
 
+from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
@@ -44,6 +45,7 @@ DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.f
 # any dtype at any depth (the values carry no meaning; only shapes and kernels matter for them).
 SYNTHETIC_INIT_STD = 0.02
 GENERATION_CONFIG_FILE = "generation_config.json"
+TRAINING_LOG_FILE = "training_log.json"  # written by `llada-bench train` (miniature/export.py)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class LoadedModel:
     eos_token_ids: tuple[int, ...]  # EOS / EoT ids, stripped from the end of outputs
     weights: Literal["synthetic", "real"]
     weights_bytes: int
+    provenance: ModelProvenance | None = None  # from the checkpoint's training_log.json, when it ships one
 
     @property
     def attention_kernel(self) -> str:
@@ -232,7 +235,21 @@ def _load_checkpoint(
         eos_token_ids=tuple(t for t in eos if t != mask),
         weights="real",
         weights_bytes=weights_bytes(model),
+        provenance=read_provenance(directory),
     )
+
+
+def read_provenance(directory: Path) -> ModelProvenance | None:
+    """The training log a checkpoint trained by this package ships, reduced to what a report shows."""
+    path = directory / TRAINING_LOG_FILE
+    if not path.is_file():
+        return None
+    try:
+        log = json.loads(path.read_text(encoding="utf-8"))
+        fields = {name: log[name] for name in ModelProvenance.model_fields if name in log and name != "trained_by"}
+        return ModelProvenance(trained_by="llada-bench train", **fields)
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise CheckpointFormatError(f"{path}: not a training log this package wrote ({exc})") from None
 
 
 def _config_eos(raw: dict, directory: Path) -> list[int]:

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from specs.results import Environment, Generation, Memory, RunResult, RunStatus
+from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
 from workers.environment import capture_environment
 from workers.errors import SpecMismatchError
@@ -64,6 +64,7 @@ class _Progress:
     model_load_s: float | None = None
     weights_bytes: int = 0
     loading: bool = False
+    provenance: ModelProvenance | None = None
 
 
 class Worker:
@@ -108,6 +109,7 @@ class Worker:
             attempts=attempt,
             environment=progress.environment,
             model_load_s=progress.model_load_s,
+            model_provenance=progress.provenance,
             **fields,
         )
 
@@ -126,6 +128,7 @@ class Worker:
             return {"status": RunStatus.REFUSED, "error": verdict.refusal}
 
         loaded = self._ensure_model(config, device, progress)
+        progress.provenance = loaded.provenance
         progress.environment = environment.model_copy(
             update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch.")}
         )

@@ -1,0 +1,190 @@
+"""`llada-bench train`: corpus → tokenizer → the AR model → the LLaDA model → the shipped folder.
+
+Every stage leaves its output in the work folder (default `build/miniature/`) and is skipped when that
+output is already there, and each model resumes from its last checkpoint, so an interrupted run is
+continued by running the same command again. The shipped pair is written last, with checksums.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from miniature.architecture import Arch, MiniatureShape, miniature_shape
+from miniature.corpus import Corpus, corpus_from_deb, download_deb, read_corpus, write_corpus
+from miniature.tokenizer import special_ids, train_tokenizer, unigram_entropy_nats
+from miniature.trainer import TrainConfig
+
+DEFAULT_WORK_DIR = Path("build/miniature")
+DEFAULT_OUT_DIR = Path("models/miniature")
+NUM_LAYERS = 4
+HIDDEN_SIZE = 256
+
+# The shipped pair's budgets. A masked-diffusion model needs more tokens than an AR one to leave the
+# unigram plateau (each sequence teaches it only its masked share), so LLaDA trains 2.5x longer.
+DEFAULT_CONFIGS: dict[str, TrainConfig] = {
+    "llama": TrainConfig(steps=300, warmup_steps=50, eval_every=50, checkpoint_every=50),
+    "llada": TrainConfig(steps=750, warmup_steps=50, eval_every=50, checkpoint_every=50),
+}
+
+
+@dataclass(frozen=True)
+class TokenData:
+    train: torch.Tensor  # [N] train pages, <|endoftext|> between them
+    heldout: torch.Tensor  # [M]
+    unigram_entropy_nats: float
+
+
+def ensure_corpus(work_dir: Path, deb: Path | None = None, version: str | None = None) -> Corpus:
+    folder = work_dir / "corpus"
+    if (folder / "corpus.json").is_file():
+        return read_corpus(folder)
+    downloads = work_dir / "download"
+    downloads.mkdir(parents=True, exist_ok=True)
+    corpus = corpus_from_deb(deb or download_deb(downloads, version))
+    write_corpus(corpus, folder)
+    return corpus
+
+
+def ensure_tokenizer(work_dir: Path, corpus: Corpus):  # -> PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
+
+    folder = work_dir / "tokenizer"
+    if (folder / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(str(folder))
+    tokenizer = train_tokenizer(page.text for page in corpus.train)
+    tokenizer.save_pretrained(str(folder))
+    return tokenizer
+
+
+def token_data(work_dir: Path, corpus: Corpus, tokenizer) -> TokenData:
+    path = work_dir / "tokens.pt"
+    if path.is_file():
+        saved = torch.load(path)
+        return TokenData(saved["train"], saved["heldout"], saved["unigram_entropy_nats"])
+    eos = special_ids(tokenizer)["<|endoftext|>"]
+
+    def stream(pages: tuple) -> torch.Tensor:
+        encoded = tokenizer([page.text for page in pages], add_special_tokens=False)["input_ids"]
+        return torch.tensor([token for ids in encoded for token in [*ids, eos]], dtype=torch.long)
+
+    train, heldout = stream(corpus.train), stream(corpus.heldout)
+    data = TokenData(train, heldout, unigram_entropy_nats(train.tolist()))
+    torch.save({"train": train, "heldout": heldout, "unigram_entropy_nats": data.unigram_entropy_nats}, path)
+    return data
+
+
+def shape_for(arch: Arch, vocab_size: int) -> MiniatureShape:
+    return miniature_shape(arch, vocab_size, hidden_size=HIDDEN_SIZE, num_layers=NUM_LAYERS)
+
+
+def write_json(path: Path, payload: dict) -> None:
+    path.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+
+
+def train_member(arch: Arch, work_dir: Path, tokenizer, data: TokenData, config: TrainConfig, *, quiet: bool = False):
+    """Train (or resume, or find finished) one member, with a progress bar and one line per evaluation."""
+    from tqdm import tqdm
+
+    from miniature.trainer import train
+
+    shape = shape_for(arch, len(tokenizer))
+    bar = tqdm(total=config.steps, desc=f"train {arch}", unit="step", disable=quiet, dynamic_ncols=True)
+
+    def on_step(log, loss: float) -> None:
+        bar.n = log.step
+        bar.set_postfix(loss=f"{loss:.3f}", tokens=f"{log.tokens_seen / 1e6:.2f}M", refresh=False)
+        bar.update(0)
+
+    def on_eval(log) -> None:
+        last = log.evaluations[-1]
+        bar.write(
+            f"{arch} step {last['step']:>5}  tokens {last['tokens'] / 1e6:6.2f}M  "
+            f"held-out {'loss' if arch == 'llama' else 'bound'} {last['heldout_loss']:.4f} nats/token  "
+            f"(unigram entropy {data.unigram_entropy_nats:.4f})  {last['wall_s']:.0f} s"
+        )
+
+    try:
+        model, log = train(shape, special_ids(tokenizer), data.train, data.heldout, config, work_dir / arch,
+                           on_step=on_step, on_eval=on_eval)
+    finally:
+        bar.close()
+    return model, log
+
+
+def run_pipeline(
+    work_dir: Path = DEFAULT_WORK_DIR,
+    out_dir: Path = DEFAULT_OUT_DIR,
+    configs: dict[str, TrainConfig] | None = None,
+    deb: Path | None = None,
+    deb_version: str | None = None,
+    quiet: bool = False,
+) -> dict:
+    """Corpus → tokenizer → AR model → LLaDA model → `out_dir`; returns the provenance written there."""
+    from miniature.export import save_llada, save_llama, write_checksums, write_training_log
+
+    configs = configs or DEFAULT_CONFIGS
+    corpus = ensure_corpus(work_dir, deb, deb_version)
+    tokenizer = ensure_tokenizer(work_dir, corpus)
+    data = token_data(work_dir, corpus, tokenizer)
+    special = special_ids(tokenizer)
+    corpus_info = json.loads((work_dir / "corpus" / "corpus.json").read_text(encoding="utf-8"))
+    provenance: dict = {
+        "corpus": corpus_info,
+        "tokenizer": {"vocab_size": len(tokenizer), "special_tokens": special},
+        "train_tokens": int(data.train.numel()),
+        "heldout_tokens": int(data.heldout.numel()),
+        "unigram_entropy_nats": data.unigram_entropy_nats,
+        "models": {},
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for arch in ("llama", "llada"):
+        model, log = train_member(arch, work_dir, tokenizer, data, configs[arch], quiet=quiet)
+        target = out_dir / arch
+        if arch == "llama":
+            save_llama(model, tokenizer, target)
+        else:
+            save_llada(model, tokenizer, target, special["<|mdm_mask|>"], special["<|endoftext|>"])
+        summary = member_summary(log.as_dict(), provenance)
+        write_training_log(target, {**log.as_dict(), **summary, "corpus_sha256": corpus_info["sha256"]})
+        provenance["models"][arch] = summary
+    write_json(out_dir / "provenance.json", provenance)
+    write_checksums(out_dir)
+    return provenance
+
+
+def member_summary(log: dict, provenance: dict) -> dict:
+    """The numbers a report shows about a member: size, tokens, wall time, final held-out loss."""
+    final = log["evaluations"][-1]
+    return {
+        "parameters": log["parameters"],
+        "steps": log["step"],
+        "tokens_seen": log["tokens_seen"],
+        "wall_s": round(log["wall_s"], 1),
+        "heldout_loss_nats": final["heldout_loss"],
+        "heldout_measure": "next-token cross-entropy" if log["arch"] == "llama" else "masked-diffusion bound (upper bound on NLL)",
+        "unigram_entropy_nats": provenance["unigram_entropy_nats"],
+        "seed": log["config"]["seed"],
+    }
+
+
+def compare_heldout(provenance: dict, reference_dir: Path, tolerance_nats: float) -> list[str]:
+    """Lines comparing each member's final held-out loss with a reference pair's (e.g. the shipped one)."""
+    reference_file = reference_dir / "provenance.json"
+    if not reference_file.is_file():
+        return [f"no {reference_file} to compare with"]
+    reference = json.loads(reference_file.read_text(encoding="utf-8"))
+    lines = []
+    for arch, summary in provenance["models"].items():
+        theirs = reference["models"].get(arch, {}).get("heldout_loss_nats")
+        if theirs is None:
+            lines.append(f"{arch}: the reference has no held-out loss")
+            continue
+        delta = summary["heldout_loss_nats"] - theirs
+        verdict = "within" if abs(delta) <= tolerance_nats else "OUTSIDE"
+        lines.append(f"{arch}: held-out {summary['heldout_loss_nats']:.4f} vs reference {theirs:.4f} nats/token "
+                     f"(Δ {delta:+.4f}, {verdict} ±{tolerance_nats})")
+    return lines

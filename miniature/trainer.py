@@ -1,0 +1,195 @@
+"""One model's training loop: batches from the token stream, AdamW with warm-up and cosine decay, bf16
+autocast on CPU, held-out evaluation, and a checkpoint to resume from after any interruption.
+
+Each step draws its batch from a generator seeded by (seed, step), so a resumed run sees exactly the
+batches an uninterrupted one would have seen; only the model, the optimizer and the log are saved.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import LlamaForCausalLM
+
+from miniature.architecture import MiniatureShape, llama_config
+from miniature.objectives import forward_mask, masked_diffusion_loss, next_token_loss
+from workers.llada_model import make_bidirectional
+
+CHECKPOINT_FILE = "training-state.pt"
+HELDOUT_BOUND_DRAWS = 4  # masking draws per held-out window for LLaDA's bound (fixed seeds: comparable evals)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How one member of the pair is trained (recorded verbatim in its training log)."""
+
+    steps: int
+    batch_size: int = 32
+    learning_rate: float = 3e-3
+    min_learning_rate: float = 3e-4
+    warmup_steps: int = 100
+    weight_decay: float = 0.1
+    grad_clip: float = 1.0
+    eval_every: int = 100
+    eval_windows: int = 64
+    checkpoint_every: int = 100
+    random_length_share: float = 0.3  # LLaDA: batches cropped to a random length, so short windows are in distribution
+    min_random_length: int = 16
+    seed: int = 0
+    # bf16 autocast on a CPU without AVX512-BF16 or AMX is emulated: 20x slower than float32 on the
+    # reference 2-core machine (AVX2 only), so the pair trains in float32 and is stored in bf16.
+    autocast_bf16: bool = False
+
+
+@dataclass
+class TrainingLog:
+    """What a shipped model says about how it was made."""
+
+    arch: str
+    shape: dict[str, object]
+    config: dict[str, object]
+    parameters: int
+    step: int = 0
+    tokens_seen: int = 0
+    wall_s: float = 0.0
+    evaluations: list[dict[str, float]] = field(default_factory=list)  # step, tokens, wall_s, heldout_loss, train_loss
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def build_model(shape: MiniatureShape, special: dict[str, int], seed: int) -> LlamaForCausalLM:
+    """The member in float32 (autocast supplies bf16 matmuls), initialised from `seed`."""
+    torch.manual_seed(seed)
+    config = llama_config(shape, special)
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config)
+    if shape.arch == "llada":
+        make_bidirectional(model)
+    return model
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """Linear warm-up, then cosine decay to the floor at the last step."""
+    if step < config.warmup_steps:
+        return config.learning_rate * (step + 1) / config.warmup_steps
+    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    cosine = 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+    return config.min_learning_rate + (config.learning_rate - config.min_learning_rate) * cosine
+
+
+def sample_windows(stream: torch.Tensor, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """`batch` random windows of `length` tokens from a 1-D token stream: [B, length]."""
+    starts = torch.randint(0, stream.numel() - length, (batch,), generator=generator)
+    return torch.stack([stream[s : s + length] for s in starts.tolist()])
+
+
+def heldout_windows(stream: torch.Tensor, length: int, count: int) -> torch.Tensor:
+    """The first `count` non-overlapping windows of the held-out stream: [N, length], fixed across evals."""
+    usable = min(count, stream.numel() // length)
+    if usable == 0:
+        raise ValueError(f"held-out stream of {stream.numel()} tokens is shorter than one {length}-token window")
+    return stream[: usable * length].view(usable, length)
+
+
+def training_loss(model: LlamaForCausalLM, ids: torch.Tensor, arch: str, mask_id: int, generator: torch.Generator) -> torch.Tensor:
+    if arch == "llama":
+        return next_token_loss(model(input_ids=ids).logits, ids)
+    noisy, masked, p_mask = forward_mask(ids, mask_id, generator)
+    return masked_diffusion_loss(model(input_ids=noisy).logits, ids, masked, p_mask)
+
+
+@torch.no_grad()
+def heldout_loss(model: LlamaForCausalLM, windows: torch.Tensor, arch: str, mask_id: int, autocast: bool, batch: int = 16) -> float:
+    """AR: cross-entropy per predicted token. LLaDA: the masked bound per token (fixed masking draws)."""
+    model.eval()
+    total, count = 0.0, 0
+    draws = 1 if arch == "llama" else HELDOUT_BOUND_DRAWS
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        for draw in range(draws):
+            generator = torch.Generator().manual_seed(10_000 + draw)
+            for start in range(0, windows.shape[0], batch):
+                chunk = windows[start : start + batch]
+                total += float(training_loss(model, chunk, arch, mask_id, generator)) * chunk.shape[0]
+                count += chunk.shape[0]
+    model.train()
+    return total / count
+
+
+def save_state(path: Path, model: LlamaForCausalLM, optimizer: torch.optim.Optimizer, log: TrainingLog) -> None:
+    """Atomic: a kill mid-write leaves the previous checkpoint whole."""
+    temporary = path.with_suffix(".tmp")
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "log": log.as_dict()}, temporary)
+    with temporary.open("rb") as handle:
+        os.fsync(handle.fileno())
+    temporary.replace(path)
+
+
+def train(
+    shape: MiniatureShape,
+    special: dict[str, int],
+    train_stream: torch.Tensor,
+    heldout_stream: torch.Tensor,
+    config: TrainConfig,
+    work_dir: Path,
+    on_step: Callable[[TrainingLog, float], None] = lambda log, loss: None,
+    on_eval: Callable[[TrainingLog], None] = lambda log: None,
+) -> tuple[LlamaForCausalLM, TrainingLog]:
+    """Train one member to `config.steps`, resuming from `work_dir`'s checkpoint when one is there."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    model = build_model(shape, special, config.seed)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.learning_rate, betas=(0.9, 0.95), weight_decay=config.weight_decay
+    )
+    log = TrainingLog(shape.arch, shape.as_dict(), asdict(config), sum(p.numel() for p in model.parameters()))
+    state_path = work_dir / CHECKPOINT_FILE
+    if state_path.is_file():
+        state = torch.load(state_path, weights_only=False)
+        if state["log"]["config"] != log.config or state["log"]["shape"] != log.shape:
+            raise ValueError(f"{state_path}: a checkpoint of another configuration; remove it to start afresh")
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        log = TrainingLog(**state["log"])
+    mask_id = special["<|mdm_mask|>"]
+    windows = heldout_windows(heldout_stream, shape.context, config.eval_windows)
+    model.train()
+    running = None
+    started = time.perf_counter() - log.wall_s
+    while log.step < config.steps:
+        step = log.step
+        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+        length = shape.context
+        if shape.arch == "llada" and torch.rand((), generator=generator) < config.random_length_share:
+            length = int(torch.randint(config.min_random_length, shape.context + 1, (), generator=generator))
+        ids = sample_windows(train_stream, config.batch_size, length, generator)
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(config, step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.autocast_bf16):
+            loss = training_loss(model, ids, shape.arch, mask_id, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+        optimizer.step()
+        value = float(loss)
+        running = value if running is None else 0.98 * running + 0.02 * value
+        log.step, log.tokens_seen = step + 1, log.tokens_seen + ids.numel()
+        log.wall_s = time.perf_counter() - started
+        on_step(log, value)
+        last = log.step == config.steps
+        if log.step % config.eval_every == 0 or last:
+            log.evaluations.append({
+                "step": log.step, "tokens": log.tokens_seen, "wall_s": round(log.wall_s, 2),
+                "heldout_loss": heldout_loss(model, windows, shape.arch, mask_id, config.autocast_bf16),
+                "train_loss": running,
+            })  # fmt: skip
+            on_eval(log)
+        if log.step % config.checkpoint_every == 0 or last:
+            save_state(state_path, model, optimizer, log)
+    model.eval()
+    return model, log
