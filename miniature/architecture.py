@@ -35,7 +35,7 @@ class MiniatureShape:
 
 def miniature_shape(arch: Arch, vocab_size: int, hidden_size: int = 256, num_layers: int = 6) -> MiniatureShape:
     """The AR or LLaDA member of the pair; smaller hidden sizes keep the same head and FFN ratios (tests)."""
-    heads = max(2, hidden_size // 32)
+    heads = max(4, hidden_size // 32)
     head_dim = hidden_size // heads
     llama_kv = max(1, heads // 4)
     llama_ffn = hidden_size * 7 // 2

@@ -37,6 +37,7 @@ def save_llama(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerBase, dire
     config.pop("_attn_implementation_autoset", None)
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     save_file(_bf16_state(model), str(directory / "model.safetensors"), metadata={"format": "pt"})
+    _readable(directory / "model.safetensors")
     tokenizer.save_pretrained(str(directory))
 
 
@@ -47,7 +48,13 @@ def save_llada(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerBase, dire
     (directory / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     tensors = {llama_to_llada_name(name): tensor for name, tensor in _bf16_state(model).items()}
     save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    _readable(directory / "model.safetensors")
     tokenizer.save_pretrained(str(directory))
+
+
+def _readable(path: Path) -> None:
+    """safetensors creates files 0600; a shipped checkpoint is read by other users of a shared filesystem."""
+    path.chmod(0o644)
 
 
 def write_training_log(directory: Path, log: dict) -> None:

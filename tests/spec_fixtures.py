@@ -1,4 +1,4 @@
-"""Helpers to build specs in tests: the smoke spec as a dict, mutated per case."""
+"""Helpers to build specs in tests: the tiny pipeline spec as a dict, mutated per case."""
 
 from __future__ import annotations
 
@@ -12,15 +12,15 @@ import yaml
 from specs.loader import PACKAGE_ROOT, parse_spec
 from specs.schema import ExperimentSpec
 
-SMOKE = PACKAGE_ROOT / "specs" / "smoke.yaml"
+TINY = PACKAGE_ROOT / "specs" / "tiny.yaml"
 
 
-def smoke_dict() -> dict[str, Any]:
-    return yaml.safe_load(SMOKE.read_text(encoding="utf-8"))
+def tiny_dict() -> dict[str, Any]:
+    return yaml.safe_load(TINY.read_text(encoding="utf-8"))
 
 
 def mutated(mutate: Callable[[dict[str, Any]], object]) -> dict[str, Any]:
-    data = copy.deepcopy(smoke_dict())
+    data = copy.deepcopy(tiny_dict())
     mutate(data)
     return data
 
@@ -36,8 +36,8 @@ def write_spec(directory: Path, data: dict[str, Any], name: str = "spec.yaml") -
 
 
 def tiny_spec(**grid: Any) -> dict[str, Any]:
-    """A small variant of the smoke spec for fast orchestration tests (quality off)."""
-    data = smoke_dict()
+    """A small variant of the tiny spec for fast orchestration tests (quality off)."""
+    data = tiny_dict()
     data["grid"].update(grid)
     data.pop("quality", None)
     return data

@@ -16,7 +16,7 @@ from specs.artifacts import verify
 from specs.results import RunStatus
 from tests import fake_actors
 from tests.fake_actors import FAULT_DIR_ENV, FakeActor
-from tests.spec_fixtures import SMOKE, mutated, smoke_dict, spec_from
+from tests.spec_fixtures import TINY, mutated, tiny_dict, spec_from
 
 pytestmark = pytest.mark.ray
 
@@ -36,7 +36,7 @@ def local_ray(tmp_path_factory):
 
 def sweep(tmp_path: Path, spec, **kwargs):
     store = ArtifactStore(tmp_path / spec.name)
-    store.open(spec, SMOKE.read_text(), force=True)
+    store.open(spec, TINY.read_text(), force=True)
     planned = plan_runs(spec)
     done = store.completed([r.run_id for r in planned])
     summary = run_sweep(
@@ -48,7 +48,7 @@ def sweep(tmp_path: Path, spec, **kwargs):
 
 @pytest.mark.parametrize("actors", [1, 2])
 def test_every_run_once_and_models_loaded_once_per_actor(local_ray, tmp_path, actors: int) -> None:
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     store, planned, summary = sweep(tmp_path, spec, actors=actors)
     assert sorted(r.run_id for r in summary.results) == sorted(r.run_id for r in planned)
     assert verify(store.layout) == []
@@ -60,7 +60,7 @@ def test_every_run_once_and_models_loaded_once_per_actor(local_ray, tmp_path, ac
 
 
 def test_resume_skips_done_runs(local_ray, tmp_path) -> None:
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     store, planned, first = sweep(tmp_path, spec)
     _, _, second = sweep(tmp_path, spec)
     assert len(first.results) == len(planned)
@@ -88,7 +88,7 @@ def test_dead_worker_retried_then_crashed(local_ray, tmp_path) -> None:
 
 
 def test_raising_call_becomes_an_error_artifact(local_ray, tmp_path) -> None:
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     target = plan_runs(spec)[0].run_id
     (local_ray / f"raise-{target}").touch()
     try:
@@ -101,7 +101,7 @@ def test_raising_call_becomes_an_error_artifact(local_ray, tmp_path) -> None:
 
 
 def test_ray_kill_mid_run_is_retried_on_a_fresh_actor(local_ray, tmp_path) -> None:
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     target = plan_runs(spec)[3].run_id
     (local_ray / f"ray-kill-{target}").touch()
     _, planned, summary = sweep(tmp_path, spec)

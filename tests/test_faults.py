@@ -20,7 +20,7 @@ from specs.results import RunResult
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-SPEC = "specs/smoke.yaml"
+SPEC = "specs/tiny.yaml"
 
 
 def start_sweep(out: Path, log: Path, fault_dir: Path, delay_s: float = 0.4) -> subprocess.Popen:

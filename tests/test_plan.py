@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs, run_id_for
-from tests.spec_fixtures import mutated, smoke_dict, spec_from
+from tests.spec_fixtures import mutated, tiny_dict, spec_from
 
 
 def test_llada_axes_never_multiply_llama_runs() -> None:
@@ -19,15 +19,15 @@ def test_llada_axes_never_multiply_llama_runs() -> None:
 
 
 def test_ids_are_stable_and_distinct() -> None:
-    first = plan_runs(spec_from(smoke_dict()))
-    second = plan_runs(spec_from(smoke_dict()))
+    first = plan_runs(spec_from(tiny_dict()))
+    second = plan_runs(spec_from(tiny_dict()))
     assert [r.run_id for r in first] == [r.run_id for r in second]
     assert len({r.run_id for r in first}) == len(first)
     assert all(len(r.run_id) == 12 for r in first)
 
 
 def test_id_depends_on_config_not_on_spec_order() -> None:
-    planned = {r.run_id for r in plan_runs(spec_from(smoke_dict()))}
+    planned = {r.run_id for r in plan_runs(spec_from(tiny_dict()))}
     reordered = plan_runs(spec_from(mutated(lambda d: d["grid"].update(batch_sizes=[4, 1]))))
     assert {r.run_id for r in reordered} == planned
     changed = plan_runs(spec_from(mutated(lambda d: d["controls"].update(seed=1))))
@@ -35,7 +35,7 @@ def test_id_depends_on_config_not_on_spec_order() -> None:
 
 
 def test_id_is_a_hash_of_the_config() -> None:
-    run = plan_runs(spec_from(smoke_dict()))[0]
+    run = plan_runs(spec_from(tiny_dict()))[0]
     assert run_id_for(run.config) == run.run_id
     assert run_id_for(run.config.model_copy(update={"batch_size": 2})) != run.run_id
 

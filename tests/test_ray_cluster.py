@@ -1,4 +1,4 @@
-"""The smoke sweep on a simulated multi-node cluster: two nodes with two (fake) GPUs each.
+"""The tiny sweep on a simulated multi-node cluster: two nodes with two (fake) GPUs each.
 
 What a real GPU cluster must guarantee, checked from what each actor recorded about itself: every run
 executed exactly once, never more runs at a time than GPUs, each actor saw exactly one GPU id (its own), and
@@ -29,7 +29,7 @@ from specs.artifacts import verify
 from specs.results import RunStatus
 from tests import fake_actors
 from tests.fake_actors import FakeActor
-from tests.spec_fixtures import SMOKE, smoke_dict, spec_from
+from tests.spec_fixtures import TINY, tiny_dict, spec_from
 
 pytestmark = pytest.mark.ray
 
@@ -114,9 +114,9 @@ def cluster():
 def sweep(
     tmp_path: Path, actor_class: type, spec_data: dict[str, Any] | None = None
 ) -> tuple[list, ArtifactStore, SweepSummary]:
-    spec = spec_from(spec_data or smoke_dict())
+    spec = spec_from(spec_data or tiny_dict())
     store = ArtifactStore(tmp_path / spec.name)
-    store.open(spec, SMOKE.read_text(), force=True)
+    store.open(spec, TINY.read_text(), force=True)
     planned = plan_runs(spec)
     summary = run_sweep(
         spec,

@@ -198,25 +198,25 @@ def check_job(
 
 
 def test_job_submission_runs_the_smoke_sweep_with_stand_in_workers(head, tmp_path) -> None:
-    out = tmp_path / "smoke"
+    out = tmp_path / "tiny"
     done = submit(
-        head, "llada-fake-smoke", ["python", "-m", "tests.test_ray_jobs", "specs/smoke.yaml", str(out)], 300
+        head, "llada-fake-tiny", ["python", "-m", "tests.test_ray_jobs", "specs/tiny.yaml", str(out)], 300
     )
-    check_job(head, "llada-fake-smoke", done, out, "specs/smoke.yaml")
+    check_job(head, "llada-fake-tiny", done, out, "specs/tiny.yaml")
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
 def test_job_submission_runs_the_smoke_sweep(head, tmp_path) -> None:
     """The README's command, with the real worker: tiny synthetic models on the head's CPUs."""
-    out = tmp_path / "smoke"
+    out = tmp_path / "tiny"
     done = submit(
         head,
-        "llada-smoke",
-        ["llada-bench", "sweep", "specs/smoke.yaml", "--out", str(out), "--no-report"],
+        "llada-tiny",
+        ["llada-bench", "sweep", "specs/tiny.yaml", "--out", str(out), "--no-report"],
         1100,
     )
-    check_job(head, "llada-smoke", done, out, "specs/smoke.yaml")
+    check_job(head, "llada-tiny", done, out, "specs/tiny.yaml")
     runs = [json.loads(p.read_text()) for p in SweepLayout(out).run_files().values()]
     assert {r["status"] for r in runs} == {"ok"}
     assert all(r["environment"]["device"] == "cpu" for r in runs)

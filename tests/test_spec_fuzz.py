@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrator.cli import main
-from tests.spec_fixtures import smoke_dict
+from tests.spec_fixtures import tiny_dict
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-5, 10_000), st.floats(allow_nan=False, allow_infinity=False),
@@ -35,7 +35,7 @@ def paths(node: Any, prefix: tuple = ()) -> list[tuple]:
 
 @st.composite
 def broken_specs(draw) -> dict[str, Any]:
-    data = smoke_dict()
+    data = tiny_dict()
     for _ in range(draw(st.integers(1, 3))):
         path = draw(st.sampled_from(paths(data)))
         parent = data

@@ -6,7 +6,7 @@ import pytest
 
 from specs.loader import SpecError, load_spec, parse_spec
 from specs.shapes import PRESETS, preset_shape
-from tests.spec_fixtures import mutated, smoke_dict, spec_from
+from tests.spec_fixtures import mutated, tiny_dict, spec_from
 
 
 def test_shipped_smoke_spec_is_valid() -> None:
@@ -100,7 +100,7 @@ def test_sequence_lengths_split_by_fraction() -> None:
 
 
 def test_spec_models_are_frozen() -> None:
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     with pytest.raises(Exception):
         spec.name = "other"  # type: ignore[misc]
 

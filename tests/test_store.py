@@ -13,7 +13,7 @@ from orchestrator.plan import plan_runs
 from orchestrator.store import ArtifactStore, DifferentSpecError, atomic_write
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult, RunStatus
-from tests.spec_fixtures import SMOKE, mutated, smoke_dict, spec_from
+from tests.spec_fixtures import TINY, mutated, tiny_dict, spec_from
 
 
 def fake_result(run, status: RunStatus = RunStatus.OK) -> RunResult:
@@ -25,9 +25,9 @@ def fake_result(run, status: RunStatus = RunStatus.OK) -> RunResult:
 
 @pytest.fixture
 def opened(tmp_path: Path):
-    spec = spec_from(smoke_dict())
+    spec = spec_from(tiny_dict())
     store = ArtifactStore(tmp_path / "smoke")
-    store.open(spec, SMOKE.read_text())
+    store.open(spec, TINY.read_text())
     return spec, store, plan_runs(spec)
 
 
@@ -105,7 +105,7 @@ def test_manifest_rebuilt_from_whole_run_files(opened) -> None:
     store.layout.manifest.unlink()
     (store.layout.runs / "deadbeef0000.json").write_text('{"truncated": ')  # half a file: never adopted
     reopened = ArtifactStore(store.root)
-    reopened.open(spec, SMOKE.read_text())
+    reopened.open(spec, TINY.read_text())
     assert reopened.completed([r.run_id for r in planned]) == {r.run_id for r in planned[:2]}
     assert set(json.loads(store.layout.manifest.read_text())["runs"]) == {r.run_id for r in planned[:2]}
 
@@ -114,7 +114,7 @@ def test_stale_temporaries_removed_on_open(opened) -> None:
     spec, store, _ = opened
     stale = store.layout.runs / ".abc.json.x.tmp"
     stale.write_text("half")
-    ArtifactStore(store.root).open(spec, SMOKE.read_text())
+    ArtifactStore(store.root).open(spec, TINY.read_text())
     assert not stale.exists()
 
 
@@ -138,5 +138,5 @@ def test_other_spec_refused_unless_forced(opened) -> None:
 
 def test_same_spec_with_new_comments_is_not_another_spec(opened) -> None:
     spec, store, _ = opened
-    ArtifactStore(store.root).open(spec, SMOKE.read_text() + "\n# a comment\n")
+    ArtifactStore(store.root).open(spec, TINY.read_text() + "\n# a comment\n")
     assert verify(SweepLayout(store.root)) == []

@@ -21,13 +21,13 @@ from workers import scenario
 from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
 from workers.scenario import batch_seed
 
-SMOKE = load_spec("specs/smoke.yaml")
+TINY = load_spec("specs/tiny.yaml")
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _smoke_first(arch: str, quality: bool = False) -> RunConfig:
     """The first planned run of the smoke spec's model of `arch` (quality off unless asked)."""
-    config = next(r.config for r in plan_runs(SMOKE) if r.config.model.arch == arch)
+    config = next(r.config for r in plan_runs(TINY) if r.config.model.arch == arch)
     if not quality:
         config = config.model_copy(update={"quality": QualitySpec(), "evaluator": None})
     return config
@@ -271,8 +271,8 @@ def test_smoke_run_with_real_quality_scorer(arch: str) -> None:
     config = _smoke_first(arch, quality=True)
     result = worker.run(config, sweep="smoke", run_id=f"{arch}-q")
     assert result.status == RunStatus.OK, result.traceback
-    assert len(result.generations) == SMOKE.prompts.count
-    assert result.quality is not None and len(result.quality) == SMOKE.prompts.count
+    assert len(result.generations) == TINY.prompts.count
+    assert result.quality is not None and len(result.quality) == TINY.prompts.count
     assert [q.prompt_id for q in result.quality] == [g.prompt_id for g in result.generations]
     assert result.quality[0].bertscore_f1 is not None and result.quality[0].gen_ppl is not None
     assert result.quality_note.startswith(SYNTHETIC_QUALITY_NOTE)

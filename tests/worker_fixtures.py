@@ -14,9 +14,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
+from transformers import LlamaConfig
 
 from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
 from workers.hardware import THREADS_ENV
+from workers.llada_checkpoint import official_llada_config
 from workers.tokenization import synthetic_tokenizer
 
 # A shape small enough for milliseconds, with a vocab that covers the BERT tokenizer plus the LLaDA
@@ -72,22 +74,13 @@ def random_llada_tensors(seed: int = 0, shape: dict[str, Any] = TINY) -> dict[st
 
 def llada_config_json(shape: dict[str, Any] = TINY, mask_token_id: int | None = None, eos_token_id: int | None = None) -> dict[str, Any]:
     """config.json as LLaDA-8B ships it (same keys), with the tiny numbers."""
-    return {
-        "activation_type": "silu", "alibi": False, "alibi_bias_max": 8.0, "architectures": ["LLaDAModelLM"],
-        "attention_dropout": 0.0, "attention_layer_norm": False, "attention_layer_norm_with_affine": True,
-        "auto_map": {"AutoConfig": "configuration_llada.LLaDAConfig", "AutoModelForCausalLM": "modeling_llada.LLaDAModelLM"},
-        "bias_for_layer_norm": False, "block_group_size": 1, "block_type": "llama", "d_model": shape["d_model"],
-        "embedding_dropout": 0.0, "embedding_size": shape["vocab"], "eos_token_id": eos_token_id, "flash_attention": False,
-        "include_bias": False, "include_qkv_bias": False, "init_cutoff_factor": None, "init_device": "meta",
-        "init_fn": "mitchell", "init_std": 0.02, "input_emb_norm": False, "layer_norm_type": "rms",
-        "layer_norm_with_affine": True, "mask_token_id": mask_token_id, "max_sequence_length": 4096,
-        "mlp_hidden_size": shape["mlp_hidden_size"], "mlp_ratio": 4, "model_type": "llada",
-        "multi_query_attention": None, "n_heads": shape["n_heads"], "n_kv_heads": shape["n_kv_heads"],
-        "n_layers": shape["n_layers"], "pad_token_id": eos_token_id, "precision": "amp_bf16", "residual_dropout": 0.0,
-        "rms_norm_eps": shape["eps"], "rope": True, "rope_full_precision": True, "rope_theta": shape["rope_theta"],
-        "scale_logits": False, "torch_dtype": "bfloat16", "transformers_version": "4.46.3", "use_cache": False,
-        "vocab_size": shape["vocab"], "weight_tying": False,
-    }  # fmt: skip
+    config = LlamaConfig(
+        vocab_size=shape["vocab"], hidden_size=shape["d_model"], intermediate_size=shape["mlp_hidden_size"],
+        num_hidden_layers=shape["n_layers"], num_attention_heads=shape["n_heads"], num_key_value_heads=shape["n_kv_heads"],
+        rms_norm_eps=shape["eps"], rope_parameters={"rope_type": "default", "rope_theta": shape["rope_theta"]},
+        max_position_embeddings=4096, tie_word_embeddings=False,
+    )
+    return official_llada_config(config, mask_token_id=mask_token_id, eos_token_id=eos_token_id)
 
 
 def save_llada_tokenizer(directory: Path) -> dict[str, int]:

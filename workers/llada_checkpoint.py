@@ -90,7 +90,7 @@ def llama_to_llada_name(name: str) -> str:
     raise CheckpointFormatError(f"parameter {name!r} has no place in LLaDA's checkpoint format")
 
 
-def official_llada_config(config: LlamaConfig, mask_token_id: int, eos_token_id: int) -> dict:
+def official_llada_config(config: LlamaConfig, mask_token_id: int | None, eos_token_id: int | None) -> dict:
     """config.json with the keys and values LLaDA-8B ships, holding `config`'s shape (the inverse of
     `llama_config_from_llada`; the keys the mapping does not read are LLaDA-8B's own values)."""
     rope = config.rope_parameters or {}
