@@ -56,7 +56,8 @@ def test_plan_command_prints_table_and_count(capsys) -> None:
     assert main(["plan"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:4] == ["run_id", "model", "arch", "batch"]
-    assert out.rstrip().endswith("16 runs planned for sweep 'smoke'")
+    # the default spec: LLaMA at 3 batch sizes; LLaDA at 3 batch sizes x 6 step counts
+    assert out.rstrip().endswith("21 runs planned for sweep 'smoke'")
 
 
 def test_plan_command_rejects_bad_spec_in_one_line(tmp_path, capsys) -> None:
@@ -72,9 +73,9 @@ def test_shipped_specs_validate_and_plan() -> None:
     from specs.loader import load_spec
 
     counts = {name: len(plan_runs(load_spec(f"specs/{name}.yaml")))
-              for name in ("smoke", "paper", "synthetic-8b", "block-ablation")}
+              for name in ("smoke", "tiny", "paper", "synthetic-8b", "block-ablation")}
     # paper: LLaMA 3 lengths × 3 batches; LLaDA × 5 step counts × 1 block length.
-    assert counts == {"smoke": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
+    assert counts == {"smoke": 3 + 18, "tiny": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
 
 
 def test_planner_skips_runs_predicted_not_to_fit_when_asked() -> None:
