@@ -180,6 +180,8 @@ def deb_version(deb: Path) -> str:
 
 def corpus_from_deb(deb: Path) -> Corpus:
     """Unpack the .deb in a temporary folder (dpkg -x) and extract the corpus from its HTML."""
+    if not deb.is_file():
+        raise CorpusError(f"{deb}: no such file (a {DEB_PACKAGE}_<version>_all.deb from `apt-get download {DEB_PACKAGE}`)")
     if shutil.which("dpkg") is None:
         raise CorpusError("dpkg not found: it unpacks the documentation package (Debian's dpkg)")
     with tempfile.TemporaryDirectory() as scratch:

@@ -111,6 +111,8 @@ def train_member(arch: Arch, work_dir: Path, tokenizer, data: TokenData, config:
     try:
         model, log = train(shape, special_ids(tokenizer), data.train, data.heldout, config, work_dir / arch,
                            on_step=on_step, on_eval=on_eval)
+        bar.n = log.step  # a member finished earlier resumes at its last step: show it done
+        bar.refresh()
     finally:
         bar.close()
     return model, log

@@ -100,3 +100,12 @@ def test_deb_version_from_the_file_name() -> None:
     assert deb_version(Path("pkg_1%3a2.0-1_all.deb")) == "1:2.0-1"
     with pytest.raises(CorpusError, match="not a Debian package file name"):
         deb_version(Path("notes.deb"))
+
+
+def test_train_command_names_a_missing_package_file_in_one_line(tmp_path: Path, capsys) -> None:
+    from miniature.cli import main
+
+    missing = tmp_path / "python3.11-doc_0_all.deb"
+    assert main(["--work-dir", str(tmp_path / "work"), "--deb", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err and str(missing) in err
