@@ -30,6 +30,10 @@ roofline *ARGS:
 env:
     llada-bench env
 
+# Measure this machine's roofs (matmul peak, memory bandwidth, per-op dispatch floor), e.g. `just calibrate --dtype float32`
+calibrate *ARGS:
+    llada-bench calibrate {{ARGS}}
+
 # Run the whole test suite (slow tests included)
 test *ARGS:
     python -m pytest {{ARGS}}

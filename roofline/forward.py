@@ -6,8 +6,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from roofline.operators import (
-    BINARY_BYTES_PER_ELEMENT,
-    UNARY_BYTES_PER_ELEMENT,
+    BYTES_PER_ELEMENT,
     Operator,
     elementwise,
     exact_causal_masked_positions,
@@ -34,13 +33,18 @@ class ForwardPass:
     lm_head_positions: int
 
 
-def forward_operators(shape: ModelShape, fp: ForwardPass) -> tuple[Operator, ...]:
+def forward_operators(
+    shape: ModelShape, fp: ForwardPass, *, element_bytes: int = BYTES_PER_ELEMENT
+) -> tuple[Operator, ...]:
     """Every operator of the pass, with instance counts over layers, KV heads and the batch.
 
     The layout is the study's (roofline-model.md): projections are W[out, in] @ X[in, tokens], so weights
     are read once per pass whatever the batch; attention is costed per KV head with its g query heads
     stacked into the rows, per sequence (no weights, so everything scales with the batch).
+    Tensors take `element_bytes` each (the run's dtype). Kernel launches: one per operator per layer, and one
+    fused attention kernel per layer (counted on qk; pv and softmax run inside it).
     """
+    unary, binary = 2 * element_bytes, 3 * element_bytes
     d, f, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
     g, kv_heads, layers = shape.kv_group_size, shape.num_kv_heads, shape.num_layers
     kv_dim = kv_heads * hd
@@ -60,44 +64,37 @@ def forward_operators(shape: ModelShape, fp: ForwardPass) -> tuple[Operator, ...
         qk_masked = pv_masked = softmax_masked = 0
 
     per_head = layers * kv_heads * b
+    eb = element_bytes
     ops = [
-        matmul("q_proj", "mha_linear", d, d, tokens, count=layers),
-        matmul("k_proj", "mha_linear", kv_dim, d, tokens, count=layers),
-        matmul("v_proj", "mha_linear", kv_dim, d, tokens, count=layers),
-        matmul("o_proj", "mha_linear", d, d, tokens, count=layers),
+        matmul("q_proj", "mha_linear", d, d, tokens, count=layers, element_bytes=eb),
+        matmul("k_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb),
+        matmul("v_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb),
+        matmul("o_proj", "mha_linear", d, d, tokens, count=layers, element_bytes=eb),
         matmul(
-            "qk", "mha_attention", rows, hd, lkv, write_output=False, masked_macs=qk_masked, count=per_head
+            "qk", "mha_attention", rows, hd, lkv, write_output=False, masked_macs=qk_masked, count=per_head,
+            launches=layers, element_bytes=eb,
         ),
-        matmul("pv", "mha_attention", rows, lkv, hd, load_a=False, masked_macs=pv_masked, count=per_head),
+        matmul(
+            "pv", "mha_attention", rows, lkv, hd, load_a=False, masked_macs=pv_masked, count=per_head,
+            launches=0, element_bytes=eb,
+        ),
         # Softmax lives inside the fused attention kernel: compute only, no DRAM traffic.
         elementwise(
-            "softmax", "nonlinear", rows, lkv, bytes_per_element=0, masked=softmax_masked, count=per_head
+            "softmax", "nonlinear", rows, lkv, bytes_per_element=0, masked=softmax_masked, count=per_head,
+            launches=0,
         ),
-        elementwise(
-            "rope_q", "nonlinear", d, tokens, bytes_per_element=UNARY_BYTES_PER_ELEMENT, count=layers
-        ),
-        elementwise(
-            "rope_k", "nonlinear", kv_dim, tokens, bytes_per_element=UNARY_BYTES_PER_ELEMENT, count=layers
-        ),
-        norm("attn_norm", tokens, d, count=layers),
-        norm("ffn_norm", tokens, d, count=layers),
-        elementwise(
-            "residual_add",
-            "nonlinear",
-            tokens,
-            d,
-            bytes_per_element=BINARY_BYTES_PER_ELEMENT,
-            count=2 * layers,
-        ),
-        elementwise("silu", "nonlinear", tokens, f, bytes_per_element=UNARY_BYTES_PER_ELEMENT, count=layers),
-        elementwise(
-            "gate_mul_up", "nonlinear", tokens, f, bytes_per_element=BINARY_BYTES_PER_ELEMENT, count=layers
-        ),
-        matmul("gate_proj", "ffn_linear", f, d, tokens, count=layers),
-        matmul("up_proj", "ffn_linear", f, d, tokens, count=layers),
-        matmul("down_proj", "ffn_linear", d, f, tokens, count=layers),
-        norm("final_norm", tokens, d),
+        elementwise("rope_q", "nonlinear", d, tokens, bytes_per_element=unary, count=layers),
+        elementwise("rope_k", "nonlinear", kv_dim, tokens, bytes_per_element=unary, count=layers),
+        norm("attn_norm", tokens, d, count=layers, element_bytes=eb),
+        norm("ffn_norm", tokens, d, count=layers, element_bytes=eb),
+        elementwise("residual_add", "nonlinear", tokens, d, bytes_per_element=binary, count=2 * layers),
+        elementwise("silu", "nonlinear", tokens, f, bytes_per_element=unary, count=layers),
+        elementwise("gate_mul_up", "nonlinear", tokens, f, bytes_per_element=binary, count=layers),
+        matmul("gate_proj", "ffn_linear", f, d, tokens, count=layers, element_bytes=eb),
+        matmul("up_proj", "ffn_linear", f, d, tokens, count=layers, element_bytes=eb),
+        matmul("down_proj", "ffn_linear", d, f, tokens, count=layers, element_bytes=eb),
+        norm("final_norm", tokens, d, element_bytes=eb),
     ]
     if fp.lm_head_positions:
-        ops.append(matmul("lm_head", "classifier", shape.vocab_size, d, b * fp.lm_head_positions))
+        ops.append(matmul("lm_head", "classifier", shape.vocab_size, d, b * fp.lm_head_positions, element_bytes=eb))
     return tuple(ops)

@@ -26,6 +26,12 @@ class HardwareProfile(BaseModel):
     memory_bandwidth_bytes_per_s: float = Field(gt=0)
     memory_bytes: int = Field(gt=0)
     source: str
+    dispatch_s: float = Field(
+        default=0.0, ge=0,
+        description="Per-kernel dispatch/launch floor: no kernel finishes sooner. 0 for datasheet profiles; "
+        "measured by `llada-bench calibrate` (it dominates small models and batch-1 eager decode).",
+    )
+    dtype: str | None = Field(default=None, description="The dtype the compute roof was measured in, if measured.")
 
     @property
     def ridge_point_flops_per_byte(self) -> float:

@@ -10,7 +10,7 @@ from roofline.errors import RooflineInputError
 from roofline.fidelity import Fidelity, modelling, require_study_scope
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.operators import OpClass, Operator
+from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator
 from roofline.phase import PhaseCost, cost_of, empty_cost
 from roofline.sampler import Remasking, sampler_operators
 from specs.shapes import ModelShape
@@ -81,6 +81,7 @@ def step_operators(
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> tuple[Operator, ...]:
     """One diffusion step over `seq_len` positions: a bidirectional pass (no KV cache) and, in `faithful`,
     the LM head plus the sampler's work on the logits. CFG doubles the pass's batch.
@@ -90,13 +91,16 @@ def step_operators(
     their count."""
     cfg = cfg_scale > 0.0
     if not modelling(fidelity).llada_lm_head_and_sampler:
-        return forward_operators(shape, ForwardPass(batch, seq_len, seq_len, "none", 0))
+        return forward_operators(
+            shape, ForwardPass(batch, seq_len, seq_len, "none", 0), element_bytes=element_bytes
+        )
     model_batch = 2 * batch if cfg else batch
     head = seq_len if logits_positions is None else min(logits_positions, seq_len)
     return forward_operators(
-        shape, ForwardPass(model_batch, seq_len, seq_len, "none", head)
+        shape, ForwardPass(model_batch, seq_len, seq_len, "none", head), element_bytes=element_bytes
     ) + sampler_operators(
-        shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking
+        shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking,
+        element_bytes=element_bytes,
     )
 
 
@@ -123,6 +127,7 @@ def estimate_llada(
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> LladaEstimate:
     """Cost of a LLaDA generation: sum over blocks of steps-per-block x the cost of one step."""
     choices = modelling(fidelity, truncate_blocks=truncate_blocks)
@@ -156,6 +161,7 @@ def estimate_llada(
                 temperature=temperature,
                 remasking=remasking,
                 logits_positions=logits_positions,
+                element_bytes=element_bytes,
             )
             step = cost_of(ops, hardware)
             block = BlockEstimate(seq_len=seq_len, time_per_step_s=step.total_time_s, steps=steps_per_block)

@@ -8,7 +8,7 @@ from roofline.errors import RooflineInputError
 from roofline.fidelity import Fidelity, modelling, require_study_scope
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.operators import OpClass
+from roofline.operators import BYTES_PER_ELEMENT, OpClass
 from roofline.phase import PhaseCost, cost_of, cost_of_affine_passes
 from specs.shapes import ModelShape
 
@@ -83,6 +83,7 @@ def llama_phase_costs(
     gen_len: int,
     batch: int,
     fidelity: Fidelity,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> tuple[PhaseCost, PhaseCost | None, int]:
     """(prefill cost, decode cost or None, number of decode passes)."""
     choices = modelling(fidelity)
@@ -93,13 +94,18 @@ def llama_phase_costs(
         )
     mask = "study-causal" if choices.causal_rule == "study" else "causal"
     # The LM head maps only the last position to logits (what generate() does with logits_to_keep=1).
-    prefill = cost_of(forward_operators(shape, ForwardPass(batch, prompt_len, prompt_len, mask, 1)), hardware)
+    prefill = cost_of(
+        forward_operators(shape, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=element_bytes),
+        hardware,
+    )
     passes = decode_passes(gen_len, fidelity)
     if passes == 0:
         return prefill, None, 0
     # Decode pass i (1-based) feeds one token and attends the P + i cached positions, unmasked.
-    first = forward_operators(shape, ForwardPass(batch, 1, prompt_len + 1, "none", 1))
-    last = forward_operators(shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1))
+    first = forward_operators(shape, ForwardPass(batch, 1, prompt_len + 1, "none", 1), element_bytes=element_bytes)
+    last = forward_operators(
+        shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1), element_bytes=element_bytes
+    )
     return prefill, cost_of_affine_passes(first, last, passes, hardware), passes
 
 
@@ -111,10 +117,12 @@ def estimate_llama(
     gen_len: int,
     batch: int = 1,
     fidelity: Fidelity = "faithful",
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> LlamaEstimate:
     """Cost of a LLaMA generation: prefill + decode, summed per operator class."""
     prefill, decode, passes = llama_phase_costs(
-        shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity
+        shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
+        element_bytes=element_bytes,
     )
     total = prefill if decode is None else prefill + decode
     return LlamaEstimate(

@@ -26,12 +26,12 @@ class MemoryFootprint(BaseModel):
     peak_bytes: int
 
 
-def weights_bytes(shape: ModelShape) -> int:
-    """Every parameter (embeddings, layers, final norm, LM head) in BF16."""
-    return shape.parameter_count() * BYTES_PER_ELEMENT
+def weights_bytes(shape: ModelShape, element_bytes: int = BYTES_PER_ELEMENT) -> int:
+    """Every parameter (embeddings, layers, final norm, LM head), `element_bytes` each (BF16 by default)."""
+    return shape.parameter_count() * element_bytes
 
 
-def layer_activation_bytes(shape: ModelShape, tokens: int) -> int:
+def layer_activation_bytes(shape: ModelShape, tokens: int, element_bytes: int = BYTES_PER_ELEMENT) -> int:
     """Peak live activations inside one layer for `tokens` rows (batch x positions).
 
     Attention: residual, normed input, q, k, v, their rotated copies, the attention output and the o_proj
@@ -42,25 +42,28 @@ def layer_activation_bytes(shape: ModelShape, tokens: int) -> int:
     kv = shape.num_kv_heads * shape.head_dim
     attention = 6 * d + 3 * kv
     mlp = 2 * d + 3 * f
-    return tokens * max(attention, mlp) * BYTES_PER_ELEMENT
+    return tokens * max(attention, mlp) * element_bytes
 
 
-def kv_cache_bytes(shape: ModelShape, *, batch: int, positions: int) -> int:
-    """K and V of every layer for `positions` positions, BF16."""
-    return 2 * shape.num_layers * batch * positions * shape.num_kv_heads * shape.head_dim * BYTES_PER_ELEMENT
+def kv_cache_bytes(shape: ModelShape, *, batch: int, positions: int, element_bytes: int = BYTES_PER_ELEMENT) -> int:
+    """K and V of every layer for `positions` positions, `element_bytes` each."""
+    return 2 * shape.num_layers * batch * positions * shape.num_kv_heads * shape.head_dim * element_bytes
 
 
-def llama_memory(shape: ModelShape, *, batch: int, prompt_len: int, gen_len: int) -> MemoryFootprint:
+def llama_memory(
+    shape: ModelShape, *, batch: int, prompt_len: int, gen_len: int, element_bytes: int = BYTES_PER_ELEMENT
+) -> MemoryFootprint:
     """Peak = weights + the larger of (prefill: prompt KV + its activations) and (last decode pass: full KV +
     one token's activations + the last position's logits). The cache ends at P + G - 1 positions: the
     last token is sampled, never fed back."""
-    weights = weights_bytes(shape)
+    eb = element_bytes
+    weights = weights_bytes(shape, eb)
     final_positions = prompt_len + max(gen_len - 1, 0)
-    kv_final = kv_cache_bytes(shape, batch=batch, positions=final_positions)
-    prefill_activations = layer_activation_bytes(shape, batch * prompt_len)
-    logits = batch * shape.vocab_size * BYTES_PER_ELEMENT
-    prefill = kv_cache_bytes(shape, batch=batch, positions=prompt_len) + prefill_activations + logits
-    decode = kv_final + layer_activation_bytes(shape, batch) + logits
+    kv_final = kv_cache_bytes(shape, batch=batch, positions=final_positions, element_bytes=eb)
+    prefill_activations = layer_activation_bytes(shape, batch * prompt_len, eb)
+    logits = batch * shape.vocab_size * eb
+    prefill = kv_cache_bytes(shape, batch=batch, positions=prompt_len, element_bytes=eb) + prefill_activations + logits
+    decode = kv_final + layer_activation_bytes(shape, batch, eb) + logits
     return MemoryFootprint(
         weights_bytes=weights,
         kv_cache_bytes=kv_final,
@@ -80,6 +83,7 @@ def llada_memory(
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> MemoryFootprint:
     """Peak = weights + the larger of one step's layer activations and its logits stage.
 
@@ -90,12 +94,12 @@ def llada_memory(
     seq = prompt_len + gen_len
     cfg = cfg_scale > 0.0
     model_batch = 2 * batch if cfg else batch
-    weights = weights_bytes(shape)
-    activations = layer_activation_bytes(shape, model_batch * seq)
+    weights = weights_bytes(shape, element_bytes)
+    activations = layer_activation_bytes(shape, model_batch * seq, element_bytes)
     per_sequence_logits = (seq if logits_positions is None else min(logits_positions, seq)) * shape.vocab_size
     logits = per_sequence_logits * (
-        model_batch * BYTES_PER_ELEMENT
-        + (batch * BYTES_PER_ELEMENT if cfg else 0)
+        model_batch * element_bytes
+        + (batch * element_bytes if cfg else 0)
         + batch * sampler_buffer_bytes_per_element(temperature=temperature, remasking=remasking)
     )
     return MemoryFootprint(

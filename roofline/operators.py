@@ -7,8 +7,10 @@ from typing import Literal
 
 from roofline.hardware import HardwareProfile
 
-# Every tensor is BF16/FP16 in the model: 2 bytes per element (the study's assumption, and the runs' dtype).
+# Bytes per element of the model's tensors: 2 (BF16/FP16) is the study's assumption and the default; a run
+# in another dtype passes its own (`element_bytes_of`).
 BYTES_PER_ELEMENT = 2
+DTYPE_BYTES: dict[str, int] = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 Unit = Literal["tensor", "vector"]
 OpClass = Literal["ffn_linear", "mha_linear", "mha_attention", "nonlinear", "classifier", "sampler"]
@@ -25,6 +27,9 @@ class Operator:
     `flops` is the work of one instance: FLOPs on the tensor cores, or elementwise ops (one per element)
     on the CUDA cores. `bytes_` is the DRAM traffic of one instance. Operators never overlap: each runs on
     its own unit at max(work / peak, bytes / bandwidth), and a pass is the sum of its operators.
+    `launches` is how many kernels all `count` instances take together (one per layer for a per-layer op,
+    one per layer for fused attention): with a profile's dispatch floor, the operator takes at least
+    launches x dispatch_s.
     """
 
     name: str
@@ -33,6 +38,7 @@ class Operator:
     flops: int
     bytes_: int
     count: int = 1
+    launches: int = 1
 
     @property
     def arithmetic_intensity(self) -> float:
@@ -46,8 +52,10 @@ class Operator:
         return hardware.peak_vector_ops_per_s
 
     def time_s(self, hardware: HardwareProfile) -> float:
-        """Roofline time of all `count` instances: the slower of compute and memory, per instance."""
-        return self.count * instance_time_s(self.flops, self.bytes_, self.peak_work_per_s(hardware), hardware)
+        """Roofline time of all `count` instances: the slower of compute and memory, per instance, and never
+        less than the dispatch floor of its launches."""
+        roof = self.count * instance_time_s(self.flops, self.bytes_, self.peak_work_per_s(hardware), hardware)
+        return max(roof, self.launches * hardware.dispatch_s)
 
     def attainable_flops_per_s(self, hardware: HardwareProfile) -> float:
         """min(peak, intensity x bandwidth): where this operator sits under its roof."""
@@ -61,6 +69,16 @@ def instance_time_s(work: float, bytes_: float, peak_work_per_s: float, hardware
     return max(work / peak_work_per_s, bytes_ / hardware.memory_bandwidth_bytes_per_s)
 
 
+def element_bytes_of(dtype: str | None) -> int:
+    """Bytes per element of a run's dtype ("float32" -> 4); None means the study's BF16."""
+    if dtype is None:
+        return BYTES_PER_ELEMENT
+    try:
+        return DTYPE_BYTES[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None
+
+
 def matmul(
     name: str,
     op_class: OpClass,
@@ -72,16 +90,20 @@ def matmul(
     load_a: bool = True,
     masked_macs: int = 0,
     count: int = 1,
+    launches: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> Operator:
-    """A[m,k] @ B[k,n] on the tensor cores: 2*m*k*n FLOPs, 2*(mk + kn + mn) bytes.
+    """A[m,k] @ B[k,n] on the tensor cores: 2*m*k*n FLOPs, element_bytes*(mk + kn + mn) bytes.
 
     `write_output=False` drops the mn output (QK^T kept on chip by a fused attention kernel);
     `load_a=False` drops the mk input (the probabilities that PV consumes on chip). `masked_macs` are
     multiply-accumulates a causal mask skips; the caller decides how many (study rule or exact).
+    `launches` defaults to `count` (one kernel per instance).
     """
     elements = (m * k if load_a else 0) + k * n + (m * n if write_output else 0)
     return Operator(
-        name, op_class, "tensor", 2 * (m * k * n - masked_macs), BYTES_PER_ELEMENT * elements, count
+        name, op_class, "tensor", 2 * (m * k * n - masked_macs), element_bytes * elements, count,
+        count if launches is None else launches,
     )
 
 
@@ -111,6 +133,7 @@ def elementwise(
     extra_bytes: int = 0,
     masked: int = 0,
     count: int = 1,
+    launches: int | None = None,
 ) -> Operator:
     """An elementwise op on X[rows, cols] on the CUDA cores: one op per (unmasked) element.
 
@@ -119,7 +142,8 @@ def elementwise(
     """
     elements = rows * cols
     return Operator(
-        name, op_class, "vector", elements - masked, bytes_per_element * elements + extra_bytes, count
+        name, op_class, "vector", elements - masked, bytes_per_element * elements + extra_bytes, count,
+        count if launches is None else launches,
     )
 
 
@@ -129,14 +153,14 @@ UNARY_BYTES_PER_ELEMENT = 2 * BYTES_PER_ELEMENT
 BINARY_BYTES_PER_ELEMENT = 3 * BYTES_PER_ELEMENT
 
 
-def norm(name: str, rows: int, cols: int, *, count: int = 1) -> Operator:
+def norm(name: str, rows: int, cols: int, *, count: int = 1, element_bytes: int = BYTES_PER_ELEMENT) -> Operator:
     """A norm over X[rows, cols]: unary traffic plus the two parameter vectors the study reads (+4*cols)."""
     return elementwise(
         name,
         "nonlinear",
         rows,
         cols,
-        bytes_per_element=UNARY_BYTES_PER_ELEMENT,
-        extra_bytes=2 * BYTES_PER_ELEMENT * cols,
+        bytes_per_element=2 * element_bytes,
+        extra_bytes=2 * element_bytes * cols,
         count=count,
     )

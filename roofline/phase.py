@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -80,18 +81,20 @@ def empty_cost() -> PhaseCost:
 
 
 def cost_of(ops: Iterable[Operator], hardware: HardwareProfile) -> PhaseCost:
-    """Sum operators: time = count x max(work / peak, bytes / bandwidth) per operator, no overlap."""
+    """Sum operators: time = max(count x max(work / peak, bytes / bandwidth), launches x dispatch) per operator,
+    no overlap (the dispatch floor is 0 on datasheet profiles)."""
     time_s = dict.fromkeys(ALL_CLASSES, 0.0)
     flops = dict.fromkeys(ALL_CLASSES, 0)
     bytes_ = dict.fromkeys(ALL_CLASSES, 0)
     # Operator.time_s inlined: this loop is the hot path of every evaluation.
     tensor, vector = hardware.peak_tensor_flops_per_s, hardware.peak_vector_ops_per_s
     bw = hardware.memory_bandwidth_bytes_per_s
+    dispatch = hardware.dispatch_s
     for op in ops:
         c = op.op_class
         work_s = op.flops / (tensor if op.unit == "tensor" else vector)
         memory_s = op.bytes_ / bw
-        time_s[c] += op.count * max(work_s, memory_s)
+        time_s[c] += max(op.count * max(work_s, memory_s), op.launches * dispatch)
         flops[c] += op.count * op.flops
         bytes_[c] += op.count * op.bytes_
     return PhaseCost(time_s, flops, bytes_)
@@ -104,7 +107,8 @@ def cost_of_affine_passes(
 
     Decode pass i attends P + i cached positions, so each operator's FLOPs and bytes are affine in i. Summing
     in closed form keeps a 2048-token decode as cheap to evaluate as one pass: the sum of max(two affine
-    functions) splits at the one pass where the operator turns from memory- to compute-bound (or back).
+    functions) splits at the one pass where the operator turns from memory- to compute-bound (or back). A
+    dispatch floor adds a third (constant) line to the max.
     """
     if passes == 1:
         return cost_of(first, hardware)
@@ -118,10 +122,43 @@ def cost_of_affine_passes(
         bytes_[a.op_class] += a.count * (a.bytes_ + z.bytes_) * passes // 2
         peak = a.peak_work_per_s(hardware)
         bw = hardware.memory_bandwidth_bytes_per_s
-        time_s[a.op_class] += a.count * _sum_max_affine(
-            a.flops / peak, z.flops / peak, a.bytes_ / bw, z.bytes_ / bw, passes
-        )
+        floor = a.launches * hardware.dispatch_s
+        if floor == 0.0:
+            time_s[a.op_class] += a.count * _sum_max_affine(
+                a.flops / peak, z.flops / peak, a.bytes_ / bw, z.bytes_ / bw, passes
+            )
+        else:
+            lines = [(a.count * a.flops / peak, a.count * z.flops / peak),
+                     (a.count * a.bytes_ / bw, a.count * z.bytes_ / bw), (floor, floor)]
+            time_s[a.op_class] += sum_max_lines(lines, passes)
     return PhaseCost(time_s, flops, bytes_)
+
+
+def sum_max_lines(lines: Sequence[tuple[float, float]], n: int) -> float:
+    """sum_{j=0}^{n-1} max_i line_i(j), each line affine in j from (value at 0, value at n - 1).
+
+    The max of lines is convex and piecewise linear: between consecutive crossings one line wins, so each
+    stretch of passes sums in closed form."""
+    if n == 1:
+        return max(v0 for v0, _ in lines)
+    slopes = [(v1 - v0) / (n - 1) for v0, v1 in lines]
+    cuts = {0, n}
+    for i in range(len(lines)):
+        for k in range(i + 1, len(lines)):
+            if slopes[i] != slopes[k]:
+                x = (lines[k][0] - lines[i][0]) / (slopes[i] - slopes[k])
+                if 0 < x < n:
+                    cuts.add(math.ceil(x))
+    total = 0.0
+    bounds = sorted(cuts)
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi <= lo:
+            continue
+        mid = (lo + hi - 1) / 2
+        best = max(range(len(lines)), key=lambda i: lines[i][0] + slopes[i] * mid)
+        start, step = lines[best][0], slopes[best]
+        total += (hi - lo) * start + step * (hi * (hi - 1) - lo * (lo - 1)) / 2
+    return total
 
 
 def _sum_max_affine(c0: float, c1: float, m0: float, m1: float, n: int) -> float:

@@ -13,7 +13,7 @@ from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import decode_passes, estimate_llama
-from roofline.operators import OpClass, Operator, Unit
+from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator, Unit
 from specs.shapes import Arch, ModelShape, preset_shape
 
 Phase = Literal["llama prefill", "llama decode", "llada step"]
@@ -92,9 +92,11 @@ def operator_points(
     llama_shape: ModelShape | None = None,
     llada_shape: ModelShape | None = None,
     fidelity: Fidelity = "faithful",
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> list[OperatorPoint]:
     """Every operator of a LLaMA prefill, of LLaMA's last decode pass and of one LLaDA step over the whole
-    prompt + generation (the last block's step in `study`, every step in `faithful`)."""
+    prompt + generation (the last block's step in `study`, every step in `faithful`), tensors of
+    `element_bytes` each."""
     if prompt_len < 1 or gen_len < 1 or batch < 1:
         raise RooflineInputError(
             f"need prompt_len, gen_len and batch >= 1 (got {prompt_len}, {gen_len}, {batch})"
@@ -103,9 +105,12 @@ def operator_points(
     llada = llada_shape or preset_shape("llada", "8b")
     mask = "study-causal" if modelling(fidelity).causal_rule == "study" else "causal"
     last_kv = prompt_len + max(decode_passes(gen_len, fidelity), 1)
-    prefill = forward_operators(llama, ForwardPass(batch, prompt_len, prompt_len, mask, 1))
-    decode = forward_operators(llama, ForwardPass(batch, 1, last_kv, "none", 1))
-    step = step_operators(llada, seq_len=prompt_len + gen_len, batch=batch, cfg_scale=0.0, fidelity=fidelity)
+    eb = element_bytes
+    prefill = forward_operators(llama, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=eb)
+    decode = forward_operators(llama, ForwardPass(batch, 1, last_kv, "none", 1), element_bytes=eb)
+    step = step_operators(
+        llada, seq_len=prompt_len + gen_len, batch=batch, cfg_scale=0.0, fidelity=fidelity, element_bytes=eb
+    )
     return (
         _points(prefill, "llama prefill", hardware)
         + _points(decode, "llama decode", hardware)

@@ -12,6 +12,7 @@ from roofline.hardware import HardwareProfile
 from roofline.llada import estimate_llada
 from roofline.llama import estimate_llama
 from roofline.memory import MemoryFootprint, llada_memory, llama_memory
+from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
 from roofline.sampler import Remasking
 from specs.shapes import Arch, ModelShape, preset_shape
 
@@ -55,18 +56,21 @@ def predict(
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> Prediction:
     """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
-    `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does)."""
+    `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does).
+    `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's)."""
     shape = shape or preset_shape(arch, "8b")
     memory: MemoryFootprint
     if arch == "llama":
         if steps is not None or block_length is not None or cfg_scale:
             raise RooflineInputError("steps, block_length and cfg_scale apply to arch 'llada' only")
         est = estimate_llama(
-            shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity
+            shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
+            element_bytes=element_bytes,
         )
-        memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len)
+        memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, element_bytes=element_bytes)
         latency_s, flops, bytes_ = est.total_s, est.flops, est.bytes_
         ttft_s, itl_s, step_s = est.ttft_s, est.mean_decode_pass_s, None
     elif arch == "llada":
@@ -86,6 +90,7 @@ def predict(
             temperature=temperature,
             remasking=remasking,
             logits_positions=logits_positions,
+            element_bytes=element_bytes,
         )
         memory = llada_memory(
             shape,
@@ -96,6 +101,7 @@ def predict(
             temperature=temperature,
             remasking=remasking,
             logits_positions=logits_positions,
+            element_bytes=element_bytes,
         )
         latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
         ttft_s, itl_s, step_s = None, None, llada.mean_step_s
@@ -121,10 +127,13 @@ def predict(
     )
 
 
-def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "faithful") -> Prediction:
+def predict_run(
+    config: Any, hardware: HardwareProfile, fidelity: Fidelity = "faithful", *, shape: ModelShape | None = None
+) -> Prediction:
     """Predict a `specs.schema.RunConfig` (read by attribute, so the roofline does not import the schema).
 
-    The shape comes from `config.model.shape()`; None (a real checkpoint) falls back to the arch's 8B preset.
+    The shape is `shape` when given (what the worker loaded), else `config.model.shape()`; None (a real
+    checkpoint) falls back to the arch's 8B preset. Tensors take the bytes of `config.controls.dtype`.
     LLaDA is costed as the workers run it: logits over the current block only (`workers/samplers/llada.py`).
     LLaDA's sampler cost follows `config.remasking` and `config.controls.temperature` when they are set.
     """
@@ -134,7 +143,7 @@ def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "fa
     controls = getattr(config, "controls", None)
     return predict(
         arch,
-        model.shape(),
+        shape or model.shape(),
         batch=config.batch_size,
         prompt_len=config.prompt_length,
         gen_len=config.generation_length,
@@ -147,4 +156,5 @@ def predict_run(config: Any, hardware: HardwareProfile, fidelity: Fidelity = "fa
         remasking=getattr(config, "remasking", None) or "low_confidence",
         # The workers' LLaDA sampler projects logits only over the block it is filling.
         logits_positions=config.block_length if is_llada else None,
+        element_bytes=element_bytes_of(getattr(controls, "dtype", None)),
     )

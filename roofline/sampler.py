@@ -11,20 +11,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from roofline.operators import (
-    BINARY_BYTES_PER_ELEMENT,
-    BYTES_PER_ELEMENT,
-    UNARY_BYTES_PER_ELEMENT,
-    Operator,
-    elementwise,
-)
+from roofline.operators import BYTES_PER_ELEMENT, Operator, elementwise
 from specs.shapes import ModelShape
 
 Remasking = Literal["low_confidence", "random"]
 FLOAT64_BYTES = 8
 _F64_UNARY = 2 * FLOAT64_BYTES
 _F64_BINARY = 3 * FLOAT64_BYTES
-_CAST_TO_F64 = BYTES_PER_ELEMENT + FLOAT64_BYTES
 
 
 def sampler_operators(
@@ -35,9 +28,12 @@ def sampler_operators(
     cfg: bool,
     temperature: float = 0.0,
     remasking: Remasking = "low_confidence",
+    element_bytes: int = BYTES_PER_ELEMENT,
 ) -> tuple[Operator, ...]:
-    """The sampler's ops over the [batch, seq_len, vocab] logits of one step, one op per element each."""
+    """The sampler's ops over the [batch, seq_len, vocab] logits of one step, one op per element each; the
+    logits take `element_bytes` each (the run's dtype), the sampler's own buffers float64."""
     rows, vocab = batch * seq_len, shape.vocab_size
+    unary, binary, cast_to_f64 = 2 * element_bytes, 3 * element_bytes, element_bytes + FLOAT64_BYTES
 
     def op(name: str, bytes_per_element: int) -> Operator:
         return elementwise(name, "sampler", rows, vocab, bytes_per_element=bytes_per_element)
@@ -45,13 +41,13 @@ def sampler_operators(
     ops: list[Operator] = []
     if cfg:
         ops += [
-            op("cfg_sub", BINARY_BYTES_PER_ELEMENT),
-            op("cfg_scale", UNARY_BYTES_PER_ELEMENT),
-            op("cfg_add", BINARY_BYTES_PER_ELEMENT),
+            op("cfg_sub", binary),
+            op("cfg_scale", unary),
+            op("cfg_add", binary),
         ]
     if temperature > 0:
         ops += [
-            op("gumbel_cast", _CAST_TO_F64),
+            op("gumbel_cast", cast_to_f64),
             op("gumbel_rand", FLOAT64_BYTES),
             op("gumbel_log", _F64_UNARY),
             op("gumbel_neg", _F64_UNARY),
@@ -61,9 +57,9 @@ def sampler_operators(
             op("argmax", FLOAT64_BYTES),
         ]
     else:
-        ops.append(op("argmax", BYTES_PER_ELEMENT))
+        ops.append(op("argmax", element_bytes))
     if remasking == "low_confidence":
-        ops += [op("softmax_cast", _CAST_TO_F64), op("softmax_float64", _F64_UNARY)]
+        ops += [op("softmax_cast", cast_to_f64), op("softmax_float64", _F64_UNARY)]
     return tuple(ops)
 
 

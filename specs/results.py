@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from specs.schema import RunConfig
+from specs.shapes import ModelShape
 
 
 class Record(BaseModel):
@@ -49,6 +50,22 @@ class Memory(Record):
     at_failure_allocated_bytes: int | None = None  # OOM runs: what was held when it failed
 
 
+class MeasuredRoofs(Record):
+    """The running machine's own roofs, measured in a few seconds by `workers/calibrate.py` (once per worker
+    process, device and dtype): what the report's roofline predicts this device's runs against."""
+
+    device: str  # "cpu" or the GPU's name, as in Environment.device
+    dtype: str  # the matmul roof is measured in the run's dtype
+    threads: int | None = None  # torch intra-op threads (CPU)
+    matmul_flops_per_s: float  # best of repeated n x n matmuls
+    vector_ops_per_s: float  # elementwise multiply of a cache-sized tensor, elements per second
+    memory_bandwidth_bytes_per_s: float  # copy of a large tensor: (read + write) bytes per second
+    dispatch_s: float  # per-op floor: a one-element add, dispatched and completed
+    memory_bytes: int  # RAM (CPU) or device memory (GPU)
+    method: str  # sizes and repetitions, so a reader can judge the numbers
+    wall_s: float  # how long the measurement took
+
+
 class Environment(Record):
     """Everything needed to say where a number came from."""
 
@@ -69,6 +86,7 @@ class Environment(Record):
     nvml: dict[str, float | int | str] | None = None  # clocks, temperature, power
     other_gpu_processes: bool | None = None
     cpu_threads: int | None = None
+    measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/calibrate.py)
 
 
 class Generation(Record):
@@ -88,6 +106,7 @@ class QualityRecord(Record):
     nll_per_token: float | None = None
     gen_ppl: float | None = None
     elbo_nll_per_token: float | None = None  # LLaDA's bound: an upper bound on NLL, not a perplexity
+    elbo_nll_per_token_stderr: float | None = None  # its Monte-Carlo standard error (per token)
     repeated_bigram_rate: float | None = None
     distinct_1: float | None = None
     distinct_2: float | None = None
@@ -144,3 +163,4 @@ class RunResult(Record):
     calibration: dict[str, list[QualityRecord]] | None = None  # "reference", "unrelated"
     quality_note: str | None = None  # e.g. "synthetic weights: quality not meaningful"
     model_provenance: ModelProvenance | None = None  # checkpoints with a training_log.json (the miniature pair)
+    model_shape: ModelShape | None = None  # the architecture the worker loaded (what the roofline costs)

@@ -112,6 +112,24 @@ def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
     )
 
 
+def shape_of_config(config: LlamaConfig) -> ModelShape:
+    """The inverse of `llama_config_for_shape`: the shape of a loaded model, recorded in its runs' artifacts so
+    the report's roofline costs the model that ran (a checkpoint's shape is unknown before loading)."""
+    rope = getattr(config, "rope_parameters", None) or {}
+    return ModelShape(
+        hidden_size=config.hidden_size,
+        num_layers=config.num_hidden_layers,
+        num_heads=config.num_attention_heads,
+        num_kv_heads=config.num_key_value_heads or config.num_attention_heads,
+        intermediate_size=config.intermediate_size,
+        vocab_size=config.vocab_size,
+        max_position_embeddings=config.max_position_embeddings,
+        rope_theta=float(rope.get("rope_theta", getattr(config, "rope_theta", 500000.0))),
+        rms_norm_eps=config.rms_norm_eps,
+        tie_word_embeddings=bool(config.tie_word_embeddings),
+    )
+
+
 def build_on_meta(config: LlamaConfig, attention: str, dtype: torch.dtype, bidirectional: bool) -> LlamaForCausalLM:
     """The model's structure with no storage: instant and free at any size."""
     config._attn_implementation = attention

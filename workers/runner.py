@@ -19,11 +19,12 @@ import torch
 
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
+from workers.calibrate import measured_roofs
 from workers.environment import capture_environment
 from workers.errors import SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
 from workers.memory import free_device_memory, memory_at_failure
-from workers.models import LoadedModel, load_model
+from workers.models import LoadedModel, load_model, shape_of_config
 from workers.prompts import PromptExample, load_prompt_examples, prompt_batches
 from workers.scenario import batch_seed, generate_untimed, measure
 from workers.tokenization import decode_generation, model_input_ids
@@ -130,7 +131,8 @@ class Worker:
         loaded = self._ensure_model(config, device, progress)
         progress.provenance = loaded.provenance
         progress.environment = environment.model_copy(
-            update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch.")}
+            update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch."),
+                    "measured_roofs": measured_roofs(device, loaded.dtype)}
         )
         examples = self._prompt_examples(config, loaded)
         batches = prompt_batches(examples, config.batch_size)
@@ -145,6 +147,7 @@ class Worker:
             "samples": measurement.samples,
             "memory": measurement.memory,
             "nfe": measurement.nfe,
+            "model_shape": shape_of_config(loaded.model.config),
         }
         if config.quality.enabled:
             result.update(self._score(config, loaded, examples, inputs, measurement.outputs))

@@ -1,0 +1,166 @@
+"""`llada-bench calibrate`: measure the running machine's own roofs in a few seconds (matmul peak in a dtype,
+elementwise rate, memory bandwidth, per-op dispatch floor), so the roofline predicts a device's runs against
+the device that ran them. Workers measure once per process, device and dtype and record it in each run's
+environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from specs.results import MeasuredRoofs
+
+# Sizes: big enough to leave the dispatch floor far behind, small enough for a few seconds on 2 CPU cores.
+CPU_MATMUL_N, GPU_MATMUL_N = 768, 8192
+CPU_COPY_BYTES, GPU_COPY_BYTES = 128 << 20, 1 << 30
+VECTOR_ELEMENTS = 1 << 16  # a cache-resident operand: the elementwise rate, not the bandwidth
+DISPATCH_CALLS = 2000
+REPEATS = 5  # best of: the roof is what the machine can do, not its average under interruptions
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_cache: dict[tuple[str, str, int], MeasuredRoofs] = {}
+
+
+def measured_roofs(device: torch.device | str, dtype: torch.dtype | str) -> MeasuredRoofs:
+    """The roofs of `device` in `dtype`, measured on first use in this process and kept (a worker measures
+    once, not once per run)."""
+    device = torch.device(device)
+    name = dtype if isinstance(dtype, str) else str(dtype).removeprefix("torch.")
+    key = (str(device), name, torch.get_num_threads())
+    if key not in _cache:
+        _cache[key] = calibrate(device, name)
+    return _cache[key]
+
+
+def calibrate(device: torch.device | str, dtype: str = "float32") -> MeasuredRoofs:
+    """Measure matmul FLOP/s (dtype), elementwise op/s, copy bandwidth and the dispatch floor of one op."""
+    device = torch.device(device)
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r}: allowed {', '.join(DTYPES)}")
+    torch_dtype = DTYPES[dtype]
+    gpu = device.type == "cuda"
+    started = time.perf_counter()
+    timer = _cuda_timer(device) if gpu else _cpu_timer
+    n = GPU_MATMUL_N if gpu else CPU_MATMUL_N
+    with torch.inference_mode():
+        a = torch.randn(n, n, device=device).to(torch_dtype)  # [n, n]
+        b = torch.randn(n, n, device=device).to(torch_dtype)  # [n, n]
+        c = torch.empty(n, n, device=device, dtype=torch_dtype)
+        matmul_s = _best(lambda: torch.mm(a, b, out=c), timer, calls=3)
+        del a, b, c
+        x = torch.rand(VECTOR_ELEMENTS, device=device, dtype=torch_dtype)
+        y, z = torch.rand_like(x), torch.empty_like(x)
+        vector_s = _best(lambda: torch.mul(x, y, out=z), timer, calls=50)
+        size = GPU_COPY_BYTES if gpu else CPU_COPY_BYTES
+        src = torch.empty(size // 4, device=device, dtype=torch.float32).fill_(1.0)
+        dst = torch.empty_like(src)
+        copy_s = _best(lambda: dst.copy_(src), timer, calls=2)
+        del src, dst
+        one = torch.ones(1, device=device, dtype=torch_dtype)
+        out = torch.empty_like(one)
+        dispatch_s = _best(lambda: torch.add(one, one, out=out), timer, calls=DISPATCH_CALLS)
+    threads = torch.get_num_threads() if not gpu else None
+    return MeasuredRoofs(
+        device=_device_name(device),
+        dtype=dtype,
+        threads=threads,
+        matmul_flops_per_s=2 * n**3 / matmul_s,
+        vector_ops_per_s=VECTOR_ELEMENTS / vector_s,
+        memory_bandwidth_bytes_per_s=2 * size / copy_s,
+        dispatch_s=dispatch_s,
+        memory_bytes=_memory_bytes(device),
+        method=(
+            f"best of {REPEATS}: {n}x{n} {dtype} matmul; elementwise mul of {VECTOR_ELEMENTS} {dtype} elements; "
+            f"copy of {size >> 20} MiB (read + write counted); one-element add, {DISPATCH_CALLS} calls"
+            + (f"; {threads} threads" if threads else "")
+        ),
+        wall_s=time.perf_counter() - started,
+    )
+
+
+def _best(op: Callable[[], object], timer: Callable[[Callable[[], object], int], float], *, calls: int) -> float:
+    """Seconds per call: the best of REPEATS timings of `calls` back-to-back calls (after one warm-up)."""
+    timer(op, 1)
+    return min(timer(op, calls) for _ in range(REPEATS)) / calls
+
+
+def _cpu_timer(op: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        op()
+    return (time.perf_counter_ns() - start) / 1e9
+
+
+def _cuda_timer(device: torch.device) -> Callable[[Callable[[], object], int], float]:
+    def timer(op: Callable[[], object], calls: int) -> float:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(device)
+        start.record()
+        for _ in range(calls):
+            op()
+        end.record()
+        torch.cuda.synchronize(device)
+        return start.elapsed_time(end) / 1e3
+
+    return timer
+
+
+def _device_name(device: torch.device) -> str:
+    """The name Environment.device records, so the report matches a calibration to its runs."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+
+
+def _memory_bytes(device: torch.device) -> int:
+    if device.type == "cuda":
+        return int(torch.cuda.get_device_properties(device).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def format_roofs(roofs: MeasuredRoofs) -> str:
+    """The measurement as the lines a person reads."""
+    return "\n".join([
+        f"device: {roofs.device} ({roofs.dtype}" + (f", {roofs.threads} threads)" if roofs.threads else ")"),
+        f"matmul peak:       {roofs.matmul_flops_per_s / 1e9:,.1f} GFLOP/s",
+        f"elementwise rate:  {roofs.vector_ops_per_s / 1e9:,.2f} Gop/s",
+        f"memory bandwidth:  {roofs.memory_bandwidth_bytes_per_s / 1e9:,.1f} GB/s",
+        f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per op",
+        f"ridge point:       {roofs.matmul_flops_per_s / roofs.memory_bandwidth_bytes_per_s:,.1f} FLOP/byte",
+        f"method: {roofs.method}; {roofs.wall_s:.1f} s",
+    ])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llada-bench calibrate",
+        description="Measure this machine's roofs (matmul peak in a dtype, memory bandwidth, per-op dispatch "
+        "floor) in a few seconds. Sweeps record the same measurement in every run's environment.",
+    )
+    parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default cpu)")
+    parser.add_argument("--dtype", default="float32", choices=sorted(DTYPES), help="matmul dtype (default float32)")
+    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's)")
+    parser.add_argument("--json", action="store_true", help="print the measurement as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("llada-bench calibrate: error: --device cuda but no CUDA device is visible; use --device cpu",
+              file=sys.stderr)
+        return 2
+    roofs = calibrate(device, args.dtype)
+    print(json.dumps(roofs.model_dump(), indent=1) if args.json else format_roofs(roofs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
