@@ -10,14 +10,21 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import FigureSkipped
+from report.figures.findings import findings_throughput
 from report.figures.latency import latency_vs_generation_length, step_time_vs_length
 from report.figures.memory import memory_heatmap
-from report.figures.quality import block_length_ablation, pareto_frontier, quality_vs_steps
+from report.figures.quality import (
+    block_length_ablation,
+    pareto_frontier,
+    quality_vs_steps,
+    quality_vs_tokens_per_forward,
+)
 from report.figures.roofline import measured_vs_predicted, roofline_figure
 from report.figures.throughput import throughput_by_batch
 from report.predictions import ProfileChoice, model_shapes, prediction_table
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import quality_notes
+from roofline.operators import element_bytes_of
 from roofline.plotdata import operator_points
 
 
@@ -30,6 +37,8 @@ class GroupContext:
     results: list  # this hardware's RunResults (for roofline predictions)
     quality: QualityData
     profile: ProfileChoice
+    crossovers: pl.DataFrame  # report.findings.crossover_table, every hardware
+    predicted_throughput: pl.DataFrame  # report.findings.predicted_throughput, every hardware
     _predictions: pl.DataFrame | None = field(default=None, repr=False)
 
     def metrics(self) -> list[str]:
@@ -68,10 +77,21 @@ def _one(slug: str, build: Callable[[], Figure]) -> Made:
 def _per_metric(slug: str, ctx: GroupContext, build: Callable[[str], Figure]) -> Made:
     metrics = ctx.metrics()
     if not metrics:
-        notes = quality_notes(ctx.table)
-        why = "no quality values in these runs" + (f" ({'; '.join(notes)})" if notes else "")
-        return [(slug, FigureSkipped(why))]
+        return [(slug, _no_quality(ctx))]
     return [item for metric in metrics for item in _one(f"{slug}_{metric}", lambda m=metric: build(m))]
+
+
+def _no_quality(ctx: GroupContext) -> FigureSkipped:
+    notes = quality_notes(ctx.table)
+    return FigureSkipped("no quality values in these runs" + (f" ({'; '.join(notes)})" if notes else ""))
+
+
+def _tokens_per_forward(ctx: GroupContext) -> Made:
+    metrics = ctx.metrics()
+    if not metrics:
+        return [("quality_vs_tokens_per_forward", _no_quality(ctx))]
+    return _one("quality_vs_tokens_per_forward",
+                lambda: quality_vs_tokens_per_forward(ctx.table, ctx.quality.by_setting, metrics))
 
 
 def _roofline(ctx: GroupContext) -> Made:
@@ -86,8 +106,10 @@ def _roofline(ctx: GroupContext) -> Made:
         gen = int(ok["generation_length"].max())
         batch = int(ok["batch_size"].min())
         shapes = model_shapes(ctx.results)
+        dtype = ok["dtype"].mode().sort()[0]
         points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch,
-                                 llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"))
+                                 llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"),
+                                 element_bytes=element_bytes_of(dtype))
         setting = f"prompt {prompt}, N_out {gen}, batch {batch}"
         return roofline_figure(ctx.table, predictions, profile, points, operator_setting=setting,
                                overridden=ctx.profile.overridden)
@@ -111,6 +133,11 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 
 FIGURES: tuple[FigureEntry, ...] = (
+    FigureEntry(10, "findings_throughput", "Throughput vs batch size, and where LLaMA overtakes LLaDA", "findings",
+                "Measured tokens/s against batch size for LLaMA and LLaDA at each step count, the faithful "
+                "roofline's prediction for the same device dashed, and B* (where LLaMA overtakes) marked.",
+                lambda c: _one("findings_throughput", lambda: findings_throughput(
+                    c.table, c.predicted_throughput, c.crossovers))),
     FigureEntry(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
                 "Median end-to-end latency against N_out for both models, one panel per batch size; LLaMA's "
                 "latency also split into its prefill (TTFT) and its decode passes, LLaDA one line per step count.",
@@ -121,7 +148,8 @@ FIGURES: tuple[FigureEntry, ...] = (
                 lambda c: _one("step_time_vs_length", lambda: step_time_vs_length(c.table))),
     FigureEntry(3, "throughput_by_batch", "Throughput by batch size", "throughput",
                 "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
-                "bars over repetitions; batches that ran out of memory are marked OOM.",
+                "bars over repetitions, goodput (useful tokens only) as black ticks; batches that ran out of memory "
+                "are marked OOM.",
                 lambda c: _one("throughput_by_batch", lambda: throughput_by_batch(c.table))),
     FigureEntry(4, "memory_heatmap", "Memory heatmap", "memory",
                 "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
@@ -132,20 +160,24 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "diffusion steps, the Pareto frontier dashed; one panel per generation length, one figure per metric.",
                 lambda c: _per_metric("pareto_frontier", c, lambda m: pareto_frontier(c.table, c.quality.by_run, m))),
     FigureEntry(2, "quality_vs_steps", "Quality vs diffusion steps", "quality",
-                "LLaDA's quality against its step count with 95% CIs, LLaMA's level as a band, and S_parity "
-                "(with its CI) where the parity analysis gives it.",
+                "LLaDA's quality against its step count with its interval over prompts, LLaMA's levels (greedy as "
+                "a band, sampled dotted), and S_parity against the metric's headline reference with its CI.",
                 lambda c: _per_metric("quality_vs_steps", c, lambda m: quality_vs_steps(
                     c.table, c.quality.by_setting, m, c.quality.parity_markers))),
+    FigureEntry(11, "quality_vs_tokens_per_forward", "Quality vs tokens per forward pass", "quality",
+                "Quality against tokens generated per model forward pass (LLaMA 1, LLaDA N_out / steps), one panel "
+                "per metric: samplers compared independently of the hardware.",
+                _tokens_per_forward),
     FigureEntry(6, "block_length_ablation", "Block-length ablation", "quality",
                 "LLaDA latency and quality against block length at fixed step counts.",
                 lambda c: _one("block_length_ablation", lambda: block_length_ablation(
                     c.table, c.quality.by_setting, _metric_for_ablation(c)))),
     FigureEntry(8, "roofline", "Roofline with measured operating points", "roofline",
-                "The hardware's roofs with the operators of a LLaMA prefill, a decode pass and a LLaDA step, and "
-                "each run's measured operating point (achieved FLOP/s at its arithmetic intensity).",
+                "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
+                "a LLaMA prefill, a decode pass and a LLaDA step, and each run's measured operating point.",
                 _roofline),
     FigureEntry(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
-                "Each run's median measured latency against the roofline's prediction (study and faithful "
-                "models), with the y = x line.",
+                "Each run's median measured latency against the roofline's prediction on the device that ran "
+                "(study and faithful models; with and without the dispatch floor), with the y = x line.",
                 _measured_vs_predicted),
 )

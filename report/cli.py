@@ -8,6 +8,7 @@ from pathlib import Path
 
 from report.predictions import UnknownHardwareError
 from report.render import ReportError, render_report
+from specs.artifacts import CHECKSUMS_FILE, MANIFEST_FILE, holds_sweep
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -28,12 +29,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--allow-unverified", action="store_true",
                         help="render even if checksums fail (the report then carries a warning)")
     parser.add_argument("--hardware", metavar="NAME",
-                        help="roofline profile for figures 8-9 instead of the runs' device (e.g. a100-sxm4-80gb)")
+                        help="datasheet roofline profile for GPU runs whose device name matches none (e.g. "
+                        "a100-sxm4-80gb); never another device's: runs are predicted against the roofs their "
+                        "worker measured, else their own GPU's datasheet")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.dir.is_dir() and not holds_sweep(args.dir):  # never overwrite someone's report.html or figures
+        print(
+            f"llada-bench report: error: {args.dir}: holds no sweep (no {MANIFEST_FILE} or {CHECKSUMS_FILE}); "
+            "the report is written only into a sweep's own directory",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
         render_report(args.dir, allow_unverified=args.allow_unverified, hardware=args.hardware)
     except (ReportError, UnknownHardwareError) as exc:

@@ -27,6 +27,8 @@ class Table:
     rows: tuple[tuple[str, ...], ...]
     caption: str = ""
     fold: bool | None = None  # None: fold when longer than FOLD_ROWS
+    anchor: str | None = None  # an id other tables link to
+    links: tuple[tuple[str | None, ...], ...] | None = None  # per cell: the anchor it links to, or None
 
     @property
     def folded(self) -> bool:

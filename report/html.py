@@ -67,17 +67,24 @@ def _block(block: Block) -> str:
 def _table(table: Table) -> str:
     head = "".join(f"<th>{escape(c)}</th>" for c in table.columns)
     rows = []
-    for row in table.rows:
+    for i, row in enumerate(table.rows):
+        targets = table.links[i] if table.links else (None,) * len(row)
         cells = "".join(
-            f'<td class="num">{escape(v)}</td>' if _numeric(v) else f"<td>{escape(v)}</td>" for v in row
+            (f'<td class="num">{_cell(v, t)}</td>' if _numeric(v) else f"<td>{_cell(v, t)}</td>")
+            for v, t in zip(row, targets)
         )
         rows.append(f"<tr>{cells}</tr>")
     body = f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody>"
+    ident = f' id="{escape(table.anchor)}"' if table.anchor else ""
     if table.folded:
         summary = f"{table.caption} ({len(table.rows)} rows)" if table.caption else f"{len(table.rows)} rows"
-        return f"<details><summary>{escape(summary)}</summary><table>{body}</table></details>"
+        return f"<details{ident}><summary>{escape(summary)}</summary><table>{body}</table></details>"
     caption = f"<caption>{escape(table.caption)}</caption>" if table.caption else ""
-    return f"<table>{caption}{body}</table>"
+    return f"<table{ident}>{caption}{body}</table>"
+
+
+def _cell(text: str, target: str | None) -> str:
+    return f'<a href="#{escape(target)}">{escape(text)}</a>' if target else escape(text)
 
 
 _NUMBER = re.compile(r"\[?[-+]?\d[\d.,]*(e[-+]?\d+)?( ?(µs|ms|s|B|KiB|MiB|GiB|TiB))?(, .*\])?")

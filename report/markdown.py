@@ -23,10 +23,14 @@ def _block(block: Block) -> list[str]:
     if isinstance(block, Paragraph):
         return [f"> **Warning:** {block.text}" if block.warning else block.text]
     if isinstance(block, Table):
-        out = [f"*{block.caption}*", ""] if block.caption else []
+        out = [f'<a id="{block.anchor}"></a>', ""] if block.anchor else []
+        out += [f"*{block.caption}*", ""] if block.caption else []
         out.append("| " + " | ".join(_cell(c) for c in block.columns) + " |")
         out.append("|" + "|".join("---" for _ in block.columns) + "|")
-        out += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in block.rows]
+        for i, row in enumerate(block.rows):
+            targets = block.links[i] if block.links else (None,) * len(row)
+            cells = [f"[{_cell(v)}](#{t})" if t else _cell(v) for v, t in zip(row, targets)]
+            out.append("| " + " | ".join(cells) + " |")
         return out
     if isinstance(block, FigureBlock):
         heading = figure_heading(block)

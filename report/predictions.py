@@ -1,5 +1,6 @@
-"""Roofline predictions beside each measured run: the profile for a run's hardware, predicted latency and work
-(study and faithful fidelities), and each run's measured operating point (achieved FLOP/s at its intensity)."""
+"""Roofline predictions beside each measured run: the profile of the device that ran (its measured roofs, else
+its datasheet), predicted latency with and without the dispatch floor (study and faithful fidelities), and each
+run's measured operating point (achieved FLOP/s at its intensity)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
 from roofline.predict import predict_run
-from specs.results import RunResult
+from specs.results import MeasuredRoofs, RunResult
 from specs.shapes import ModelShape, preset_shape
 
 PREDICTION_SCHEMA = {
     "run_id": pl.String, "hardware": pl.String, "profile": pl.String, "fidelity": pl.String, "arch": pl.String,
-    "model": pl.String, "batch_size": pl.Int64, "predicted_latency_s": pl.Float64, "predicted_flops": pl.Float64,
+    "model": pl.String, "batch_size": pl.Int64, "predicted_latency_s": pl.Float64,
+    "predicted_latency_roofs_s": pl.Float64, "predicted_flops": pl.Float64,
     "predicted_bytes": pl.Float64, "predicted_peak_memory_bytes": pl.Int64, "predicted_fits": pl.Boolean,
     "measured_latency_s": pl.Float64, "arithmetic_intensity": pl.Float64, "measured_flops_per_s": pl.Float64,
     "out_of_scope": pl.String,
@@ -25,7 +27,7 @@ PREDICTION_SCHEMA = {
 
 
 class UnknownHardwareError(ValueError):
-    """--hardware named a profile that does not exist; the message lists the ones that do."""
+    """--hardware named a profile that does not exist, or one that is not the device the runs ran on."""
 
 
 @dataclass(frozen=True)
@@ -36,29 +38,70 @@ class ProfileChoice:
     profile: HardwareProfile | None
     reason: str | None = None
     overridden: bool = False
+    measured: bool = False  # the device's own roofs, measured by the worker
 
 
-def choose_profile(hardware: str, override: str | None = None) -> ProfileChoice:
-    """`override` (a profile name from --hardware) wins; else the device name maps to a profile or to None."""
+def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
+    """A roofline profile from a device's measured roofs: the matmul peak (in the run's dtype) as the compute
+    roof, the elementwise rate as the vector roof, the copy bandwidth, and the per-op dispatch floor."""
+    threads = f", {roofs.threads} threads" if roofs.threads else ""
+    return HardwareProfile(
+        name=f"{roofs.device} (measured, {roofs.dtype}{threads})",
+        peak_tensor_flops_per_s=roofs.matmul_flops_per_s,
+        peak_vector_ops_per_s=roofs.vector_ops_per_s,
+        memory_bandwidth_bytes_per_s=roofs.memory_bandwidth_bytes_per_s,
+        memory_bytes=roofs.memory_bytes,
+        dispatch_s=roofs.dispatch_s,
+        dtype=roofs.dtype,
+        source=f"measured by workers/calibrate.py in the sweep's worker: {roofs.method}",
+    )
+
+
+def measured_roofs_of(results: Iterable[RunResult], hardware: str) -> MeasuredRoofs | None:
+    """The roofs the runs on `hardware` measured: the first successful run's (one worker measures once)."""
+    for result in results:
+        env = result.environment
+        if env is not None and env.device == hardware and env.measured_roofs is not None:
+            return env.measured_roofs
+    return None
+
+
+def choose_profile(hardware: str, roofs: MeasuredRoofs | None = None, override: str | None = None) -> ProfileChoice:
+    """The profile of the device that ran: its measured roofs when the runs carry them, else its datasheet
+    profile. `override` (--hardware) picks a datasheet profile only for a GPU whose name maps to no profile
+    or to that same one: a run is never drawn against another device's roofs."""
     if override is not None:
         try:
-            return ProfileChoice(hardware, get_hardware(override), overridden=True)
+            chosen = get_hardware(override)
         except KeyError:
             raise UnknownHardwareError(
                 f"--hardware: unknown roofline profile {override!r}; allowed: {', '.join(HARDWARE)}"
             ) from None
+        own = None if hardware in ("cpu", "unknown") else hardware_for_gpu_name(hardware)
+        if hardware in ("cpu", "unknown") or (own is not None and own.name != chosen.name):
+            raise UnknownHardwareError(
+                f"--hardware {override}: the runs ran on {hardware}; predictions are drawn only against the "
+                f"device that ran ({own.name if own else 'its measured roofs'}). CPU runs use the roofs their "
+                "worker measured (see `llada-bench calibrate`)"
+            )
+        return ProfileChoice(hardware, chosen, overridden=True)
+    if roofs is not None:
+        return ProfileChoice(hardware, profile_from_roofs(roofs), measured=True)
     profile = None if hardware in ("cpu", "unknown") else hardware_for_gpu_name(hardware)
     if profile is None:
-        return ProfileChoice(hardware, None, f"no roofline profile for hardware {hardware} "
-                                             "(give --hardware NAME to compare with a GPU profile)")
+        return ProfileChoice(hardware, None, f"no roofline profile for hardware {hardware}: its runs carry no "
+                                             "measured roofs (rerun the sweep: workers measure them) and no "
+                                             "datasheet profile matches its name")
     return ProfileChoice(hardware, profile)
 
 
 def prediction_table(results: Iterable[RunResult], table: pl.DataFrame, profile: HardwareProfile) -> pl.DataFrame:
-    """One row per (successful run, fidelity) on `profile`. The study's model covers batch 1 without CFG; other
-    runs get null predictions under it and the reason in `out_of_scope`. The operating point uses the faithful
-    FLOPs and bytes: intensity = FLOPs / bytes, achieved = FLOPs / measured median latency."""
+    """One row per (successful run, fidelity) on `profile`, with and without the profile's dispatch floor. The
+    study's model covers batch 1 without CFG; other runs get null predictions under it and the reason in
+    `out_of_scope`. The operating point uses the faithful FLOPs and bytes: intensity = FLOPs / bytes,
+    achieved = FLOPs / measured median latency."""
     measured = {r["run_id"]: r for r in table.select("run_id", "latency_e2e_s_median", "hardware").iter_rows(named=True)}
+    roofs_only = profile.model_copy(update={"dispatch_s": 0.0})
     rows = []
     for result in results:
         run = measured.get(result.run_id)
@@ -69,22 +112,24 @@ def prediction_table(results: Iterable[RunResult], table: pl.DataFrame, profile:
             base = (result.run_id, run["hardware"], profile.name, fidelity, result.config.model.arch,
                     result.config.model.name, result.config.batch_size)
             try:
-                p = predict_run(result.config, profile, fidelity)
+                p = predict_run(result.config, profile, fidelity, shape=result.model_shape)
+                bare = predict_run(result.config, roofs_only, fidelity, shape=result.model_shape)
             except RooflineInputError as exc:
-                rows.append((*base, None, None, None, None, None, latency, None, None, str(exc)))
+                rows.append((*base, None, None, None, None, None, None, latency, None, None, str(exc)))
                 continue
             intensity = p.flops / p.bytes_ if p.bytes_ else None
             achieved = p.flops / latency if latency else None
-            rows.append((*base, p.latency_s, float(p.flops), float(p.bytes_), p.peak_memory_bytes, p.fits, latency,
-                         intensity, achieved, None))
+            rows.append((*base, p.latency_s, bare.latency_s, float(p.flops), float(p.bytes_), p.peak_memory_bytes,
+                         p.fits, latency, intensity, achieved, None))
     return pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
 
 
 def model_shapes(results: Iterable[RunResult]) -> dict[str, ModelShape]:
-    """Each arch's shape as the sweep ran it: a synthetic model's own, else (a checkpoint) the 8B preset."""
+    """Each arch's shape as the sweep ran it: what the worker recorded, else a synthetic model's own, else (an
+    older checkpoint artifact) the 8B preset."""
     shapes: dict[str, ModelShape] = {}
     for result in results:
         arch = result.config.model.arch
-        if arch not in shapes:
-            shapes[arch] = result.config.model.shape() or preset_shape(arch, "8b")
+        if arch not in shapes or (result.model_shape is not None and shapes[arch] != result.model_shape):
+            shapes[arch] = result.model_shape or result.config.model.shape() or preset_shape(arch, "8b")
     return shapes

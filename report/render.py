@@ -18,12 +18,29 @@ from report.catalog import FIGURES, GroupContext
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
+from report.findings import crossover_table, findings_table, findings_text, predicted_throughput
 from report.html import render_html
 from report.markdown import render_markdown
-from report.predictions import PREDICTION_SCHEMA, choose_profile
-from report.quality import quality_data
+from report.parity import parity_markers, parity_table
+from report.predictions import (
+    PREDICTION_SCHEMA,
+    ProfileChoice,
+    UnknownHardwareError,
+    choose_profile,
+    measured_roofs_of,
+    model_shapes,
+)
+from report.quality import (
+    QualityData,
+    calibration_table,
+    elbo_precision,
+    quality_by_run,
+    quality_by_setting,
+    quality_long_table,
+)
 from report.sections import ReportInputs, build_document
-from report.table import UNKNOWN_HARDWARE, results_table
+from report.table import UNKNOWN_HARDWARE, results_table, unlearned_warnings
+from roofline.hardware import HARDWARE
 from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
 from specs.results import RunResult
 from specs.schema import ExperimentSpec
@@ -69,6 +86,7 @@ class ReportOutputs:
     skipped: tuple[SkippedFigure, ...]
     problems: tuple[str, ...]  # verification failures (only with allow_unverified)
     summary: str
+    findings: str  # the Findings as text, the last thing `render_report` prints
 
 
 def render_report(
@@ -81,8 +99,9 @@ def render_report(
     """Render everything from `sweep_dir` (artifacts/<sweep>/) alone: no model, no GPU, no network.
 
     Refuses (UnverifiedArtifactsError) when a checksum fails unless `allow_unverified`; then the report
-    carries the failures in a warning. `hardware` names a roofline profile to predict against instead of the
-    one matching each run's device (the only way to get figures 8 and 9 for CPU runs).
+    carries the failures in a warning. Runs are predicted against the roofs their worker measured, else their
+    GPU's datasheet profile; `hardware` names a datasheet profile for a GPU whose name matches none (a run is
+    never predicted against another device). Prints a short results table, then the Findings.
     """
     layout = SweepLayout(Path(sweep_dir))
     if not layout.root.is_dir():
@@ -93,31 +112,51 @@ def render_report(
             f"{layout.root}: artifacts fail verification ({len(problems)} problem(s)): " + "; ".join(problems)
             + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
         )
-    if hardware is not None:
-        choose_profile("override", hardware)  # an unknown name fails before any work
+    if hardware is not None and hardware not in HARDWARE:
+        raise UnknownHardwareError(f"--hardware: unknown roofline profile {hardware!r}; allowed: {', '.join(HARDWARE)}")
     results, unreadable = _load(layout, strict=not problems)
     problems += unreadable
     table = results_table(results)
+    kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
+    profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     _write_parquet(table, layout.results)
-    quality = quality_data(results, table)
-    written, skipped, predictions, roofline_notes = _figures(layout, table, results, quality, hardware)
+    quality = analyse_quality(results, table)
+    shapes = model_shapes(results)
+    available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
+    crossovers = crossover_table(table, available, shapes)
+    predicted = predicted_throughput(table, available, shapes)
+    findings = findings_table(quality.parity, crossovers, unlearned_warnings(table))
+    written, skipped, predictions, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers,
+                                                             predicted)
     blocks = _figure_blocks(layout, written, skipped)
     spec_text = layout.spec.read_text(encoding="utf-8") if layout.spec.is_file() else None
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
-        roofline_notes=roofline_notes,
+        roofline_notes=roofline_notes, findings=findings, crossovers=crossovers,
     )
     document = build_document(inputs)
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
     summary = summary_table(table, html_path, written, skipped)
+    answer = findings_text(findings)
     if echo:
         print(summary)
+        print(answer)
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
-                         summary)
+                         summary, answer)
+
+
+def analyse_quality(results: list[RunResult], table: pl.DataFrame) -> QualityData:
+    """Every quality frame the figures and sections read; an analysis that fails raises (never a silent gap)."""
+    long = quality_long_table(results)
+    by_setting = quality_by_setting(long)
+    parity = parity_table(long, table)
+    samples = {r.config.model.name: r.config.quality.elbo.samples for r in results if r.config.quality.elbo}
+    return QualityData(long, quality_by_run(long), by_setting, calibration_table(long), parity,
+                       parity_markers(parity), elbo_precision(by_setting, samples))
 
 
 # ------------------------------------------------------------------ inputs
@@ -164,12 +203,13 @@ def hardware_slug(hardware: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-") or "unknown"
 
 
-def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality, override: str | None):
+def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality: QualityData,
+             profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame):
     figures_dir = layout.figures
     figures_dir.mkdir(parents=True, exist_ok=True)
     for stale in list(figures_dir.glob("*.png")) + list(figures_dir.glob("*.svg")):
         stale.unlink()
-    kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
+    kinds = sorted(profiles)
     written: list[WrittenFigure] = []
     skipped: list[SkippedFigure] = []
     predictions: list[pl.DataFrame] = []
@@ -180,13 +220,14 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
         ctx = GroupContext(
             hardware=kind, table=table.filter(pl.col("hardware") == kind),
             results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
-            quality=quality, profile=choose_profile(kind, override),
+            quality=quality, profile=profiles[kind], crossovers=crossovers, predicted_throughput=predicted,
         )
         if ctx.profile.reason:
             notes.append(f"{kind}: {ctx.profile.reason}.")
         elif ctx.profile.profile is not None:
-            note = f"{kind}: roofline profile {ctx.profile.profile.name}"
-            notes.append(note + (" (chosen with --hardware)." if ctx.profile.overridden else "."))
+            how = (" (chosen with --hardware)" if ctx.profile.overridden
+                   else " (its worker's measured roofs)" if ctx.profile.measured else " (datasheet)")
+            notes.append(f"{kind}: roofline profile {ctx.profile.profile.name}{how}.")
         suffix = "" if len(kinds) == 1 else f"--{hardware_slug(kind)}"
         for entry in FIGURES:
             for stem, made in entry.make(ctx):

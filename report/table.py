@@ -8,21 +8,31 @@ from typing import Any
 import polars as pl
 
 from report import stats
-from specs.results import QualityRecord, RunResult
+from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
 
 UNKNOWN_HARDWARE = "unknown"
 
-# Quality metrics a QualityRecord can carry, and which way is better.
-QUALITY_METRICS: tuple[str, ...] = tuple(name for name in QualityRecord.model_fields if name != "prompt_id")
+# Quality metrics a QualityRecord can carry (its Monte-Carlo standard errors are not metrics), and which way is
+# better.
+QUALITY_METRICS: tuple[str, ...] = tuple(
+    name for name in QualityRecord.model_fields if name != "prompt_id" and not name.endswith("_stderr")
+)
 HIGHER_IS_BETTER: dict[str, bool] = {
     "bertscore_precision": True, "bertscore_recall": True, "bertscore_f1": True,
     "nll_per_token": False, "gen_ppl": False, "elbo_nll_per_token": False,
     "repeated_bigram_rate": False, "distinct_1": True, "distinct_2": True,
 }
+# A run whose useful tokens (before the first EOS) fall below this share of N_out is flagged: its throughput
+# counts tokens nobody reads.
+USEFUL_FRACTION_FLAG = 0.9
 
-# Per-repetition quantities summarised as median, quartiles (and CI where the name says so).
-_SUMMARISED_WITH_CI = ("latency_e2e_s", "tokens_per_s")
-_SUMMARISED = ("ttft_s", "decode_s", "itl_s", "step_s")
+# Per-repetition quantities summarised with an interval (CI or range), mean, sd and CV; and with quartiles only.
+_SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_per_s")
+_INTERVAL_PARTS = ("median", "p25", "p75", "interval_low", "interval_high", "mean", "sd", "cv")
+# itl_s is the study's (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
+_SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
+# Percentiles over every per-token (LLaMA decode pass) and per-step (LLaDA) sample of every repetition.
+_TAILS = ("itl_token_s", "step_s")
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
@@ -36,18 +46,24 @@ SCHEMA: dict[str, pl.DataType] = {
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
     **{
-        f"{name}_{part}": (_I64 if part == "n" else _F64)
-        for name in _SUMMARISED_WITH_CI
-        for part in ("n", "median", "p25", "p75", "ci_low", "ci_high")
+        f"{name}_{part}": _F64
+        for name in _SUMMARISED_WITH_INTERVAL
+        for part in _INTERVAL_PARTS
     },
+    **{f"{name}_n": _I64 for name in _SUMMARISED_WITH_INTERVAL},
+    **{f"{name}_interval": _STR for name in _SUMMARISED_WITH_INTERVAL},
     **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
+    **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64,
     "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
-    "nfe": _I64, "model_load_s": _F64,
+    "nfe": _I64, "forwards": _I64, "tokens_per_forward": _F64, "model_load_s": _F64,
     **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
     "quality_prompts": _I64, "quality_note": _STR,
-    "useful_tokens_mean": _F64, "useful_tokens_total": _I64,
+    "useful_tokens_mean": _F64, "useful_tokens_total": _I64, "useful_fraction": _F64, "low_useful": _BOOL,
+    "provenance_parameters": _I64, "provenance_tokens_seen": _I64, "provenance_heldout_loss_nats": _F64,
+    "provenance_heldout_measure": _STR, "provenance_unigram_entropy_nats": _F64,
+    "provenance_learned_beyond_unigram": _BOOL,
     "latency_e2e_s_samples": pl.List(_F64), "warmup_latency_s_samples": pl.List(_F64),
     "tokens_per_s_samples": pl.List(_F64), "ttft_s_samples": pl.List(_F64),
     "itl_s_samples": pl.List(pl.List(_F64)), "step_s_samples": pl.List(pl.List(_F64)),
@@ -93,35 +109,79 @@ def _row(result: RunResult) -> dict[str, Any]:
         "repetitions": config.controls.repetitions,
         "nfe": result.nfe, "model_load_s": result.model_load_s,
     }
-    row.update(_timing_columns(result))
+    forwards = forwards_per_generation(config.model.arch, config.generation_length, result.nfe, config.cfg_scale)
+    row["forwards"] = forwards
+    row["tokens_per_forward"] = config.generation_length / forwards if forwards else None
+    useful = [g.useful_tokens for g in result.generations]
+    useful_mean = stats.mean(useful)
+    row["useful_tokens_mean"] = useful_mean
+    row["useful_tokens_total"] = sum(useful) if useful else None
+    row["useful_fraction"] = useful_mean / config.generation_length if useful_mean is not None else None
+    row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
+    row.update(_timing_columns(result, useful_mean))
     row.update(_memory_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
-    useful = [g.useful_tokens for g in result.generations]
-    row["useful_tokens_mean"] = stats.mean(useful)
-    row["useful_tokens_total"] = sum(useful) if useful else None
+    row.update(_provenance_columns(result))
     return row
 
 
-def _timing_columns(result: RunResult) -> dict[str, Any]:
+def forwards_per_generation(arch: str, generation_length: int, nfe: int | None, cfg_scale: float | None) -> int:
+    """Model forward passes per generated sequence: LLaMA's prefill and N_out - 1 decode passes give N_out tokens
+    from N_out forwards; LLaDA runs one per step, two with classifier-free guidance (the conditional and the
+    unconditional pass, batched together)."""
+    if arch == "llama":
+        return generation_length
+    passes = nfe or 0
+    return passes * (2 if cfg_scale else 1)
+
+
+def _provenance_columns(result: RunResult) -> dict[str, Any]:
+    p = result.model_provenance
+    if p is None:
+        return {}
+    return {
+        "provenance_parameters": p.parameters, "provenance_tokens_seen": p.tokens_seen,
+        "provenance_heldout_loss_nats": p.heldout_loss_nats, "provenance_heldout_measure": p.heldout_measure,
+        "provenance_unigram_entropy_nats": p.unigram_entropy_nats,
+        "provenance_learned_beyond_unigram": p.learned_beyond_unigram,
+    }
+
+
+def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, Any]:
     samples = result.samples
     latency = list(samples.latency_e2e_s) if samples else []
-    output_tokens = result.config.output_tokens
+    config = result.config
+    ttft = list(samples.ttft_s or []) if samples else []
+    passes = [list(p) for p in samples.itl_s] if samples and samples.itl_s else []
+    steps = [list(p) for p in samples.step_s] if samples and samples.step_s else []
     per_rep: dict[str, list[float]] = {
         "latency_e2e_s": latency,
         # T_gen = B x N_out / L_e2e (study 3.1.2), one value per repetition.
-        "tokens_per_s": [output_tokens / value for value in latency if value > 0],
-        "ttft_s": list(samples.ttft_s or []) if samples else [],
-        "decode_s": [sum(steps) for steps in (samples.itl_s or [])] if samples else [],
-        # L_itl of one repetition: the mean of its decode passes (study 3.1.1).
-        "itl_s": [_mean(steps) for steps in (samples.itl_s or []) if steps] if samples else [],
-        "step_s": [_mean(steps) for steps in (samples.step_s or []) if steps] if samples else [],
+        "tokens_per_s": [config.output_tokens / value for value in latency if value > 0],
+        # Goodput: B x useful tokens (before the first EOS) / L_e2e.
+        "goodput_tokens_per_s": (
+            [config.batch_size * useful_mean / value for value in latency if value > 0]
+            if useful_mean is not None else []
+        ),
+        "ttft_s": ttft,
+        "decode_s": [sum(p) for p in passes],
+        # L_itl of one repetition as the study defines it (3.1.1): (L_e2e - L_prefill) / (N_out - 1).
+        "itl_s": (
+            [(e2e - prefill) / (config.generation_length - 1) for e2e, prefill in zip(latency, ttft)]
+            if ttft and config.generation_length > 1 else []
+        ),
+        # The mean of the timed decode passes alone (leaves out the host work between them).
+        "itl_pass_s": [_mean(p) for p in passes if p],
+        "step_s": [_mean(p) for p in steps if p],
     }
     row: dict[str, Any] = {}
-    for name in _SUMMARISED_WITH_CI:
+    for name in _SUMMARISED_WITH_INTERVAL:
         summary = stats.summarize(per_rep[name])
         row.update({
             f"{name}_n": summary.n, f"{name}_median": summary.median, f"{name}_p25": summary.p25,
-            f"{name}_p75": summary.p75, f"{name}_ci_low": summary.ci_low, f"{name}_ci_high": summary.ci_high,
+            f"{name}_p75": summary.p75, f"{name}_interval_low": summary.low, f"{name}_interval_high": summary.high,
+            f"{name}_interval": summary.interval, f"{name}_mean": summary.mean, f"{name}_sd": summary.sd,
+            f"{name}_cv": summary.cv,
         })
     for name in _SUMMARISED:
         values = per_rep[name]
@@ -129,13 +189,16 @@ def _timing_columns(result: RunResult) -> dict[str, Any]:
             f"{name}_median": stats.median(values), f"{name}_p25": stats.quantile(values, 0.25),
             f"{name}_p75": stats.quantile(values, 0.75),
         })
+    for name, raw in (("itl_token_s", passes), ("step_s", steps)):
+        tails = stats.percentiles([value for rep in raw for value in rep])
+        row.update({f"{name}_p{p}": value for p, value in tails.items()})
     row.update({
         "latency_e2e_s_samples": latency,
         "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
         "tokens_per_s_samples": per_rep["tokens_per_s"],
-        "ttft_s_samples": per_rep["ttft_s"],
-        "itl_s_samples": [list(s) for s in samples.itl_s] if samples and samples.itl_s else [],
-        "step_s_samples": [list(s) for s in samples.step_s] if samples and samples.step_s else [],
+        "ttft_s_samples": ttft,
+        "itl_s_samples": passes,
+        "step_s_samples": steps,
         "tokens_committed_samples": (
             [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
         ),
@@ -186,3 +249,27 @@ def quality_metrics_present(table: pl.DataFrame) -> list[str]:
     """Metrics with at least one value among ok runs, in QUALITY_METRICS order."""
     ok = table.filter(pl.col("status") == "ok")
     return [m for m in QUALITY_METRICS if ok.height and ok[f"{m}_mean"].drop_nulls().len() > 0]
+
+
+def provenance_notes(table: pl.DataFrame) -> list[str]:
+    """One line per model that ships a training log: trained here, its size, tokens seen and held-out loss."""
+    rows = table.filter(pl.col("provenance_parameters").is_not_null()).unique("model").sort("model")
+    return [
+        f"{r['model']}: trained here (llada-bench train), {r['provenance_parameters'] / 1e6:.2f}M parameters, "
+        f"{r['provenance_tokens_seen'] / 1e6:.2f}M tokens seen, held-out {r['provenance_heldout_measure']} "
+        f"{r['provenance_heldout_loss_nats']:.3f} nats (corpus unigram entropy "
+        f"{r['provenance_unigram_entropy_nats']:.3f})."
+        for r in rows.iter_rows(named=True)
+    ]
+
+
+def unlearned_warnings(table: pl.DataFrame) -> list[str]:
+    """A warning per LLaDA model whose held-out loss is not clearly below the unigram entropy: its quality
+    curves would look like findings and mean nothing."""
+    rows = table.filter((pl.col("arch") == "llada") & (pl.col("provenance_learned_beyond_unigram") == False))  # noqa: E712
+    return [
+        f"WARNING: {r['model']} has not learned beyond unigram statistics (held-out "
+        f"{r['provenance_heldout_loss_nats']:.3f} nats vs unigram entropy {r['provenance_unigram_entropy_nats']:.3f}; "
+        f"needs {UNIGRAM_MARGIN_NATS:g} nats below it): its quality curves do not measure the sampler."
+        for r in rows.unique("model").sort("model").iter_rows(named=True)
+    ]

@@ -18,7 +18,9 @@ from specs.artifacts import Manifest, SweepLayout, canonical_json, sha256_file
 from specs.results import (
     Environment,
     Generation,
+    MeasuredRoofs,
     Memory,
+    ModelProvenance,
     QualityRecord,
     RunResult,
     RunStatus,
@@ -36,6 +38,7 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
+from specs.shapes import preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -51,6 +54,7 @@ class HardwareKind:
     speed: float = 1.0  # latency multiplier
     capacity_bytes: int = 80 * GIB
     quality: bool = True
+    measured_roofs: bool = False  # the worker measured this device's roofs (CPU runs need them for a roofline)
 
 
 @dataclass(frozen=True)
@@ -74,13 +78,20 @@ class FixtureGrid:
         )
     )
     extra_failures: bool = True  # one error run and one crashed run (no environment)
+    unlearned_llada: bool = False  # both models ship a training log; LLaDA's held-out loss is at unigram level
 
 
 SMOKE_LIKE = FixtureGrid(
     name="smoke", batch_sizes=(1, 4), prompt_length=32, generation_lengths=(32, 64), steps=(8, 16, 32),
     block_lengths=(32,), dtype="float32", device="cpu", repetitions=3, synthetic="tiny",
-    hardware=(HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True),),
+    hardware=(HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True),),
     extra_failures=False,
+)
+
+# Roofs a worker on a 2-core CPU measures in float32 (workers/calibrate.py), fixed for the tests.
+CPU_ROOFS = MeasuredRoofs(
+    device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,
+    memory_bandwidth_bytes_per_s=15e9, dispatch_s=2e-6, memory_bytes=8 * GIB, method="fixture", wall_s=1.0,
 )
 
 
@@ -165,6 +176,18 @@ def _environment(grid: FixtureGrid, kind: HardwareKind) -> Environment:
         gpu_count=1 if gpu else 0, driver="560.35.03" if gpu else None, attention_kernel=grid.attention,
         dtype=grid.dtype, git_commit="0123456789abcdef", image_digest="sha256:feedface" if gpu else None,
         other_gpu_processes=False if gpu else None, cpu_threads=2,
+        measured_roofs=CPU_ROOFS if kind.measured_roofs else None,
+    )
+
+
+def _provenance(grid: FixtureGrid, arch: str) -> ModelProvenance | None:
+    if not grid.unlearned_llada:
+        return None
+    learned = arch == "llama"
+    return ModelProvenance(
+        trained_by="llada-bench train", arch=arch, parameters=5_510_000, steps=1600, tokens_seen=1_230_000,
+        wall_s=1800.0, heldout_loss_nats=4.8 if learned else 6.5,
+        heldout_measure="next-token cross-entropy" if learned else "masked-diffusion bound", unigram_entropy_nats=6.6,
     )
 
 
@@ -186,6 +209,8 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
         "run_id": run_id, "sweep": grid.name, "config": config, "weights": "synthetic" if grid.synthetic else "real",
         "started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:01:00Z",
         "environment": _environment(grid, kind), "model_load_s": 1.5,
+        "model_provenance": _provenance(grid, config.model.arch),
+        "model_shape": config.model.shape() or preset_shape(config.model.arch, "8b"),
     }
     gpu = kind.device != "cpu"
     peak = _peak_bytes(grid, config)

@@ -58,6 +58,12 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:4] == ["model", "B", "P", "N_out"]  # the summary the driver shows
     assert "llama-tiny" in out and f"report: {root / 'report.html'}" in out
+    # The answer is the last thing printed: the Findings table after the runs and the report's path.
+    lines = out.rstrip().splitlines()
+    findings = lines.index("Findings")
+    assert findings > lines.index(next(line for line in lines if line.startswith("report: ")))
+    assert any("S_parity: llada-tiny" in line for line in lines[findings:])
+    assert any("B*: llama-tiny overtakes llada-tiny" in line for line in lines[findings:])
     assert main([str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such sweep directory" in err

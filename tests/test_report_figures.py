@@ -8,16 +8,23 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
+from report_fixtures import A100, CPU_ROOFS, H100, SMOKE_LIKE, write_sweep
 
 from report.figures.common import FigureSkipped, MixedHardwareError, plotted
+from report.figures.findings import findings_throughput
 from report.figures.latency import latency_vs_generation_length, step_time_vs_length
 from report.figures.memory import memory_heatmap
-from report.figures.quality import block_length_ablation, pareto_frontier, quality_vs_steps
+from report.figures.quality import (
+    block_length_ablation,
+    pareto_frontier,
+    quality_vs_steps,
+    quality_vs_tokens_per_forward,
+)
 from report.figures.roofline import measured_vs_predicted, roofline_figure
 from report.figures.throughput import throughput_by_batch
-from report.predictions import choose_profile, model_shapes, prediction_table
-from report.quality import quality_data
+from report.findings import crossover_table, predicted_throughput
+from report.predictions import UnknownHardwareError, choose_profile, model_shapes, prediction_table
+from report.render import analyse_quality
 from report.table import results_table
 from roofline.hardware import get_hardware
 from roofline.plotdata import operator_points
@@ -30,7 +37,7 @@ A100_PROFILE = get_hardware("a100-sxm4-80gb")
 def sweep(tmp_path_factory: pytest.TempPathFactory):
     results = load_results(SweepLayout(write_sweep(tmp_path_factory.mktemp("sweep"))))
     table = results_table(results)
-    return results, table, quality_data(results, table)
+    return results, table, analyse_quality(results, table)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +64,12 @@ def all_figures(sweep, table):
     results, _, quality = sweep
     pred = prediction_table(results, table, A100_PROFILE) if table["hardware"].n_unique() == 1 else None
     ops = operator_points(A100_PROFILE, prompt_len=64, gen_len=128)
+    profiles = {A100: A100_PROFILE}
+    shapes = model_shapes(results)
     return {
+        "findings": lambda: findings_throughput(table, predicted_throughput(table, profiles, shapes),
+                                                crossover_table(table, profiles, shapes)),
+        "tokens_per_forward": lambda: quality_vs_tokens_per_forward(table, quality.by_setting, ["bertscore_f1"]),
         "latency": lambda: latency_vs_generation_length(table),
         "step_time": lambda: step_time_vs_length(table),
         "throughput": lambda: throughput_by_batch(table),
@@ -70,8 +82,8 @@ def all_figures(sweep, table):
     }
 
 
-FIGURE_NAMES = ["latency", "step_time", "throughput", "memory", "pareto", "quality_vs_steps", "ablation", "roofline",
-                "measured_vs_predicted"]
+FIGURE_NAMES = ["findings", "latency", "step_time", "throughput", "memory", "pareto", "quality_vs_steps",
+                "tokens_per_forward", "ablation", "roofline", "measured_vs_predicted"]
 
 
 @pytest.mark.parametrize("name", FIGURE_NAMES)
@@ -139,9 +151,13 @@ def test_throughput_bars_and_oom_marks(a100) -> None:
     data = plotted(throughput_by_batch(a100))
     assert [p.title for p in data.panels] == ["N_out = 64 tokens", "N_out = 128 tokens"]
     long = data.panel("N_out = 128")
-    assert [s.label for s in long.series] == ["llama-8b", "llada-8b: 16 steps", "llada-8b: 32 steps",
-                                             "llada-8b: 64 steps"]
+    bars = [s.label for s in long.series if s.kind == "bars"]
+    assert bars == ["llama-8b", "llada-8b: 16 steps", "llada-8b: 32 steps", "llada-8b: 64 steps"]
     llada = long.get("llada-8b: 32 steps")
+    goodput = long.get("llada-8b: 32 steps: goodput")  # B x useful tokens / latency, beside throughput
+    useful = medians(a100, "goodput_tokens_per_s_median", arch="llada", batch_size=1, generation_length=128,
+                     steps=32, block_length=32)[0]
+    assert goodput.y[0] == pytest.approx(useful) and goodput.y[0] < llada.y[0]
     assert llada.x == (1.0, 8.0, 32.0)
     assert llada.markers == ("", "", "OOM")
     assert llada.y[0] == pytest.approx(medians(a100, "tokens_per_s_median", arch="llada", batch_size=1,
@@ -234,12 +250,6 @@ def test_quality_vs_steps_with_llama_level_and_parity(sweep, a100) -> None:
     assert marker.y_low[0] <= marker.x[0] <= marker.y_high[0]
 
 
-def test_quality_vs_steps_without_parity_says_so(sweep, a100) -> None:
-    data = plotted(quality_vs_steps(a100, sweep[2].by_setting, "bertscore_f1", None))
-    assert not [s for p in data.panels for s in p.series if s.kind == "vline"]
-    assert any("S_parity not shown" in n for n in data.notes)
-
-
 def test_block_length_ablation(sweep, a100, h100) -> None:
     data = plotted(block_length_ablation(a100, sweep[2].by_setting, "bertscore_f1"))
     assert len(data.panels) == 4  # latency and quality for N_out 64 and 128
@@ -255,18 +265,26 @@ def test_block_length_ablation(sweep, a100, h100) -> None:
 def test_block_length_ablation_skipped_with_one_block(tmp_path: Path) -> None:
     table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
     with pytest.raises(FigureSkipped, match="only one block length"):
-        block_length_ablation(table, quality_data([], table).by_setting, "bertscore_f1")
+        block_length_ablation(table, analyse_quality([], table).by_setting, "bertscore_f1")
 
 
 # ------------------------------------------------------------------ 8, 9: roofline
 
 
-def test_profiles_for_devices() -> None:
+def test_profiles_are_the_device_that_ran() -> None:
     assert choose_profile(A100).profile.name == "a100-sxm4-80gb"
     assert choose_profile(H100).profile.name == "h100-sxm"
     cpu = choose_profile("cpu")
     assert cpu.profile is None and "no roofline profile for hardware cpu" in cpu.reason
-    assert choose_profile("cpu", "h200").overridden
+    # A CPU run is never drawn against a GPU's roofs (the old --hardware override did exactly that).
+    with pytest.raises(UnknownHardwareError, match="ran on cpu"):
+        choose_profile("cpu", None, "a100-sxm4-80gb")
+    with pytest.raises(UnknownHardwareError, match="ran on NVIDIA A100"):
+        choose_profile(A100, None, "h200")
+    assert choose_profile("NVIDIA A100 80GB (unlisted variant)", None, "a100-sxm4-80gb").overridden
+    measured = choose_profile("cpu", CPU_ROOFS)
+    assert measured.measured and measured.profile.dispatch_s == CPU_ROOFS.dispatch_s
+    assert measured.profile.peak_tensor_flops_per_s == CPU_ROOFS.matmul_flops_per_s
 
 
 def test_roofline_operating_points(sweep, a100) -> None:
@@ -277,7 +295,7 @@ def test_roofline_operating_points(sweep, a100) -> None:
                           llada_shape=shapes["llada"])
     data = plotted(roofline_figure(a100, pred, A100_PROFILE, ops, operator_setting="prompt 64, N_out 128, batch 1"))
     panel = data.panels[0]
-    assert panel.get("tensor-core roof").y == (A100_PROFILE.peak_tensor_flops_per_s,)
+    assert panel.get("matmul roof").y == (A100_PROFILE.peak_tensor_flops_per_s,)
     llama = panel.get("measured: llama-8b (6 runs)")
     faithful = pred.filter((pl.col("fidelity") == "faithful") & (pl.col("arch") == "llama")).sort("arch", "model")
     assert sorted(llama.x) == pytest.approx(sorted((faithful["predicted_flops"] / faithful["predicted_bytes"]).to_list()))
@@ -306,22 +324,78 @@ def test_measured_vs_predicted(sweep, a100) -> None:
     assert (series.x[index], series.y[index]) == pytest.approx((row["predicted_latency_s"], row["measured_latency_s"]))
 
 
-def test_without_the_quality_module_figures_fall_back_and_say_so(sweep, a100, monkeypatch) -> None:
-    import report.quality
 
-    monkeypatch.setattr(report.quality, "QUALITY_MODULE", "report.no_such_quality_module")
-    results, table, _ = sweep
-    fallback = quality_data(results, table)
-    assert fallback.parity is None and fallback.parity_markers is None
-    assert "not available" in fallback.notes[0]
-    data = plotted(quality_vs_steps(a100, fallback.by_setting, "bertscore_f1", fallback.parity_markers))
-    assert data.panel("N_out = 64").get("llada-8b: block 32").x == (16.0, 32.0, 64.0)
-    assert any("S_parity not shown" in n for n in data.notes)
-    # The per-run medians match the quality module's per-setting medians for the same runs.
-    run = a100.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 1) & (pl.col("status") == "ok")).row(0, named=True)
-    mine = fallback.by_run.filter((pl.col("run_id") == run["run_id"]) & (pl.col("metric") == "bertscore_f1"))
-    theirs = sweep[2].by_setting.filter(
-        (pl.col("hardware") == A100) & (pl.col("metric") == "bertscore_f1") & (pl.col("steps") == run["steps"])
-        & (pl.col("block_length") == run["block_length"]) & (pl.col("generation_length") == run["generation_length"]))
-    assert mine["value"][0] == pytest.approx(theirs["value"][0])
-    assert (mine["ci_low"][0], mine["ci_high"][0]) == pytest.approx((theirs["ci_low"][0], theirs["ci_high"][0]))
+
+# ------------------------------------------------------------------ figures added with the Findings
+
+
+def test_latency_on_a_prompt_fraction_grid_keeps_one_panel_per_batch(a100) -> None:
+    # The paper grid ties the prompt to N_out (fraction 0.5). Panels by (prompt, batch) held one point each.
+    paper = a100.with_columns(pl.col("generation_length").alias("prompt_length"))
+    data = plotted(latency_vs_generation_length(paper))
+    assert [p.title for p in data.panels] == ["batch 1", "batch 8", "batch 32"]
+    assert data.panel("batch 1").get("llama-8b: end-to-end").x == (64.0, 128.0)
+    assert data.panel("batch 8").get("llada-8b: 32 steps").x == (64.0, 128.0)
+    assert any("64+64, 128+128" in n for n in data.notes)
+
+
+def test_findings_figure_overlays_the_roofline_and_marks_the_crossover(sweep, a100) -> None:
+    results = sweep[0]
+    profiles, shapes = {A100: A100_PROFILE}, model_shapes(results)
+    crossovers = crossover_table(a100, profiles, shapes)
+    data = plotted(findings_throughput(a100, predicted_throughput(a100, profiles, shapes), crossovers))
+    panel = data.panel("N_out = 64")
+    measured = panel.get("llada-8b: 16 steps")
+    assert measured.x == (1.0, 8.0, 32.0)
+    assert list(measured.y) == pytest.approx(medians(a100, "tokens_per_s_median", arch="llada", generation_length=64,
+                                                     steps=16, block_length=32))
+    predicted = panel.get("llada-8b: 16 steps (roofline)")
+    assert predicted.x[0] == 1.0 and predicted.x[-1] == 32.0
+    crossings = crossovers.filter((pl.col("generation_length") == 64) & (pl.col("b_star_bound") == "=")
+                                  & (pl.col("block_length") == 32))  # the primary block length
+    assert crossings.height  # the fixture's LLaMA overtakes LLaDA between batch 1 and 32
+    marks = {s.label: s for s in panel.series if s.kind == "vline"}
+    for row in crossings.iter_rows(named=True):
+        mark = marks[f"B* at {row['steps']} steps = {row['b_star']:.3g}"]
+        assert mark.x == (row["b_star"],) and 1 < row["b_star"] < 32
+
+
+def test_quality_vs_tokens_per_forward(sweep, a100) -> None:
+    data = plotted(quality_vs_tokens_per_forward(a100, sweep[2].by_setting, ["bertscore_f1", "gen_ppl"]))
+    panel = data.panel("BERTScore F1")
+    assert panel.get("llama-8b, N_out = 64").x == (1.0,)
+    llada = panel.get("llada-8b, N_out = 64")
+    assert llada.x == (1.0, 2.0, 4.0) and llada.markers == ("64", "32", "16")  # 64 tokens / k steps
+    assert [p.title for p in data.panels] == ["BERTScore F1", "generative perplexity"]
+
+
+def test_measured_vs_predicted_with_and_without_the_dispatch_floor(tmp_path: Path) -> None:
+    results = load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE)))
+    table = results_table(results)
+    profile = choose_profile("cpu", CPU_ROOFS).profile
+    pred = prediction_table(results, table, profile)
+    data = plotted(measured_vs_predicted(table, pred, profile))
+    faithful = data.panel("faithful")
+    both = faithful.get("llama-tiny (LLaMA) + dispatch"), faithful.get("llama-tiny (LLaMA), roofs only")
+    assert all(a >= b for a, b in zip(*(s.x for s in both)))  # the floor only adds time
+    assert any("Dispatch floor" in n for n in data.notes) and any("dtype" in n for n in data.notes)
+    assert "measured, float32" in data.caption
+
+
+def test_an_unlearned_llada_model_gets_a_warning_on_every_quality_figure(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    results = load_results(SweepLayout(write_sweep(tmp_path, replace(SMOKE_LIKE, unlearned_llada=True))))
+    table = results_table(results)
+    quality = analyse_quality(results, table)
+    figures = [
+        pareto_frontier(table, quality.by_run, "gen_ppl"),
+        quality_vs_steps(table, quality.by_setting, "gen_ppl", quality.parity_markers),
+        quality_vs_tokens_per_forward(table, quality.by_setting, ["gen_ppl"]),
+    ]
+    for fig in figures:
+        data = plotted(fig)
+        assert data.warnings and "llada-tiny has not learned beyond unigram statistics" in data.warnings[0]
+        drawn = [t.get_text() for ax in fig.axes for t in ax.texts]
+        assert any("WARNING" in t for t in drawn), "the warning is drawn across the panels"
+        assert any("trained here" in n and "tokens seen" in n for n in data.notes)  # provenance in the caption

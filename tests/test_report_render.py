@@ -13,8 +13,8 @@ from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
 from report.render import render_report
 from specs.artifacts import SweepLayout
 
-SECTION_ORDER = ["Setup and controls", "Latency", "Throughput", "Memory", "Quality vs computation", "Roofline",
-                 "Environment and provenance"]
+SECTION_ORDER = ["Findings", "Setup and controls", "Latency", "Throughput", "Memory", "Quality vs computation",
+                 "Roofline", "Environment and provenance"]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_html_is_self_contained_in_the_study_order(rendered) -> None:
 
 def test_html_has_the_parity_table_and_the_manifest_checksums(rendered) -> None:
     html = rendered.html.read_text(encoding="utf-8")
-    headline = html.index("Steps to quality parity with LLaMA&#x27;s greedy output")
+    headline = html.index("Steps to quality parity and the speedup at parity")
     assert html.rfind("<details>", 0, headline) < html.rfind("</details>", 0, headline)  # shown, not folded
     assert "parity at " in html and "speedup" in html
     manifest = SweepLayout(rendered.sweep_dir).manifest.read_text(encoding="utf-8")
@@ -91,18 +91,18 @@ def smoke(tmp_path_factory: pytest.TempPathFactory):
 def test_smoke_like_sweep_figures(smoke) -> None:
     outputs = smoke
     assert {f.stem for f in outputs.figures} == {
-        "latency_vs_generation_length", "step_time_vs_length", "throughput_by_batch", "memory_heatmap",
-        "pareto_frontier_bertscore_f1", "pareto_frontier_gen_ppl", "quality_vs_steps_bertscore_f1",
-        "quality_vs_steps_gen_ppl",
+        "findings_throughput", "latency_vs_generation_length", "step_time_vs_length", "throughput_by_batch",
+        "memory_heatmap", "pareto_frontier_bertscore_f1", "pareto_frontier_gen_ppl", "quality_vs_steps_bertscore_f1",
+        "quality_vs_steps_gen_ppl", "quality_vs_tokens_per_forward", "roofline", "measured_vs_predicted",
     }
     reasons = {s.stem: s.reason for s in outputs.skipped}
-    assert "only one block length" in reasons["block_length_ablation"]
-    assert reasons["roofline"].startswith("no roofline profile for hardware cpu")
-    assert reasons["measured_vs_predicted"].startswith("no roofline profile for hardware cpu")
+    assert set(reasons) == {"block_length_ablation"} and "only one block length" in reasons["block_length_ablation"]
     html = outputs.html.read_text(encoding="utf-8")
     assert "synthetic weights: quality not meaningful" in html
+    # CPU runs are predicted against the roofs their worker measured, never a GPU's.
+    assert "cpu (measured, float32, 1 threads)" in html and "its worker&#x27;s measured roofs" in html
     # The parity table carries the flag itself, not only the section around it.
-    headline = html.index("Steps to quality parity with LLaMA&#x27;s greedy output")
+    headline = html.index("Steps to quality parity and the speedup at parity")
     caption_end = html.index("<", headline)
     assert "Synthetic weights: quality not meaningful" in html[headline:caption_end]
 
@@ -115,8 +115,28 @@ def test_rendering_is_repeatable(smoke) -> None:
     assert {f.svg.name: f.svg.read_bytes() for f in again.figures} == svgs
 
 
-def test_hardware_override_draws_the_roofline_for_cpu_runs(tmp_path: Path) -> None:
-    outputs = render_report(write_sweep(tmp_path, SMOKE_LIKE), hardware="a100-sxm4-80gb", echo=False)
-    stems = {f.stem for f in outputs.figures}
-    assert {"roofline", "measured_vs_predicted"} <= stems
-    assert "chosen with --hardware" in outputs.html.read_text(encoding="utf-8")
+def test_cpu_runs_are_never_drawn_against_a_gpu_profile(tmp_path: Path) -> None:
+    from report.predictions import UnknownHardwareError
+
+    with pytest.raises(UnknownHardwareError, match="ran on cpu"):
+        render_report(write_sweep(tmp_path, SMOKE_LIKE), hardware="a100-sxm4-80gb", echo=False)
+
+
+def test_the_report_opens_with_the_findings(smoke) -> None:
+    html = smoke.html.read_text(encoding="utf-8")
+    findings = html.index("<h2>1. Findings</h2>")
+    setup = html.index("<h2>2. Setup and controls</h2>")
+    block = html[findings:setup]
+    assert block.index("<table") < block.index("<figure")  # the table, then the figure
+    assert "Throughput vs batch size, and where LLaMA overtakes LLaDA" in block
+    for anchor in ("parity-table", "crossover-table"):
+        assert f'href="#{anchor}"' in block and f'id="{anchor}"' in html  # each number links to its table
+    assert "S_parity: llada-tiny, BERTScore F1 vs llama-tiny greedy" in block
+    assert "speedup at S_parity (BERTScore F1), B = 4" in block
+    assert "B*: llama-tiny overtakes llada-tiny at 8 steps" in block
+    md = smoke.markdown.read_text(encoding="utf-8")
+    assert md.index("## 1. Findings") < md.index("## 2. Setup") and "](#parity-table)" in md
+    # The answer is also the last thing printed.
+    assert smoke.findings.splitlines()[0] == "Findings" and "B*: llama-tiny overtakes llada-tiny" in smoke.findings
+    # Three repetitions: the report says its intervals are ranges.
+    assert "3 measured repetitions per run: every latency and throughput interval below is the range" in html

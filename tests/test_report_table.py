@@ -16,6 +16,7 @@ from report import stats
 from report.analysis import itl_by_context, memory_grid, pareto_front, step_time_by_length
 from report.table import QUALITY_METRICS, SCHEMA, results_table
 from specs.artifacts import SweepLayout, load_results
+from specs.results import RunResult, RunStatus, Samples
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,13 @@ def test_latency_and_throughput_statistics_come_from_the_raw_samples(results, ta
         assert row["latency_e2e_s_samples"] == samples
         assert row["latency_e2e_s_median"] == pytest.approx(float(np.median(samples)))
         assert row["latency_e2e_s_p25"] == pytest.approx(float(np.quantile(samples, 0.25)))
-        assert row["latency_e2e_s_ci_low"] <= row["latency_e2e_s_median"] <= row["latency_e2e_s_ci_high"]
+        assert row["latency_e2e_s_interval_low"] <= row["latency_e2e_s_median"] <= row["latency_e2e_s_interval_high"]
+        # Five repetitions: the interval is their range, and says so.
+        assert row["latency_e2e_s_interval"] == "range"
+        assert (row["latency_e2e_s_interval_low"], row["latency_e2e_s_interval_high"]) == (min(samples), max(samples))
+        assert row["latency_e2e_s_mean"] == pytest.approx(float(np.mean(samples)))
+        assert row["latency_e2e_s_sd"] == pytest.approx(float(np.std(samples, ddof=1)))
+        assert row["latency_e2e_s_cv"] == pytest.approx(row["latency_e2e_s_sd"] / row["latency_e2e_s_mean"])
         tokens = [row["batch_size"] * row["generation_length"] / s for s in samples]
         assert row["tokens_per_s_median"] == pytest.approx(float(np.median(tokens)))
         assert row["sequence_length"] == row["prompt_length"] + row["generation_length"]
@@ -51,8 +58,10 @@ def test_latency_and_throughput_statistics_come_from_the_raw_samples(results, ta
 def test_llama_and_llada_specific_columns(results, table) -> None:
     llama = table.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok")).row(0, named=True)
     run = next(r for r in results if r.run_id == llama["run_id"])
-    itl = [float(np.mean(rep)) for rep in run.samples.itl_s]
-    assert llama["itl_s_median"] == pytest.approx(float(np.median(itl)))
+    passes = [float(np.mean(rep)) for rep in run.samples.itl_s]
+    assert llama["itl_pass_s_median"] == pytest.approx(float(np.median(passes)))
+    flat = [v for rep in run.samples.itl_s for v in rep]
+    assert [llama[f"itl_token_s_p{p}"] for p in (50, 90, 99)] == pytest.approx(list(np.percentile(flat, [50, 90, 99])))
     assert llama["decode_s_median"] == pytest.approx(float(np.median([sum(rep) for rep in run.samples.itl_s])))
     assert llama["ttft_s_median"] == pytest.approx(float(np.median(run.samples.ttft_s)))
     assert llama["step_s_median"] is None and llama["steps"] is None
@@ -112,24 +121,78 @@ def test_the_table_round_trips_through_parquet(table, tmp_path: Path) -> None:
 def test_summary_of_known_samples() -> None:
     summary = stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
     assert (summary.n, summary.median, summary.p25, summary.p75) == (5, 3.0, 2.0, 4.0)
-    assert summary.ci_low <= 3.0 <= summary.ci_high
+    assert (summary.low, summary.high, summary.interval) == (1.0, 100.0, stats.RANGE)
+    assert summary.mean == 22.0 and summary.cv == pytest.approx(summary.sd / 22.0)
 
 
-def test_bootstrap_is_deterministic_and_degenerate_cases_are_defined() -> None:
+def test_three_repetitions_give_a_range_never_a_95_percent_ci() -> None:
+    # The old rule bootstrapped three values and called the result a 95% CI: it is their min-max, which covers
+    # the median of the population only 75% of the time. Below six samples it is a range, and labelled one.
+    three = stats.interval([1.0, 1.2, 1.1])
+    assert (three.low, three.high, three.kind, three.label) == (1.0, 1.2, stats.RANGE, "range, n=3")
+    # From six samples up: a BCa bootstrap CI (scipy), inside the range and labelled with its sample count.
+    ten = np.random.default_rng(0).lognormal(0.0, 0.1, 10)
+    ci = stats.interval(ten)
+    assert ci.kind == stats.CI and ci.label == "95% BCa CI, n=10"
+    assert ten.min() <= ci.low <= float(np.median(ten)) <= ci.high <= ten.max()
+    assert (ci.low, ci.high) != (ten.min(), ten.max())
+
+
+def test_interval_is_deterministic_and_degenerate_cases_are_defined() -> None:
     values = [0.3, 0.1, 0.5, 0.2, 0.9, 0.4]
-    assert stats.bootstrap_ci(values) == stats.bootstrap_ci(values)
-    assert stats.bootstrap_ci([2.5]) == (2.5, 2.5)
-    assert stats.bootstrap_ci([]) == (None, None)
+    assert stats.interval(values) == stats.interval(values)
+    assert stats.interval([2.5]) == stats.Interval(2.5, 2.5, stats.RANGE, 1)
+    assert stats.interval([]).kind is None and stats.interval([]).label == "no samples"
+    assert stats.interval([1.0] * 8) == stats.Interval(1.0, 1.0, stats.CI, 8)
     assert stats.summarize(None).median is None
     assert stats.median([float("nan"), 1.0]) == 1.0
+    assert stats.percentiles([1.0, 2.0, 3.0]) == {50: 2.0, 90: pytest.approx(2.8), 99: pytest.approx(2.98)}
 
 
-@settings(max_examples=60, deadline=None)
+def test_rank_interval_keeps_worst_ranked_samples() -> None:
+    values = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, np.inf, np.inf])
+    spread = stats.rank_interval(values)
+    assert spread.kind == stats.PERCENTILE_CI and spread.low in values and spread.high == np.inf
+
+
+@settings(max_examples=40, deadline=None)
 @given(st.lists(st.floats(min_value=1e-6, max_value=1e3, allow_nan=False), min_size=1, max_size=12))
 def test_summary_bounds_are_ordered(values: list[float]) -> None:
     s = stats.summarize(values)
-    assert min(values) <= s.ci_low <= s.ci_high <= max(values)
+    assert min(values) <= s.low <= s.high <= max(values)
     assert s.p25 <= s.median <= s.p75
+    assert s.interval == (stats.RANGE if len(values) < stats.MIN_CI_SAMPLES else stats.CI) or (
+        s.interval == stats.PERCENTILE_CI)
+
+
+def test_itl_is_the_studys_definition() -> None:
+    # (L_e2e - TTFT) / (N_out - 1): host work between the timed decode passes counts. The old column was the
+    # mean of the timed passes alone (here 10 ms, against the study's 12 ms).
+    from report_fixtures import FixtureGrid, _configs, _environment, run_id_of
+
+    grid = FixtureGrid(hardware=FixtureGrid().hardware[:1], generation_lengths=(5,), batch_sizes=(1,), steps=())
+    config = next(c for c in _configs(grid, grid.hardware[0]) if c.model.arch == "llama")
+    passes = [[0.010] * 4] * 3
+    result = RunResult(
+        run_id=run_id_of(config), sweep="s", config=config, status=RunStatus.OK, weights="real", started_at="t",
+        finished_at="t", environment=_environment(grid, grid.hardware[0]),
+        samples=Samples(timer="cuda_event", latency_e2e_s=[0.098] * 3, batch_index=[0, 0, 0], ttft_s=[0.05] * 3,
+                        itl_s=passes),
+    )
+    row = results_table([result]).row(0, named=True)
+    assert row["itl_s_median"] == pytest.approx((0.098 - 0.05) / 4)
+    assert row["itl_pass_s_median"] == pytest.approx(0.010)
+
+
+def test_goodput_and_tokens_per_forward(table) -> None:
+    llada = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok")).row(0, named=True)
+    assert llada["tokens_per_forward"] == pytest.approx(llada["generation_length"] / llada["steps"])
+    assert llada["goodput_tokens_per_s_median"] == pytest.approx(
+        llada["tokens_per_s_median"] * llada["useful_fraction"])
+    llama = table.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok")).row(0, named=True)
+    assert llama["tokens_per_forward"] == 1.0
+    # The fixture's continuations are 0-2 tokens short of N_out: never under 90% useful.
+    assert not table["low_useful"].drop_nulls().any()
 
 
 # ------------------------------------------------------------------ derived data

@@ -47,7 +47,7 @@ def test_figures_draw_from_the_data() -> None:
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
 
-    from report.roofline_figures import predicted_latency_figure, roofline_plot
+    from report.figures.roofline import predicted_latency_figure, roofline_plot
 
     fig = roofline_plot(operator_points(A100, prompt_len=128, gen_len=256), A100)
     assert isinstance(fig, Figure)

@@ -91,6 +91,7 @@ class FigureData:
     panels: tuple[Panel, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     color_range: tuple[float, float] | None = None  # a shared colour scale, where there is one
+    warnings: tuple[str, ...] = field(default_factory=tuple)  # drawn across every panel, not only in the caption
 
     def panel(self, title_part: str) -> Panel:
         matches = [p for p in self.panels if title_part in p.title]
@@ -101,8 +102,20 @@ class FigureData:
 
 def attach(fig: Figure, data: FigureData) -> Figure:
     setattr(fig, PLOT_DATA_ATTR, data)
-    add_caption(fig, data.caption, data.notes)
+    add_caption(fig, data.caption, (*data.warnings, *data.notes))
+    for ax in fig.axes:
+        if data.warnings and ax.get_label() != "<colorbar>":
+            warn_panel(ax, data.warnings)
     return fig
+
+
+def warn_panel(ax, warnings: Sequence[str]) -> None:
+    """A red boxed warning across a panel: a curve of a model that learned nothing must not look like a finding."""
+    import textwrap
+
+    text = "\n".join(textwrap.fill(w, 48) for w in warnings)
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, ha="center", va="center", fontsize=8, color="#b00020",
+            zorder=10, bbox={"boxstyle": "round", "facecolor": "#fff1f1", "edgecolor": "#b00020", "alpha": 0.9})
 
 
 def plotted(fig: Figure) -> FigureData:

@@ -36,10 +36,12 @@ IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 
 
 def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
-    """Figure 5: median end-to-end latency (log) vs N_out, one panel per batch size (and prompt length).
+    """Figure 5: median end-to-end latency vs N_out, one panel per batch size.
 
-    LLaMA's latency is drawn whole and split into its prefill (TTFT) and its decode passes; LLaDA has one
-    line per step count (and per other LLaDA knob that varies)."""
+    LLaMA's latency is drawn whole and split into its prefill (TTFT) and its decode passes; LLaDA has one line
+    per step count (and per other LLaDA knob that varies). When the grid fixes the prompt by the generation
+    length (a prompt fraction), each line runs over the (prompt, N_out) pairs; when it crosses several prompt
+    lengths with each N_out, each prompt length gets its own line."""
     name = "latency_vs_generation_length"
     hardware = one_hardware(df, name)
     runs = ok_runs(df).filter(pl.col("latency_e2e_s_median").is_not_null())
@@ -48,15 +50,15 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     if runs["generation_length"].n_unique() < 2:
         raise FigureSkipped("only one generation length was swept")
     runs, block_note = at_primary_block(runs)
-    keys = runs.select("prompt_length", "batch_size").unique().sort(["prompt_length", "batch_size"]).rows()
-    several_prompts = runs["prompt_length"].n_unique() > 1
+    batches = sorted(runs["batch_size"].unique().to_list())
+    crossed = int(runs.group_by("generation_length").agg(pl.col("prompt_length").n_unique())["prompt_length"].max()) > 1
     colors = steps_colors(runs["steps"].drop_nulls().to_list())
-    fig, axes = new_figure(len(keys), panel_size=(4.2, 3.6))
+    fig, axes = new_figure(len(batches), panel_size=(4.2, 3.6))
     panels = []
-    for ax, (prompt, batch) in zip(axes, keys):
-        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("batch_size") == batch))
-        title = f"batch {batch}" + (f", prompt {prompt}" if several_prompts else "")
-        series = _latency_series(sub)
+    for ax, batch in zip(axes, batches):
+        sub = runs.filter(pl.col("batch_size") == batch)
+        title = f"batch {batch}"
+        series = _latency_series(sub, crossed)
         for s, steps in series:
             draw_series(ax, s, colors.get(steps, ARCH_COLOR["llama"]))
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
@@ -68,32 +70,40 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
                             tuple(s for s, _ in series)))
     figure_legend(fig, axes)
     fig.suptitle("End-to-end latency vs generation length")
-    notes = (IQR_NOTE,) + ((block_note,) if block_note else ())
+    pairs = runs.select("prompt_length", "generation_length").unique().sort("generation_length")
+    prompts = ("Each line crosses prompt lengths: one line per prompt length." if crossed else
+               "Prompt length with each N_out: " + ", ".join(f"{p}+{g}" for p, g in pairs.iter_rows()) + ".")
+    notes = (IQR_NOTE, prompts) + ((block_note,) if block_note else ())
     return attach(fig, FigureData(name, hardware, caption(runs, hardware), tuple(panels), notes))
 
 
-def _latency_series(sub: pl.DataFrame) -> list[tuple[Series, int | None]]:
-    """LLaMA's three lines per model, then one LLaDA line per setting; each with its step count (colour)."""
+def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Series, int | None]]:
+    """LLaMA's three lines per model, then one LLaDA line per setting; each with its step count (colour). With
+    `crossed`, every line is also split by prompt length."""
     series: list[tuple[Series, int | None]] = []
-    for model in sorted(sub.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
-        rows = sub.filter(pl.col("model") == model).sort("generation_length")
-        x = tuple_of(rows["generation_length"])
-        for part, column in (("end-to-end", "latency_e2e_s"), ("TTFT (prefill)", "ttft_s"), ("decode", "decode_s")):
-            series.append((Series(
-                f"{model}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
-                tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch="llama", model=model,
-            ), None))
-    llada = sub.filter(pl.col("arch") == "llada")
-    for model in sorted(llada["model"].unique().to_list()):
-        rows = llada.filter(pl.col("model") == model)
-        axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
-        for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
-            line = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("generation_length")
-            series.append((Series(
-                llada_label(model, key, axes), "line", tuple_of(line["generation_length"]),
-                tuple_of(line["latency_e2e_s_median"]), tuple_of(line["latency_e2e_s_p25"]),
-                tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
-            ), key["steps"]))
+    prompts = sorted(sub["prompt_length"].unique().to_list()) if crossed else [None]
+    for prompt in prompts:
+        part_of = sub if prompt is None else sub.filter(pl.col("prompt_length") == prompt)
+        suffix = "" if prompt is None else f", prompt {prompt}"
+        for model in sorted(part_of.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
+            rows = part_of.filter(pl.col("model") == model).sort("generation_length")
+            x = tuple_of(rows["generation_length"])
+            for part, column in (("end-to-end", "latency_e2e_s"), ("TTFT (prefill)", "ttft_s"), ("decode", "decode_s")):
+                series.append((Series(
+                    f"{model}{suffix}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
+                    tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch="llama", model=model,
+                ), None))
+        llada = part_of.filter(pl.col("arch") == "llada")
+        for model in sorted(llada["model"].unique().to_list()):
+            rows = llada.filter(pl.col("model") == model)
+            axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
+            for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
+                line = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("generation_length")
+                series.append((Series(
+                    llada_label(model, key, axes) + suffix, "line", tuple_of(line["generation_length"]),
+                    tuple_of(line["latency_e2e_s_median"]), tuple_of(line["latency_e2e_s_p25"]),
+                    tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
+                ), key["steps"]))
     return series
 
 

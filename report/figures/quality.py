@@ -15,6 +15,7 @@ from report.figures.common import (
     FigureSkipped,
     Panel,
     Series,
+    at_primary_block,
     attach,
     caption,
     empty_panel,
@@ -33,7 +34,7 @@ from report.figures.common import (
     value_axis,
     varying,
 )
-from report.table import HIGHER_IS_BETTER, quality_notes
+from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -41,7 +42,8 @@ METRIC_LABEL = {
     "nll_per_token": "NLL per token (nats)", "elbo_nll_per_token": "ELBO NLL bound per token (nats)",
     "repeated_bigram_rate": "repeated-bigram rate", "distinct_1": "distinct-1", "distinct_2": "distinct-2",
 }
-CI_NOTE = "Quality: median over prompts, error bars its 95% bootstrap CI."
+CI_NOTE = ("Quality: median over prompts, error bars its interval (95% BCa bootstrap CI from six prompts up, else "
+           "the range); a continuation too short for the metric ranks worst.")
 
 
 def metric_label(metric: str) -> str:
@@ -50,7 +52,13 @@ def metric_label(metric: str) -> str:
 
 
 def _quality_notes(df: pl.DataFrame) -> tuple[str, ...]:
-    return tuple(f"Quality note from the runs: {n}" for n in quality_notes(df))
+    """The runs' quality notes and the models' provenance: on every quality figure."""
+    return (tuple(f"Quality note from the runs: {n}" for n in quality_notes(df))
+            + tuple(f"Model: {n}" for n in provenance_notes(df)))
+
+
+def _warnings(df: pl.DataFrame) -> tuple[str, ...]:
+    return tuple(unlearned_warnings(df))
 
 
 # ------------------------------------------------------------------ figure 1
@@ -62,8 +70,8 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
     name = f"pareto_frontier_{metric}"
     hardware = one_hardware(df, name)
     quality = quality_by_run.filter(pl.col("metric") == metric).select(
-        "run_id", pl.col("value").alias("quality"), pl.col("ci_low").alias("quality_ci_low"),
-        pl.col("ci_high").alias("quality_ci_high"),
+        "run_id", pl.col("value").alias("quality"), pl.col("interval_low").alias("quality_low"),
+        pl.col("interval_high").alias("quality_high"),
     )
     points = ok_runs(df).join(quality, on="run_id").filter(pl.col("latency_e2e_s_median").is_not_null())
     if not points.height:
@@ -96,7 +104,7 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
     fig.suptitle(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier")
     notes = (CI_NOTE + " LLaDA points are labelled with their step count; circled points are on the frontier.",)
     return attach(fig, FigureData(name, hardware, caption(points, hardware), tuple(panels),
-                                  notes + _quality_notes(df)))
+                                  notes + _quality_notes(df), warnings=_warnings(df)))
 
 
 def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
@@ -120,7 +128,7 @@ def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
 
 def _quality_points(label: str, kind: str, arch: str, model: str, rows: pl.DataFrame, marks=()) -> Series:
     return Series(label, kind, tuple_of(rows["latency_e2e_s_median"]), tuple_of(rows["quality"]),
-                  tuple_of(rows["quality_ci_low"]), tuple_of(rows["quality_ci_high"]), arch=arch, model=model,
+                  tuple_of(rows["quality_low"]), tuple_of(rows["quality_high"]), arch=arch, model=model,
                   markers=tuple(marks))
 
 
@@ -145,10 +153,10 @@ def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
 
 def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str,
                      parity: pl.DataFrame | None = None) -> Figure:
-    """LLaDA quality vs diffusion steps (x, log2) with its CI, one line per block length; LLaMA's greedy level
-    as a line with its CI band (its sampled level dotted, where measured); S_parity (the fewest steps whose
-    quality reaches LLaMA's greedy level) as a dashed vertical line with its CI shaded. One panel per
-    generation length. `parity`: report.quality.parity_markers (None: no parity analysis, said in a note)."""
+    """LLaDA quality vs diffusion steps (x, log2) with its interval, one line per block length; LLaMA's greedy
+    level as a line with its band (its sampled level dotted, where measured); S_parity against the metric's
+    headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
+    `parity`: report.parity.parity_markers."""
     name = f"quality_vs_steps_{metric}"
     hardware = one_hardware(df, name)
     setting = quality_by_setting.filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
@@ -168,8 +176,8 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
         for key in sub_llada.select("model", *extra).unique().sort(["model", *extra]).iter_rows(named=True):
             rows = sub_llada.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("steps")
             s = Series(llada_label(key["model"], key, extra), "line", tuple_of(rows["steps"]),
-                       tuple_of(rows["value"]), tuple_of(rows["ci_low"]), tuple_of(rows["ci_high"]), arch="llada",
-                       model=key["model"])
+                       tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
+                       arch="llada", model=key["model"])
             series.append(s)
             _draw_quality_series(ax, s, block_colors.get(rows["block_length"][0], ARCH_COLOR["llada"]))
         multi_block = sub_llada["block_length"].n_unique() > 1
@@ -183,10 +191,10 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
         panels.append(Panel(title, "diffusion steps K", metric_label(metric), "log2", "linear", tuple(series)))
     figure_legend(fig, axes)
     fig.suptitle(f"LLaDA quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})")
-    notes = (CI_NOTE + " Each setting at its smallest batch size.",)
-    if parity is None:
-        notes += ("S_parity not shown: the parity analysis is not available.",)
-    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes + _quality_notes(df)))
+    notes = (CI_NOTE + " Each setting at its smallest batch size. S_parity: the fewest steps from which LLaDA "
+             "matches the reference at every larger step, against the metric's headline reference.",)
+    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes + _quality_notes(df),
+                                  warnings=_warnings(df)))
 
 
 def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
@@ -196,13 +204,13 @@ def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
         sampled = row["continuation"] != "generated"
         label = (f"{row['model']} sampled, T = {row['temperature']:g}" if sampled
                  else f"{row['model']} (LLaMA level)")
-        s = Series(label, "hline", (), (row["value"],), (row["ci_low"],), (row["ci_high"],), arch="llama",
-                   model=row["model"])
+        s = Series(label, "hline", (), (row["value"],), (row["interval_low"],), (row["interval_high"],),
+                   arch="llama", model=row["model"])
         out.append(s)
         ax.axhline(row["value"], color=ARCH_COLOR["llama"], linewidth=1.5, linestyle=":" if sampled else "-",
                    label=label)
-        if not sampled and row["ci_low"] is not None and row["ci_high"] is not None:
-            ax.axhspan(row["ci_low"], row["ci_high"], color=ARCH_COLOR["llama"], alpha=0.15, linewidth=0)
+        if not sampled and row["interval_low"] is not None and row["interval_high"] is not None:
+            ax.axhspan(row["interval_low"], row["interval_high"], color=ARCH_COLOR["llama"], alpha=0.15, linewidth=0)
     return out
 
 
@@ -223,14 +231,17 @@ def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[
         block = f" (block {row['block_length']})" if block_colors else ""
         color = block_colors.get(row["block_length"], "black") if block_colors else "black"
         s_parity = row["s_parity"]
+        against = f" vs {row['reference_label']}"
         if s_parity is None:
-            label = f"no parity within the swept steps{block}"
+            label = f"no parity within the swept steps{block}{against}"
             ax.text(0.02, 0.03 + 0.07 * i, label, transform=ax.transAxes, fontsize=8, color="#b00020")
             out.append(Series(label, "vline"))
             continue
-        low = row["s_parity_ci_low"] if row["s_parity_ci_low"] is not None else s_parity
-        high = row["s_parity_ci_high"]
-        label = f"S_parity{block} = {s_parity:g} (95% CI {low:g}–{f'{high:g}' if high is not None else f'>{max_steps}'})"
+        low = row["s_parity_low"] if row["s_parity_low"] is not None else s_parity
+        high = row["s_parity_high"]
+        bound = "<= " if row["s_parity_bound"] == "<=" else "= "
+        ci = f"95% CI {low:g}–{f'{high:g}' if high is not None else f'>{max_steps}'}"
+        label = f"S_parity{block} {bound}{s_parity:g}{against} ({ci})"
         ax.axvline(s_parity, color=color, linestyle="--", linewidth=1.2, label=label)
         right = high if high is not None else max_steps * 1.4
         if right > low:
@@ -293,7 +304,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
         if q.height:
             for steps, rows in q.group_by("steps", maintain_order=True):
                 s = Series(f"{steps[0]} steps", "line", tuple_of(rows["block_length"]), tuple_of(rows["value"]),
-                           tuple_of(rows["ci_low"]), tuple_of(rows["ci_high"]), arch="llada", model=model)
+                           tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]), arch="llada", model=model)
                 q_series.append((s, steps[0]))
             q_series.sort(key=lambda pair: pair[1])
             for s, steps in q_series:
@@ -311,9 +322,55 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     figure_legend(fig, axes)
     fig.suptitle("LLaDA block-length ablation at fixed step counts")
     notes = ("Latency: median over repetitions, error bars IQR. " + CI_NOTE,)
-    return attach(fig, FigureData(name, hardware, caption(llada, hardware), tuple(panels), notes + _quality_notes(df)))
+    return attach(fig, FigureData(name, hardware, caption(llada, hardware), tuple(panels), notes + _quality_notes(df),
+                                  warnings=_warnings(df)))
 
 
 def _err(s: Series) -> list[list[float]]:
     return [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low or s.y)],
             [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high or s.y)]]
+
+
+# ------------------------------------------------------------------ figure 11
+
+
+def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metrics: list[str]) -> Figure:
+    """Quality (y) against tokens per forward pass (x, log2): N_out over the model forward passes per sequence.
+    LLaMA sits at 1 (one token per forward), LLaDA at N_out / steps (a CFG step counts two forwards). One panel
+    per metric, one line per LLaDA model and generation length; the view the dLLM literature uses to compare
+    samplers independently of the hardware."""
+    name = "quality_vs_tokens_per_forward"
+    hardware = one_hardware(df, name)
+    setting = quality_by_setting.filter((pl.col("hardware") == hardware) & (pl.col("continuation") == "generated")
+                                        & pl.col("metric").is_in(metrics) & pl.col("tokens_per_forward").is_not_null())
+    if not setting.filter(pl.col("arch") == "llada").height:
+        raise FigureSkipped("no LLaDA run has a quality value")
+    setting, block_note = at_primary_block(setting)
+    gen_colors = sequential_colors(setting["generation_length"].to_list(), "YlOrRd", 0.45, 0.95)
+    fig, axes = new_figure(len(metrics), columns=2, panel_size=(5.2, 4.0))
+    panels = []
+    for ax, metric in zip(axes, metrics):
+        sub = setting.filter(pl.col("metric") == metric)
+        series = []
+        for key in sub.select("arch", "model", "generation_length").unique().sort(["arch", "model", "generation_length"]).iter_rows(named=True):
+            rows = sub.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("tokens_per_forward")
+            label = f"{key['model']}, N_out = {key['generation_length']}"
+            s = Series(label, "points" if key["arch"] == "llama" else "line", tuple_of(rows["tokens_per_forward"]),
+                       tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
+                       arch=key["arch"], model=key["model"],
+                       markers=tuple("" if st is None else str(st) for st in rows["steps"].to_list()))
+            series.append(s)
+            color = ARCH_COLOR["llama"] if key["arch"] == "llama" else gen_colors[key["generation_length"]]
+            _draw_quality_series(ax, s, color)
+        values = sorted({x for s in series for x in s.x})
+        power_of_two_axis(ax, "x", values)
+        ax.set_title(METRIC_LABEL.get(metric, metric))
+        ax.set_xlabel("tokens per forward pass (N_out / forwards)")
+        ax.set_ylabel(metric_label(metric))
+        panels.append(Panel(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), "log2", "linear", tuple(series)))
+    figure_legend(fig, axes)
+    fig.suptitle("Quality vs tokens per forward pass")
+    notes = (CI_NOTE + " LLaDA points are labelled with their step count; LLaMA generates one token per forward.",)
+    notes += (block_note,) if block_note else ()
+    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes + _quality_notes(df),
+                                  warnings=_warnings(df)))

@@ -1,9 +1,9 @@
-"""Figures 8 and 9: the roofline of the sweep's hardware with the runs' measured operating points, and
-measured vs roofline-predicted latency (study and faithful models)."""
+"""Figures 8 and 9: the roofline of the device that ran with the model's operators and the runs' measured
+operating points, and measured vs roofline-predicted latency (study and faithful models, with and without the
+dispatch floor); plus the predicted-latency figure of the roofline's own CLI data."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 
 import polars as pl
@@ -24,22 +24,96 @@ from report.figures.common import (
     tuple_of,
 )
 from roofline.hardware import HardwareProfile
-from roofline.plotdata import OperatorPoint
+from roofline.plotdata import LatencyPoint, OperatorPoint
 
-ROOFLINE_FIGURES = "report.roofline_figures"
 MEASURED_MARKER = {"llama": "D", "llada": "*"}
+_PHASE_MARKERS = {"llama prefill": "x", "llama decode": "+", "llada step": "o"}
+_GROUP_COLORS = {
+    "qkv/o proj": "tab:blue",
+    "up/gate/down": "tab:green",
+    "qk/pv": "tab:purple",
+    "lm head": "tab:orange",
+    "nonlinear": "tab:gray",
+    "sampler": "tab:brown",
+}
+_ARCH_STYLE = {"llama": ("LLaMA", "tab:blue", "o"), "llada": ("LLaDA", "tab:red", "s")}
 
 
 def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, overridden: bool) -> str:
     text = f"{caption(df, hardware)} · roofline profile: {profile.name}"
-    return text + (" (chosen with --hardware, not the measured device)" if overridden else "")
+    return text + (" (chosen with --hardware for this device)" if overridden else "")
 
 
-def _dtype_note(df: pl.DataFrame) -> tuple[str, ...]:
-    wide = sorted(set(df["dtype"].drop_nulls().to_list()) - {"bfloat16", "float16"})
-    if not wide:
-        return ()
-    return (f"The roofline assumes 2-byte (BF16) tensors; these runs used {', '.join(wide)}.",)
+def _profile_notes(profile: HardwareProfile) -> tuple[str, ...]:
+    """Where the roofs come from, and the dispatch floor when there is one."""
+    notes = (f"Roofs: {profile.source}.",)
+    if profile.dispatch_s:
+        notes += (f"Dispatch floor {profile.dispatch_s * 1e6:.3g} µs per kernel launch (one launch per operator per "
+                  "layer; eager PyTorch launches several for a norm or RoPE, so the floor is a lower bound).",)
+    return notes + ("Tensor bytes follow each run's dtype.",)
+
+
+def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) -> Figure:
+    """Log-log roofline: each operator at (intensity, attainable FLOP/s) under the bandwidth roof and the
+    tensor-core (matmul) and CUDA-core (elementwise) compute roofs; colour by operator group, marker by phase."""
+    fig = Figure(figsize=(8, 6), layout="constrained")
+    ax = fig.add_subplot()
+    intensities = [p.arithmetic_intensity for p in points] or [1.0]
+    lo, hi = min(intensities) / 4, max(max(intensities) * 4, hardware.ridge_point_flops_per_byte * 10)
+    bw = hardware.memory_bandwidth_bytes_per_s
+    for peak, label, color in (
+        (hardware.peak_tensor_flops_per_s, f"matmul roof {hardware.peak_tensor_flops_per_s / 1e12:.3g} TFLOP/s", "red"),
+        (hardware.peak_vector_ops_per_s, f"elementwise roof {hardware.peak_vector_ops_per_s / 1e12:.3g} Top/s",
+         "darkorange"),
+    ):
+        ridge = peak / bw
+        ax.plot([lo, ridge, hi], [lo * bw, peak, peak], linestyle="--", color=color, label=label)
+    ax.plot([], [], " ", label=f"memory {bw / 1e9:.3g} GB/s")
+    seen: set[tuple[str, str]] = set()
+    for p in points:
+        key = (p.group, p.phase)
+        ax.scatter(
+            p.arithmetic_intensity,
+            p.attainable_flops_per_s,
+            marker=_PHASE_MARKERS[p.phase],
+            color=_GROUP_COLORS.get(p.group, "black"),
+            facecolors="none" if p.phase == "llada step" else None,
+            label=None if key in seen else f"{p.group} · {p.phase}",
+        )
+        seen.add(key)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("Arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("Attainable performance (FLOP/s)")
+    ax.set_title(f"Roofline model ({hardware.name})")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="x-small", loc="lower right", ncols=2)
+    return fig
+
+
+def predicted_latency_figure(points: Sequence[LatencyPoint], hardware: HardwareProfile) -> Figure:
+    """Predicted latency vs generation length for both models: the study's model and the faithful one side by
+    side, same axes."""
+    fidelities = [f for f in ("study", "faithful") if any(p.fidelity == f for p in points)]
+    fig = Figure(figsize=(5 * max(len(fidelities), 1), 4.5), layout="constrained")
+    axes = fig.subplots(1, max(len(fidelities), 1), sharey=True, squeeze=False)[0]
+    for ax, fidelity in zip(axes, fidelities, strict=False):
+        for arch, (label, color, marker) in _ARCH_STYLE.items():
+            series = sorted((p for p in points if p.fidelity == fidelity and p.arch == arch), key=lambda p: p.gen_len)
+            if series:
+                ax.plot([p.gen_len for p in series], [p.latency_s for p in series], marker=marker, color=color,
+                        label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("Generation length (tokens)")
+        ax.set_title(f"{fidelity} model")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    axes[0].set_ylabel("Predicted latency (s)")
+    prompt = sorted({p.prompt_len for p in points})
+    fig.suptitle(f"Predicted end-to-end latency on {hardware.name}, batch 1, prompt {', '.join(map(str, prompt))}")
+    return fig
 
 
 def roofline_figure(
@@ -51,26 +125,22 @@ def roofline_figure(
     operator_setting: str,
     overridden: bool = False,
 ) -> Figure:
-    """The roofs of `profile` with the model's operators (report/roofline_figures.py draws those) and, on top,
-    each successful run as one measured operating point: faithful-model FLOPs over its bytes (x) against those
-    FLOPs over the run's median latency (y)."""
+    """The roofs of `profile` with the model's operators and, on top, each successful run as one measured
+    operating point: faithful-model FLOPs over its bytes (x) against those FLOPs over the run's median
+    latency (y)."""
     name = "roofline"
     hardware = one_hardware(df, name)
-    try:
-        draw = importlib.import_module(ROOFLINE_FIGURES).roofline_plot
-    except (ImportError, AttributeError):
-        raise FigureSkipped("the roofline drawing (report/roofline_figures.py: roofline_plot) is not available") from None
     points = predictions.filter(
         (pl.col("fidelity") == "faithful") & (pl.col("hardware") == hardware)
         & pl.col("measured_flops_per_s").is_not_null() & pl.col("arithmetic_intensity").is_not_null()
     )
     if not points.height:
         raise FigureSkipped("no successful run has a faithful roofline prediction to place on the roofline")
-    fig = draw(list(operator_points), profile)
+    fig = roofline_plot(list(operator_points), profile)
     ax = fig.axes[0]
     series = [
-        Series("tensor-core roof", "hline", (), (profile.peak_tensor_flops_per_s,)),
-        Series("CUDA-core roof", "hline", (), (profile.peak_vector_ops_per_s,)),
+        Series("matmul roof", "hline", (), (profile.peak_tensor_flops_per_s,)),
+        Series("elementwise roof", "hline", (), (profile.peak_vector_ops_per_s,)),
         Series("memory roof", "line", (), (), markers=(f"{profile.memory_bandwidth_bytes_per_s:g} B/s",)),
     ]
     for phase in sorted({p.phase for p in operator_points}):
@@ -97,7 +167,7 @@ def roofline_figure(
             f"Operators: one LLaMA prefill, its last decode pass and one LLaDA step at {operator_setting} (faithful "
             "model). Measured points: a whole run's predicted FLOPs over its bytes, and over its median latency."
         ),
-        *_dtype_note(df),
+        *_profile_notes(profile),
     )
     return attach(fig, FigureData(name, hardware, _profile_caption(df, hardware, profile, overridden), (panel,), notes))
 
@@ -107,25 +177,33 @@ def measured_vs_predicted(
 ) -> Figure:
     """Median measured latency (y) against the roofline's predicted latency (x), one point per successful run,
     one panel per fidelity (study, faithful), log-log with the y = x line: points above it ran slower than the
-    roofline allows."""
+    roofline allows. With a dispatch floor in the profile, filled marks include it and hollow marks are the
+    roofs alone."""
     name = "measured_vs_predicted"
     hardware = one_hardware(df, name)
     rows = predictions.filter((pl.col("hardware") == hardware) & pl.col("measured_latency_s").is_not_null())
     fidelities = [f for f in ("study", "faithful") if rows.filter(pl.col("fidelity") == f).height]
     if not rows.filter(pl.col("predicted_latency_s").is_not_null()).height:
         raise FigureSkipped("no successful run has a roofline prediction")
+    dispatch = profile.dispatch_s > 0
     fig, axes = new_figure(len(fidelities), columns=2, panel_size=(5.0, 4.4))
     panels = []
     for ax, fidelity in zip(axes, fidelities):
         sub = rows.filter((pl.col("fidelity") == fidelity) & pl.col("predicted_latency_s").is_not_null())
         series = []
         for (arch, model), group in sub.sort("arch", "model").group_by(["arch", "model"], maintain_order=True):
-            s = Series(f"{model} ({ARCH_LABEL.get(arch, arch)})", "points", tuple_of(group["predicted_latency_s"]),
-                       tuple_of(group["measured_latency_s"]), arch=arch, model=model,
-                       markers=tuple(group["run_id"].to_list()))
-            series.append(s)
-            ax.scatter(s.x, s.y, color=ARCH_COLOR.get(arch, "black"), marker="s" if arch == "llama" else "o", s=28,
-                       alpha=0.85, label=s.label, zorder=3)
+            marker = "s" if arch == "llama" else "o"
+            variants = [("predicted_latency_s", " + dispatch" if dispatch else "", True)]
+            if dispatch:
+                variants.append(("predicted_latency_roofs_s", ", roofs only", False))
+            for column, suffix, filled in variants:
+                s = Series(f"{model} ({ARCH_LABEL.get(arch, arch)}){suffix}", "points", tuple_of(group[column]),
+                           tuple_of(group["measured_latency_s"]), arch=arch, model=model,
+                           markers=tuple(group["run_id"].to_list()))
+                series.append(s)
+                color = ARCH_COLOR.get(arch, "black")
+                ax.scatter(s.x, s.y, marker=marker, s=28, alpha=0.85, label=s.label, zorder=3,
+                           color=color if filled else "none", edgecolors=color)
         values = [v for s in series for v in (*s.x, *s.y) if v > 0]
         if values:
             lo, hi = min(values) / 1.5, max(values) * 1.5
@@ -143,6 +221,6 @@ def measured_vs_predicted(
         ax.legend(fontsize="x-small", loc="upper left")
         panels.append(Panel(title, ax.get_xlabel(), ax.get_ylabel(), "log", "log", tuple(series)))
     fig.suptitle("Measured vs roofline-predicted end-to-end latency")
-    notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _dtype_note(df)
+    notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _profile_notes(profile)
     return attach(fig, FigureData(name, hardware, _profile_caption(df, hardware, profile, overridden),
                                   tuple(panels), notes))

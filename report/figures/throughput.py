@@ -54,20 +54,27 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
         series = []
         for i, (label, arch, model, steps, rows) in enumerate(variants):
             s = _bar_series(label, arch, model, rows, batches)
-            series.append(s)
+            good = _goodput_series(label, arch, model, rows, batches)
+            series += [s, good]
             positions = np.arange(len(batches)) + (i - (len(variants) - 1) / 2) * width
             color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
             ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
                    edgecolor="white", linewidth=0.5, error_kw={"elinewidth": 0.8})
+            ax.scatter(positions, good.y, marker="_", s=120, color="black", linewidths=1.6, zorder=4,
+                       label="goodput (tokens before the first EOS)")
+            for x, y, flag in zip(positions, good.y, good.markers):
+                if flag:
+                    ax.annotate(flag, (x, y), xytext=(0, 3), textcoords="offset points", ha="center", fontsize=6,
+                                color="#b00020")
             for x, mark in zip(positions, s.markers):
                 if mark:
                     ax.annotate(mark, (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 3),
                                 textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
                                 color="#b00020")
         ax.set_xticks(np.arange(len(batches)), [str(b) for b in batches])
-        yscale = value_axis(ax, [y for s in series for y in s.y], log_above_ratio=20.0)
+        yscale = value_axis(ax, [y for s in series if s.kind == "bars" for y in s.y], log_above_ratio=20.0)
         ax.grid(False, axis="x")
         title = length_title(prompt, gen, prompts)
         ax.set_title(title)
@@ -77,7 +84,9 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
                             tuple(series)))
     figure_legend(fig, axes)
     fig.suptitle("Generation throughput by batch size")
-    notes = ("Bars: median over repetitions of B x N_out / end-to-end latency; error bars: interquartile range.",)
+    notes = ("Bars: median over repetitions of B x N_out / end-to-end latency; error bars: interquartile range. "
+             "Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
+             "under 90% of N_out is useful.",)
     notes += (block_note,) if block_note else ()
     return attach(fig, FigureData(name, hardware, caption(ok, hardware), tuple(panels), notes))
 
@@ -115,3 +124,13 @@ def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: 
             marks.append(STATUS_MARK.get(statuses[0], statuses[0]) if statuses else "")
     return Series(label, "bars", tuple_of(batches), tuple_of(y), tuple_of(low), tuple_of(high), arch=arch,
                   model=model, markers=tuple(marks))
+
+
+def _goodput_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: list[int]) -> Series:
+    y, flags = [], []
+    for batch in batches:
+        ok = rows.filter((pl.col("batch_size") == batch) & (pl.col("status") == "ok"))
+        y.append(ok["goodput_tokens_per_s_median"][0] if ok.height else None)
+        flags.append("EOS" if ok.height and ok["low_useful"][0] else "")
+    return Series(f"{label}: goodput", "points", tuple_of(batches), tuple_of(y), arch=arch, model=model,
+                  markers=tuple(flags))

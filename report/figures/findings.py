@@ -1,0 +1,103 @@
+"""The Findings figure: throughput vs batch size for both models (LLaDA one curve per step count), the
+roofline's predicted curves overlaid, and B* (where LLaMA overtakes LLaDA) marked, one panel per generation
+length; readable without the rest of the report."""
+
+from __future__ import annotations
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from report.figures.common import (
+    ARCH_COLOR,
+    FigureData,
+    FigureSkipped,
+    Panel,
+    Series,
+    at_primary_block,
+    attach,
+    caption,
+    figure_legend,
+    length_groups,
+    length_title,
+    new_figure,
+    one_hardware,
+    plain_log_axis,
+    power_of_two_axis,
+    steps_colors,
+    tuple_of,
+)
+from report.table import unlearned_warnings
+
+
+def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
+    """Median tokens/s (log) against batch size (log2): LLaMA one line, LLaDA one line per step count (IQR error
+    bars), the faithful roofline's throughput on this device dashed in the same colours (`predicted`:
+    report.findings.predicted_throughput), and each step count's measured B* marked where LLaMA's line overtakes
+    it (`crossovers`: report.findings.crossover_table)."""
+    name = "findings_throughput"
+    hardware = one_hardware(df, name)
+    runs, block_note = at_primary_block(df.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
+    if not runs.height or runs["arch"].n_unique() < 2:
+        raise FigureSkipped("no successful runs of both models")
+    groups = length_groups(runs)
+    prompts = [p for p, _ in groups]
+    colors = steps_colors(runs["steps"].drop_nulls().to_list())
+    fig, axes = new_figure(len(groups), columns=2, panel_size=(6.0, 4.4))
+    panels = []
+    profile = None
+    for ax, (prompt, gen) in zip(axes, groups):
+        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+        pred = predicted.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
+                                & (pl.col("generation_length") == gen))
+        series = []
+        for (arch, model, steps), rows in sub.sort("arch", "model", "steps", nulls_last=False).group_by(
+                ["arch", "model", "steps"], maintain_order=True):
+            rows = rows.sort("batch_size")
+            label = model if steps is None else f"{model}: {steps} steps"
+            color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
+            s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
+                       tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
+            series.append(s)
+            err = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
+            ax.errorbar(s.x, s.y, yerr=err, color=color, marker="s" if arch == "llama" else "o", markersize=4,
+                        linewidth=2.0 if arch == "llama" else 1.4, capsize=2, label=label, zorder=3)
+            line = pred.filter((pl.col("model") == model) & (pl.col("steps").is_null() if steps is None
+                                                             else pl.col("steps") == steps)).sort("batch_size")
+            if line.height:
+                profile = line["profile"][0]
+                p = Series(f"{label} (roofline)", "line", tuple_of(line["batch_size"]),
+                           tuple_of(line["predicted_tokens_per_s"]), arch=arch, model=model)
+                series.append(p)
+                ax.plot(p.x, p.y, color=color, linestyle="--", linewidth=1.0, alpha=0.8, zorder=2)
+        cross = crossovers.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
+                                  & (pl.col("generation_length") == gen) & (pl.col("b_star_bound") == "=")
+                                  & pl.col("block_length").is_in(sub["block_length"].drop_nulls().unique().to_list()))
+        for row in cross.iter_rows(named=True):
+            y = row["b_star_tokens_per_s"]
+            mark = Series(f"B* at {row['steps']} steps = {row['b_star']:.3g}", "vline", (row["b_star"],), (y,))
+            series.append(mark)
+            ax.scatter([row["b_star"]], [y], marker="X", s=80, color=colors[row["steps"]], edgecolors="black",
+                       zorder=5)
+            ax.annotate(f"B*={row['b_star']:.2g}", (row["b_star"], y), xytext=(4, 6), textcoords="offset points",
+                        fontsize=7)
+        power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())
+        plain_log_axis(ax, "y")
+        title = length_title(prompt, gen, prompts)
+        ax.set_title(title)
+        ax.set_xlabel("batch size B (sequences)")
+        ax.set_ylabel("throughput (tokens/s)")
+        panels.append(Panel(title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", tuple(series)))
+    ax0 = axes[0]
+    ax0.plot([], [], color="#555555", linestyle="--", label="roofline prediction (same colour)")
+    ax0.scatter([], [], marker="X", color="#999999", edgecolors="black", label="B*: LLaMA overtakes LLaDA")
+    figure_legend(fig, axes)
+    fig.suptitle("Throughput vs batch size: where LLaMA overtakes LLaDA")
+    notes = (
+        "Solid: measured median tokens/s (B x N_out / L_e2e) with IQR error bars over repetitions. Dashed: the "
+        "faithful roofline's prediction" + (f" on {profile}" if profile else " (no profile for this device)")
+        + ". X: B*, the batch from which LLaMA stays ahead of LLaDA at that step count, interpolated in log B "
+        "between measured batch sizes.",
+    ) + ((block_note,) if block_note else ())
+    return attach(fig, FigureData(name, hardware, caption(runs, hardware), tuple(panels), notes,
+                                  warnings=tuple(unlearned_warnings(df))))
+
