@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any
 
 THREADS_ENV = "LLADA_BENCH_THREADS"
+# Exit status of an actor whose CUDA context a sticky error left unusable (the driver sees a dead actor).
+EXIT_DEVICE_BROKEN = 70
 
 
 class RunActor:
@@ -25,6 +28,16 @@ class RunActor:
 
         config = RunConfig.model_validate_json(config_json)
         result = self._worker.run(config, sweep=sweep, run_id=run_id, attempt=attempt)
+        if self._worker.broken is not None:
+            # Every later CUDA call in this process would fail: die, so the driver retries the run on a
+            # fresh actor (and records `crashed` after controls.max_retries), instead of failing every run.
+            failure = (result.error or result.quality_error or "").splitlines()[0] if (result.error or result.quality_error) else ""
+            print(
+                f"llada-bench actor {os.getpid()}: run {run_id} left the GPU unusable ({self._worker.broken}; "
+                f"the run failed with: {failure}); exiting so the run is retried on a fresh worker",
+                file=sys.stderr, flush=True,
+            )  # fmt: skip
+            os._exit(EXIT_DEVICE_BROKEN)
         return result.model_dump_json()
 
     def load_counts(self) -> dict[str, int]:
@@ -63,6 +76,15 @@ def actor_shape(gpus: int, cpus: int, actors: int) -> ActorShape:
     share = max(1, cpus // max(1, actors))
     threads = share - 1 if actors == 1 and share > 1 else share
     return ActorShape(num_gpus=0, num_cpus=share, threads=threads)
+
+
+def actor_count(requested: int | None, gpus: int) -> tuple[int, str | None]:
+    """How many actors to start, and a note when the request was cut: each actor holds a whole GPU, so more
+    actors than GPUs would wait forever for one (Ray never places an actor that asks for a GPU it lacks)."""
+    count = requested or max(1, gpus)
+    if gpus > 0 and count > gpus:
+        return gpus, f"--actors {count} exceeds the {gpus} GPU(s) Ray sees; starting {gpus}, one per GPU"
+    return count, None
 
 
 def start_actor(shape: ActorShape, actor_class: type = RunActor) -> Any:

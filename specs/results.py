@@ -26,6 +26,20 @@ class RunStatus(str, Enum):
     SKIPPED = "skipped"  # the roofline predicted it cannot fit and the spec asked to skip
 
 
+class ExtrapolatedLatency(Record):
+    """A LLaDA run that timed only its first `timed_steps` of `steps` (controls.extrapolation).
+
+    Its `latency_e2e_s` are extrapolated: each is the truncated generation's end-to-end time plus
+    (steps - timed_steps) x the mean of its timed steps; `measured_e2e_s` keeps what was actually timed.
+    `step_s` and `tokens_committed` hold the timed steps only.
+    """
+
+    method: Literal["first_steps_mean"] = "first_steps_mean"
+    timed_steps: int
+    steps: int
+    measured_e2e_s: list[float]
+
+
 class Samples(Record):
     """Raw timings, never aggregated in the worker (medians and CIs are the report's job)."""
 
@@ -37,6 +51,7 @@ class Samples(Record):
     itl_s: list[list[float]] | None = None  # LLaMA: each decode step of each repetition
     step_s: list[list[float]] | None = None  # LLaDA: each diffusion step of each repetition
     tokens_committed: list[list[int]] | None = None  # LLaDA: tokens unmasked per step (whole batch)
+    extrapolated: ExtrapolatedLatency | None = None  # set: latency_e2e_s is extrapolated, not measured
 
 
 class Memory(Record):
@@ -48,6 +63,20 @@ class Memory(Record):
     peak_reserved_bytes: int | None = None
     peak_rss_delta_bytes: int | None = None
     at_failure_allocated_bytes: int | None = None  # OOM runs: what was held when it failed
+    # GPU: allocated when the measured region started (the measured model alone: weights plus buffers).
+    baseline_allocated_bytes: int | None = None
+
+
+class Energy(Record):
+    """Energy of the measured repetitions, from a cumulative device counter read around them."""
+
+    source: Literal["nvml", "rapl"]
+    scope: str  # what the counter covers: the whole GPU board, or every CPU package
+    joules: float  # over all measured repetitions
+    seconds: float  # host wall time between the two readings
+    generated_tokens: int  # repetitions x batch x N_out
+    # joules / generated tokens; for an extrapolated run, the timed steps' energy scaled like its latency
+    joules_per_token: float
 
 
 class MeasuredRoofs(Record):
@@ -86,6 +115,7 @@ class Environment(Record):
     nvml: dict[str, float | int | str] | None = None  # clocks, temperature, power
     other_gpu_processes: bool | None = None
     cpu_threads: int | None = None
+    kv_cache: Literal["preallocated", "dynamic", "none"] | None = None  # the KV cache the decode loop used
     measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/calibrate.py)
 
 
@@ -162,5 +192,8 @@ class RunResult(Record):
     quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature
     calibration: dict[str, list[QualityRecord]] | None = None  # "reference", "unrelated"
     quality_note: str | None = None  # e.g. "synthetic weights: quality not meaningful"
+    # Scoring raised after a good measurement: the samples are kept, quality is None; error then traceback.
+    quality_error: str | None = None
+    energy: Energy | None = None  # None where the machine exposes no energy counter
     model_provenance: ModelProvenance | None = None  # checkpoints with a training_log.json (the miniature pair)
     model_shape: ModelShape | None = None  # the architecture the worker loaded (what the roofline costs)

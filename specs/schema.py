@@ -103,6 +103,12 @@ class ModelSpec(Frozen):
             raise ValueError("llada: LLaDA axes (steps, block_lengths) given for a llama model; remove them")
         if self.arch == "llama" and self.mask_token_id is not None:
             raise ValueError("mask_token_id: applies to llada models only")
+        if self.arch == "llada" and isinstance(self.source, CheckpointSource) and self.source.trust_remote_code:
+            raise ValueError(
+                "source.trust_remote_code: not supported for llada models: LLaDA's own modeling code takes no "
+                "logits_to_keep and its config does not declare bidirectional attention (is_causal: false), both "
+                "of which the sampler needs; drop it: LLaDA checkpoints load without remote code"
+            )
         return self
 
     @property
@@ -185,6 +191,19 @@ class HardwareRequirement(Frozen):
     profile: str | None = None
 
 
+class Extrapolation(Frozen):
+    """Time only the first `timed_steps` steps of each LLaDA generation and extrapolate its end-to-end latency.
+
+    A vanilla LLaDA step costs the same at every step of a run (same positions, same window), so a budgeted
+    sweep may stop after K steps; the artifact marks such latencies as extrapolated. The grid points named by
+    `check_steps` x `check_batch_sizes` also run in full, so the sweep itself measures how good that is.
+    """
+
+    timed_steps: int = Field(gt=0)
+    check_steps: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    check_batch_sizes: list[Annotated[int, Field(gt=0)]] | None = None  # None: every batch size of the grid
+
+
 class Controls(Frozen):
     """What stays identical across every run of a sweep (study section 4.2)."""
 
@@ -200,6 +219,8 @@ class Controls(Frozen):
     skip_predicted_oom: bool = False
     # Bound on retries of a run whose worker died.
     max_retries: int = Field(default=2, ge=0)
+    # LLaDA latency from the first K steps of each generation (None: every generation runs in full).
+    extrapolation: Extrapolation | None = None
 
     @model_validator(mode="after")
     def _kernel_fits_device(self) -> Controls:
@@ -222,6 +243,8 @@ class Prompts(Frozen):
     split: str = "validation"
     text_field: str = "text"
     count: int = Field(default=8, gt=0)
+    # Lengths beyond one passage: join consecutive passages until long enough (specs/passages.py).
+    join_passages: bool = False
 
 
 class BertScoreSpec(Frozen):
@@ -301,6 +324,8 @@ class ExperimentSpec(Frozen):
             raise ValueError("grid.llada: given but no model has arch 'llada'")
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
+        if self.controls.extrapolation is not None:
+            self._check_extrapolation(self.controls.extrapolation)
         for index, m in enumerate(self.models):
             if m.arch == "llada" and m.llada is None and self.grid.llada is None:
                 raise ValueError(f"grid.llada: model {m.name!r} is llada but neither grid.llada nor models.{index}.llada is given")
@@ -329,6 +354,28 @@ class ExperimentSpec(Frozen):
             raise ValueError(
                 f"quality.perplexity.evaluator: {evaluator!r} is neither a llama model of this spec "
                 f"({choices}) nor a checkpoint (a path or a hub id such as meta-llama/Meta-Llama-3-8B)"
+            )
+
+    def _check_extrapolation(self, extrapolation: Extrapolation) -> None:
+        if self.quality.enabled:
+            raise ValueError(
+                "controls.extrapolation: timing the first steps leaves generations unfinished, so quality cannot "
+                "be scored; turn quality off (remove quality:) or remove controls.extrapolation"
+            )
+        steps = sorted({k for m in self.models if (axes := self.llada_axes(m)) for k in axes.steps})
+        if not steps:
+            raise ValueError("controls.extrapolation: applies to llada models, and this spec has none")
+        unknown = [k for k in extrapolation.check_steps if k not in steps]
+        if unknown:
+            raise ValueError(
+                f"controls.extrapolation.check_steps: {unknown} are not LLaDA step counts of the grid; allowed: {steps}"
+            )
+        batches = extrapolation.check_batch_sizes or []
+        unknown = [b for b in batches if b not in self.grid.batch_sizes]
+        if unknown:
+            raise ValueError(
+                f"controls.extrapolation.check_batch_sizes: {unknown} are not in grid.batch_sizes "
+                f"{self.grid.batch_sizes}"
             )
 
     def evaluator_model(self) -> ModelSpec | None:
@@ -372,6 +419,8 @@ class RunConfig(Frozen):
     quality: QualitySpec
     # The perplexity evaluator resolved to a model (None when perplexity is off).
     evaluator: ModelSpec | None = None
+    # LLaDA: time only the first `timed_steps` steps and extrapolate (controls.extrapolation); None: in full.
+    timed_steps: int | None = Field(default=None, gt=0)
 
     @property
     def num_blocks(self) -> int | None:
@@ -400,6 +449,7 @@ __all__ = [
     "Dtype",
     "ElboSpec",
     "ExperimentSpec",
+    "Extrapolation",
     "Grid",
     "HardwareRequirement",
     "LengthPair",

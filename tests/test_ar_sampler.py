@@ -10,6 +10,7 @@ from transformers import DynamicCache
 
 from tests.sampler_models import EOS_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import ArStep, ar_generate, ar_steps
+from workers.samplers.kv_cache import PreallocatedCache
 
 N_NEW = 24
 PROMPT_LENGTHS = [5, 9, 2, 7]  # left-padded to 9
@@ -67,7 +68,7 @@ def test_iterator_prefill_then_decodes() -> None:
     decoder = ar_steps(llama(), ids, mask, n_new=5)
     first = next(decoder)
     assert first == ArStep(step=0, phase="prefill")
-    assert isinstance(decoder.cache, DynamicCache) and decoder.cache.get_seq_length() == ids.shape[1]
+    assert isinstance(decoder.cache, PreallocatedCache) and decoder.cache.get_seq_length() == ids.shape[1]
     assert decoder.sequences.shape == (4, ids.shape[1] + 1)
     rest = list(decoder)
     assert [r.step for r in rest] == [1, 2, 3, 4] and {r.phase for r in rest} == {"decode"}
@@ -75,6 +76,35 @@ def test_iterator_prefill_then_decodes() -> None:
     with pytest.raises(StopIteration):
         next(decoder)
     assert torch.equal(decoder.sequences, ar_generate(llama(), ids, mask, n_new=5))
+
+
+@pytest.mark.parametrize("padded", [False, True])
+def test_decode_writes_the_new_token_in_place_and_never_concatenates_the_cache(
+    padded: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DynamicCache copies the whole cache (torch.cat per layer, K and V) at every token; the loop's
+    preallocated cache writes only the new position into buffers allocated once at the prefill."""
+    ids, mask = _prompts(padded)
+    decoder = ar_steps(llama(), ids, mask, n_new=6)
+    next(decoder)  # the prefill allocates the buffers
+    layer = decoder.cache.layers[0]
+    buffer = layer.keys.untyped_storage().data_ptr()
+    along_positions: list[tuple[int, ...]] = []  # [B, H, S, D] tensors concatenated along S
+    real_cat = torch.cat
+
+    def counting_cat(tensors, dim=0, *args, **kwargs):
+        if all(t.ndim == 4 for t in tensors) and dim in (-2, 2):
+            along_positions.append(tuple(t.shape[-2] for t in tensors))
+        return real_cat(tensors, dim, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "cat", counting_cat)
+    for _ in decoder:
+        pass
+    monkeypatch.undo()
+    assert along_positions == []
+    assert layer.keys.untyped_storage().data_ptr() == buffer and layer.get_seq_length() == ids.shape[1] + 5
+    theirs = ar_generate(llama(), ids, mask, n_new=6, cache="dynamic")
+    assert torch.equal(decoder.sequences, theirs)  # same tokens as generate()'s own cache
 
 
 def test_seeded_sampling_is_reproducible_and_matches_generate() -> None:

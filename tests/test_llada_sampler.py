@@ -7,6 +7,7 @@ from functools import cache
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -210,6 +211,47 @@ def test_window_and_full_logits_agree(cfg_scale: float) -> None:
     window, _ = _both(ids, mask, cfg_scale=cfg_scale, temperature=0.9, **GEN)
     full, ref = _both(ids, mask, cfg_scale=cfg_scale, temperature=0.9, full_logits=True, **GEN)
     assert torch.equal(window, full) and torch.equal(full, ref)
+
+
+# --- memory of the tempered step -------------------------------------------------------------------------
+
+
+class _Float64Allocations(TorchDispatchMode):
+    """The largest float64 tensor any op creates while active (numel)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+@pytest.mark.parametrize("official_stream", [True, False])
+def test_gumbel_noise_spans_the_block_not_the_sequence(official_stream: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At temperature > 0 only the window's noise is held: [B, W, V] float64, not [B, L, V] (66 GB at
+    B=32, L=2048 for LLaDA-8B). The CPU still reproduces the official stream (drawn in window-sized
+    chunks); the CUDA path, forced here, draws the window alone and still samples valid tokens."""
+    from workers.samplers import llada as llada_module
+
+    monkeypatch.setattr(llada_module, "_draws_official_stream", lambda device: official_stream)
+    ids, mask = left_padded_prompts(PROMPT_LENGTHS)  # B=3, P=8; G=24, block 8: L=32, W=8
+    sampler = llada_steps(
+        llada_model(), ids, mask, mask_id=MASK_ID, temperature=0.9, generator=torch.Generator().manual_seed(0), **GEN
+    )
+    with _Float64Allocations() as recorder:
+        for _ in sampler:
+            pass
+    batch, width, length = 3, 8, 8 + 24
+    assert recorder.largest <= batch * width * VOCAB_SIZE < batch * length * VOCAB_SIZE
+    assert not bool((sampler.generation == MASK_ID).all())
+    if official_stream:
+        _, ref = _both(ids, mask, temperature=0.9, **GEN)
+        assert torch.equal(sampler.x, ref)
 
 
 # --- the iterator ----------------------------------------------------------------------------------------

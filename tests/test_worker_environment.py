@@ -117,30 +117,30 @@ def test_nvml_readings_and_other_processes(monkeypatch: pytest.MonkeyPatch, fake
     import os
 
     nvml = _fake_nvml([os.getpid()])
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: nvml)
+    monkeypatch.setattr(environment, "import_pynvml", lambda: nvml)
     snapshot = nvml_snapshot(torch.device("cuda", 0))
     assert snapshot.metrics["sm_clock_mhz"] == 1410 and snapshot.metrics["power_w"] == 65.0
     assert snapshot.metrics["temperature_c"] == 41 and "performance_state" not in snapshot.metrics
     assert snapshot.driver == "550.54.15" and snapshot.other_processes is False
     assert nvml.calls == ["init", "shutdown"]
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: _fake_nvml([os.getpid(), 999_999]))
+    monkeypatch.setattr(environment, "import_pynvml", lambda: _fake_nvml([os.getpid(), 999_999]))
     assert nvml_snapshot(torch.device("cuda", 0)).other_processes is True
     # In a container NVML lists host PIDs: ours is not recognised, so one process is us, two are shared.
     # (The snapshot first makes sure this process holds a context, so it is always among them.)
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: _fake_nvml([123]))
+    monkeypatch.setattr(environment, "import_pynvml", lambda: _fake_nvml([123]))
     assert nvml_snapshot(torch.device("cuda", 0)).other_processes is False
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: _fake_nvml([123, 456]))
+    monkeypatch.setattr(environment, "import_pynvml", lambda: _fake_nvml([123, 456]))
     assert nvml_snapshot(torch.device("cuda", 0)).other_processes is True
 
 
 def test_missing_nvml_leaves_fields_empty(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: None)
+    monkeypatch.setattr(environment, "import_pynvml", lambda: None)
     snapshot = nvml_snapshot(torch.device("cuda", 0))
     assert snapshot.metrics is None and snapshot.other_processes is None and snapshot.driver is None
 
 
 def test_gpu_environment_record(monkeypatch: pytest.MonkeyPatch, fake_gpu: None) -> None:
-    monkeypatch.setattr(environment, "_import_pynvml", lambda: _fake_nvml([1]))
+    monkeypatch.setattr(environment, "import_pynvml", lambda: _fake_nvml([1]))
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda d=None: "NVIDIA A100-SXM4-80GB")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)

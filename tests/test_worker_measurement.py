@@ -121,11 +121,14 @@ class FakeCudaMemory:
 def test_gpu_memory_tracker_resets_then_reads_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeCudaMemory()
     fake.install(monkeypatch)
+    fake.allocated = 70
     with MemoryTracker(CUDA, weights=64) as tracker:
-        assert fake.calls == ["synchronize", "reset"]
+        assert fake.calls == ["synchronize", "reset", "allocated"]  # the baseline is read after the reset
         fake.peak_allocated, fake.peak_reserved = 1000, 2048
-    assert tracker.result() == Memory(device="cuda", weights_bytes=64, peak_allocated_bytes=1000, peak_reserved_bytes=2048)
-    assert fake.calls[2] == "synchronize"  # the peak is read after the device finished
+    assert tracker.result() == Memory(
+        device="cuda", weights_bytes=64, peak_allocated_bytes=1000, peak_reserved_bytes=2048, baseline_allocated_bytes=70
+    )
+    assert fake.calls[3] == "synchronize"  # the peak is read after the device finished
 
 
 def test_gpu_memory_at_failure_and_freeing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,3 +164,138 @@ def test_weights_bytes_counts_tied_weights_once() -> None:
     model = torch.nn.ModuleDict({"embed": embedding, "head": torch.nn.Linear(4, 10, bias=False)})
     model["head"].weight = embedding.weight
     assert weights_bytes(model) == 10 * 4 * 4
+
+
+# ---------------------------------------------------------------- a run's measured region on a faked GPU
+
+
+def _fake_generate(log: list[str]):
+    """Stands in for scenario.generate: logs each generation; its intervals are already complete."""
+    from workers.scenario import TimedGeneration
+
+    def generate(loaded, config, input_ids, *, timer, seed, temperature):
+        log.append("generate")
+        with timer.measure() as e2e:
+            steps = []
+            for _ in range(config.timed_steps or config.steps or config.generation_length):
+                with timer.measure() as step:
+                    pass
+                steps.append(step)
+        return TimedGeneration(tokens=torch.zeros((config.batch_size, config.generation_length), dtype=torch.long),
+                               e2e=e2e, steps=steps, committed=[1] * len(steps))
+
+    return generate
+
+
+def test_each_run_starts_from_an_empty_cache_and_resets_after_its_warmups(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Peaks and cached blocks never carry over from earlier runs (or their quality phase): the run starts
+    from gc + empty_cache + reset; the warm-ups are followed by another reset and the baseline read."""
+    from types import SimpleNamespace
+
+    from tests.worker_fixtures import run_config
+    from workers import energy, scenario
+
+    fake = FakeCudaMemory()
+    fake.install(monkeypatch)
+    monkeypatch.setattr(scenario, "generate", _fake_generate(fake.calls))
+    monkeypatch.setattr(scenario, "timer_for", lambda device: PerfCounterTimer())
+    monkeypatch.setattr(energy, "import_pynvml", lambda: None)
+    config = run_config("llama")  # warmup 1, repetitions 2
+    loaded = SimpleNamespace(device=CUDA, weights_bytes=64)
+    measurement = scenario.measure(loaded, config, [torch.zeros((2, 16), dtype=torch.long)])
+    first = fake.calls.index("generate")
+    assert fake.calls[:first] == ["synchronize", "empty_cache", "reset"]
+    measured = fake.calls[first + 1 :]
+    assert measured[:3] == ["synchronize", "reset", "allocated"] and measured.count("generate") == 2
+    assert measurement.memory.baseline_allocated_bytes == fake.allocated
+    assert measurement.energy is None  # no NVML: no number, never a guess
+
+
+class FakeNvml:
+    """pynvml's boundary: a total-energy counter in millijoules that the test advances."""
+
+    NVML_CLOCK_SM = 0
+
+    def __init__(self) -> None:
+        self.millijoules = 5_000_000
+        self.calls: list[str] = []
+
+    def nvmlInit(self) -> None:
+        self.calls.append("init")
+
+    def nvmlShutdown(self) -> None:
+        self.calls.append("shutdown")
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        return f"gpu{index}"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        self.calls.append("energy")
+        return self.millijoules
+
+
+def test_energy_from_nvml_around_the_measured_repetitions(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tests.worker_fixtures import run_config
+    from workers import energy, scenario
+
+    fake_memory = FakeCudaMemory()
+    fake_memory.install(monkeypatch)
+    nvml = FakeNvml()
+    monkeypatch.setattr(energy, "import_pynvml", lambda: nvml)
+    monkeypatch.setattr(energy, "nvml_handle", lambda lib, device: lib.nvmlDeviceGetHandleByIndex(0))
+    log: list[str] = []
+    real = _fake_generate(log)
+
+    def generate(*args, **kwargs):
+        result = real(*args, **kwargs)
+        nvml.millijoules += 40_000  # 40 J per generation
+        return result
+
+    monkeypatch.setattr(scenario, "generate", generate)
+    monkeypatch.setattr(scenario, "timer_for", lambda device: PerfCounterTimer())
+    config = run_config("llama")  # B=2, N_out=16, warmup 1, repetitions 2
+    measurement = scenario.measure(SimpleNamespace(device=CUDA, weights_bytes=64), config, [torch.zeros((2, 16), dtype=torch.long)])
+    e = measurement.energy
+    assert e is not None and e.source == "nvml" and "GPU 0" in e.scope
+    assert e.joules == pytest.approx(80.0)  # the warm-up's 40 J are outside the region
+    assert e.generated_tokens == 2 * 2 * 16 and e.joules_per_token == pytest.approx(80.0 / 64)
+    assert nvml.calls == ["init", "energy", "energy", "shutdown"]
+
+
+def test_extrapolated_run_scales_latency_and_energy_from_its_timed_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from tests.worker_fixtures import run_config
+    from workers import energy, scenario
+
+    monkeypatch.setattr(energy, "import_pynvml", lambda: None)
+    monkeypatch.setattr(scenario, "generate", _fake_generate([]))
+    config = run_config("llada", steps=16, block_length=8, timed_steps=4)
+    measurement = scenario.measure(SimpleNamespace(device=torch.device("cpu"), weights_bytes=64), config, [torch.zeros((2, 16), dtype=torch.long)])
+    s = measurement.samples
+    assert s.extrapolated is not None and (s.extrapolated.timed_steps, s.extrapolated.steps) == (4, 16)
+    assert all(len(steps) == 4 for steps in s.step_s) and measurement.nfe == 16 and measurement.outputs == {}
+    for e2e, measured, steps in zip(s.latency_e2e_s, s.extrapolated.measured_e2e_s, s.step_s):
+        assert e2e == pytest.approx(measured + 12 * sum(steps) / 4)
+
+
+def test_rapl_counter_sums_packages_and_unwraps(tmp_path) -> None:
+    from workers.energy import EnergyMeter
+
+    for index, (start, limit) in enumerate([(900, 1000), (50, 10_000)]):
+        domain = tmp_path / f"intel-rapl:{index}"
+        domain.mkdir()
+        (domain / "name").write_text(f"package-{index}\n")
+        (domain / "energy_uj").write_text(str(start))
+        (domain / "max_energy_range_uj").write_text(str(limit))
+    (tmp_path / "intel-rapl:0:0").mkdir()  # a core subdomain: never counted
+    with EnergyMeter(torch.device("cpu"), rapl_root=tmp_path) as meter:
+        (tmp_path / "intel-rapl:0" / "energy_uj").write_text("100")  # wrapped: 900 -> 1000 -> 100 = 200 uJ
+        (tmp_path / "intel-rapl:1" / "energy_uj").write_text("350")  # 300 uJ
+    assert meter.reading is not None and meter.reading.source == "rapl"
+    assert meter.reading.joules == pytest.approx(500e-6) and "package-0, package-1" in meter.reading.scope
+    with EnergyMeter(torch.device("cpu"), rapl_root=tmp_path / "absent") as meter:
+        pass
+    assert meter.reading is None

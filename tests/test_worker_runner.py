@@ -135,6 +135,9 @@ def _failing_after(real, steps_before_failure: int, error: BaseException):
             tokens = property(lambda self: inner.tokens)
             generation = property(lambda self: getattr(inner, "generation", None))
 
+            def prepare_step(self):
+                getattr(inner, "prepare_step", lambda: None)()
+
             def __next__(self):
                 if count["n"] == steps_before_failure:
                     raise error
@@ -276,3 +279,131 @@ def test_smoke_run_with_real_quality_scorer(arch: str) -> None:
     assert [q.prompt_id for q in result.quality] == [g.prompt_id for g in result.generations]
     assert result.quality[0].bertscore_f1 is not None and result.quality[0].gen_ppl is not None
     assert result.quality_note.startswith(SYNTHETIC_QUALITY_NOTE)
+
+
+# ---------------------------------------------------------------- the measured model alone, failures kept apart
+
+CUDA = torch.device("cuda", 0)
+
+
+class _Spy:
+    """A module stand-in that records where it was moved."""
+
+    def __init__(self) -> None:
+        self.moves: list[torch.device] = []
+
+    def to(self, device):
+        self.moves.append(torch.device(device))
+        return self
+
+
+def test_unmeasured_models_leave_the_gpu_before_the_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The evaluator (16 GB at 8B) and the BERTScore models must not sit beside the measured model on the
+    GPU: they would add ~17.5 GB to LLaDA's peaks, heatmap cell and OOM wall and not to LLaMA's."""
+    from workers import runner
+
+    freed: list[torch.device] = []
+    monkeypatch.setattr(runner, "free_device_memory", lambda device: freed.append(device))
+    worker = Worker()
+    evaluator = SimpleNamespace(model=_Spy(), device=CUDA, spec=ModelSpec(name="judge", arch="llama", source={"synthetic": "tiny"}))
+    worker._evaluators[("judge",)] = evaluator
+    released: list[bool] = []
+    worker._scorer = SimpleNamespace(release=lambda: released.append(True))
+    measured = SimpleNamespace(model=_Spy(), device=CUDA)
+    worker._park_unmeasured(measured)
+    assert evaluator.model.moves == [torch.device("cpu")] and released == [True] and freed == [CUDA]
+    assert measured.model.moves == []  # the measured model stays
+    # Scoring brings the evaluator back to the device it runs on.
+    monkeypatch.setattr(runner, "_model_key", lambda spec, controls, device: ("judge",))
+    assert worker._evaluator(evaluator.spec, Controls(), CUDA) is evaluator
+    assert evaluator.model.moves[-1] == CUDA
+
+
+def test_parking_happens_between_loading_and_measuring(monkeypatch: pytest.MonkeyPatch) -> None:
+    from workers import runner
+
+    order: list[str] = []
+    real_park, real_measure = Worker._park_unmeasured, runner.measure
+    monkeypatch.setattr(Worker, "_park_unmeasured", lambda self, loaded: order.append("park") or real_park(self, loaded))
+    monkeypatch.setattr(runner, "measure", lambda *a, **k: order.append("measure") or real_measure(*a, **k))
+    result = Worker().run(run_config("llada"), sweep="s", run_id="p")
+    assert result.status == RunStatus.OK and order == ["park", "measure"]
+
+
+class FailingScorer(RecordingScorer):
+    def score_run(self, *args, **kwargs):
+        raise RuntimeError("the judge broke")
+
+
+def test_a_quality_failure_keeps_the_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    worker = Worker()
+    monkeypatch.setattr(worker, "_quality_scorer", lambda device: FailingScorer())
+    evaluator = ModelSpec(name="llama-tiny", arch="llama", source={"synthetic": "tiny"})
+    quality = QualitySpec(perplexity={"evaluator": "llama-tiny"})
+    config = run_config("llada", quality=quality, evaluator=evaluator)
+    result = worker.run(config, sweep="s", run_id="qf")
+    assert result.status == RunStatus.OK and result.error is None
+    assert len(result.samples.latency_e2e_s) == config.controls.repetitions and result.memory is not None
+    assert result.quality is None and result.quality_error.startswith("RuntimeError: the judge broke")
+    assert "Traceback" in result.quality_error and "quality failed: RuntimeError: the judge broke" in result.quality_note
+    assert result.generations  # the measured repetitions' outputs are kept
+
+
+def test_cublas_alloc_failure_is_an_oom(monkeypatch: pytest.MonkeyPatch) -> None:
+    error = RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+    monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 1, error))
+    result = Worker().run(run_config("llama"), sweep="s", run_id="cublas")
+    assert result.status == RunStatus.OOM and "CUBLAS_STATUS_ALLOC_FAILED" in result.error
+
+
+def test_a_sticky_cuda_error_marks_the_worker_broken(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an illegal memory access every CUDA call fails; the worker finds out with a probe and says so."""
+    worker = Worker()
+    assert worker.broken is None
+    worker._check_device(torch.device("cpu"))
+    assert worker.broken is None  # nothing to probe on the CPU
+
+    def sticky(device=None):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(torch.cuda, "synchronize", sticky)
+    worker._check_device(CUDA)
+    assert worker.broken is not None and "illegal memory access" in worker.broken
+
+
+def test_an_unusable_gpu_ends_the_actor_so_the_run_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrator import actor
+
+    class Exited(BaseException):
+        pass
+
+    def exit_process(code: int) -> None:
+        raise Exited(code)
+
+    monkeypatch.setattr(actor.os, "_exit", exit_process)
+    run = actor.RunActor()
+    config = run_config("llama")
+    error = RuntimeError("CUDA error: an illegal memory access was encountered")
+    monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 1, error))
+    monkeypatch.setattr(run._worker, "_check_device", lambda device: setattr(run._worker, "broken", "probe failed"))
+    with pytest.raises(Exited) as exited:
+        run.run(config.model_dump_json(), "s", "sticky", 1)
+    assert exited.value.args == (actor.EXIT_DEVICE_BROKEN,)
+    run._worker.broken = None
+    monkeypatch.setattr(scenario, "ar_steps", scenario.ar_steps)
+    monkeypatch.undo()
+    ok = RunResult.model_validate_json(actor.RunActor().run(config.model_dump_json(), "s", "fine", 1))
+    assert ok.status == RunStatus.OK
+
+
+def test_prompts_are_checked_before_the_model_loads() -> None:
+    worker = Worker()
+    result = worker.run(run_config("llama", prompt_length=400, generation_length=400), sweep="s", run_id="long")
+    assert result.status == RunStatus.ERROR and "prompts.join_passages" in result.error
+    assert worker.load_counts == {} and result.model_load_s is None
+
+
+@pytest.mark.parametrize("arch, cache", [("llama", "preallocated"), ("llada", "none")])
+def test_every_artifact_names_the_kv_cache_that_ran(arch: str, cache: str) -> None:
+    result = Worker().run(run_config(arch), sweep="s", run_id="kv")
+    assert result.status == RunStatus.OK and result.environment.kv_cache == cache

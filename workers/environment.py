@@ -96,7 +96,7 @@ class NvmlSnapshot:
         self.driver = driver
 
 
-def _import_pynvml() -> Any | None:
+def import_pynvml() -> Any | None:
     try:
         import pynvml  # provided by the nvidia-ml-py distribution
     except ImportError:
@@ -106,7 +106,7 @@ def _import_pynvml() -> Any | None:
 
 def nvml_snapshot(device: torch.device) -> NvmlSnapshot:
     """Clocks, temperature, power and the other processes on `device`'s GPU; empty when NVML is missing."""
-    nvml = _import_pynvml()
+    nvml = import_pynvml()
     if nvml is None:
         return NvmlSnapshot()
     try:
@@ -115,7 +115,7 @@ def nvml_snapshot(device: torch.device) -> NvmlSnapshot:
         return NvmlSnapshot()
     _ensure_cuda_context(device)
     try:
-        handle = _nvml_handle(nvml, device)
+        handle = nvml_handle(nvml, device)
         metrics: dict[str, float | int | str] = {}
         readings: dict[str, Callable[[], float | int | str]] = {
             "sm_clock_mhz": lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
@@ -151,7 +151,7 @@ def _driver(nvml: Any) -> str | None:
     return version.decode() if isinstance(version, bytes) else str(version)
 
 
-def _nvml_handle(nvml: Any, device: torch.device) -> Any:
+def nvml_handle(nvml: Any, device: torch.device) -> Any:
     """NVML numbers GPUs physically; CUDA numbers the visible ones. Match by PCI bus id when torch gives it."""
     props = torch.cuda.get_device_properties(device)
     bus = getattr(props, "pci_bus_id", None)

@@ -27,6 +27,8 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
+from workers.attention import drop_host_read_kwargs
+
 
 class Float32RotaryEmbedding(LlamaRotaryEmbedding):
     """cos/sin of the default RoPE, left in float32 (LLaDA's `rope_full_precision`)."""
@@ -71,6 +73,7 @@ class BidirectionalAttention(LlamaAttention):
         q, k = rotate_float32(q, k, *position_embeddings)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         kwargs.pop("is_causal", None)
+        drop_host_read_kwargs(kwargs)  # position ids would make flash-attn sync once per layer (workers/attention.py)
         output, weights = attention(
             self, q, k, v, attention_mask,
             dropout=0.0 if not self.training else self.attention_dropout,

@@ -2,8 +2,12 @@
 
 GPU: `reset_peak_memory_stats` before the region, then `max_memory_allocated` (tensors alive at the worst
 moment: weights + activations + KV cache) and `max_memory_reserved` (what the caching allocator held from
-the driver, the number that decides an OOM). With the weights' own bytes in the artifact, activations and
-KV are separable at report time: peak_allocated - weights.
+the driver, the number that decides an OOM). `memory_allocated` at the start is kept as the baseline: with
+only the measured model on the device (workers/runner.py parks the rest), it is that model's weights and
+buffers, so peak_allocated - baseline is what the generation itself needed. Each run starts from
+`free_device_memory` (collect, empty the cache, reset the peaks), so neither earlier runs nor their quality
+phase leave blocks behind in `max_memory_reserved`; the tracker's own reset after the warm-ups then keeps
+them out of the peaks (their blocks stay cached, so the measured repetitions allocate as a warm run would).
 
 CPU: there is no allocator to ask, so the tracker measures the process's resident set. It reports
 `peak_rss_delta_bytes` = (highest RSS during the region) - (RSS when the region started): the memory the
@@ -155,6 +159,7 @@ class MemoryTracker:
     def __init__(self, device: torch.device, weights: int) -> None:
         self.device = device
         self.weights = weights
+        self.baseline: int | None = None
         self._cpu: CpuPeakRss | None = None
         self._memory: Memory | None = None
 
@@ -162,6 +167,7 @@ class MemoryTracker:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
+            self.baseline = torch.cuda.memory_allocated(self.device)
         else:
             self._cpu = CpuPeakRss().__enter__()
         return self
@@ -177,6 +183,7 @@ class MemoryTracker:
                 weights_bytes=self.weights,
                 peak_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
                 peak_reserved_bytes=torch.cuda.max_memory_reserved(self.device),
+                baseline_allocated_bytes=self.baseline,
             )
         else:
             assert self._cpu is not None

@@ -29,6 +29,7 @@ from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
+from workers.attention import make_sync_free
 from workers.errors import CheckpointFormatError, SpecMismatchError
 from workers.llada_checkpoint import (
     is_llada_config,
@@ -138,6 +139,8 @@ def build_on_meta(config: LlamaConfig, attention: str, dtype: torch.dtype, bidir
     model.to(dtype)
     if bidirectional:
         make_bidirectional(model)
+    else:
+        make_sync_free(model)
     return model
 
 

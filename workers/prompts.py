@@ -1,13 +1,13 @@
 """Prompts and their reference continuations, cut in tokens from a dataset, and the batches a run uses.
 
 Prompt id i is the i-th passage of the dataset with at least prompt + generation words (a count no
-tokenizer enters), so the same ids give the same passages to both models of a sweep, each cut to exactly
-its token lengths with its own tokenizer.
+tokenizer enters), or with `prompts.join_passages` the i-th span of consecutive passages joined until it
+has that many (specs/passages.py), so the same ids give the same text to both models of a sweep, each cut
+to exactly its token lengths with its own tokenizer.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -16,11 +16,10 @@ from pathlib import Path
 from transformers import PreTrainedTokenizerBase
 
 from specs.loader import resolve_path
+from specs.passages import PassageError, count_spans, eligible_spans, is_local, local_passages, shortage_message
 from specs.schema import Prompts
 from workers.errors import PromptsError
 
-LOCAL_SUFFIXES = (".txt", ".jsonl")
-_BLANK_LINE = re.compile(r"\n\s*\n")
 _WIKITEXT_TITLE = re.compile(r"^= (?!=).*(?<!=) =$")  # " = Robert Boulter = ": an article starts
 _WIKITEXT_SECTION = re.compile(r"^= = .* = =$")  # " = = Career = = ": a section heading inside one
 
@@ -55,17 +54,12 @@ def load_prompt_examples(
     needed = max(prompt_ids) + 1
     total = prompt_length + generation_length
     eligible: list[str] = []
-    for text in read_passages(prompts):
-        if len(text.split()) >= total:
-            eligible.append(text)
-            if len(eligible) == needed:
-                break
+    for text in eligible_spans(read_passages(prompts), total, join=prompts.join_passages):
+        eligible.append(text)
+        if len(eligible) == needed:
+            break
     if len(eligible) < needed:
-        raise PromptsError(
-            f"{prompts.dataset}: only {len(eligible)} passages have at least {total} words "
-            f"({prompt_length} prompt + {generation_length} generation tokens); the run needs {needed}. "
-            "Use shorter lengths, fewer prompts, or a dataset with longer passages"
-        )
+        raise PromptsError(shortage_message(prompts.dataset, len(eligible), total, needed, join=prompts.join_passages))
     examples = []
     for prompt_id in prompt_ids:
         ids = tokenizer(eligible[prompt_id], add_special_tokens=False)["input_ids"][:total]
@@ -105,36 +99,23 @@ def prompt_batches(examples: Sequence[PromptExample], batch_size: int) -> list[l
 
 def read_passages(prompts: Prompts) -> Iterator[str]:
     """Passages in dataset order: blank-line blocks of a .txt, rows of a .jsonl, rows of a hub dataset."""
-    dataset = prompts.dataset
-    if dataset.endswith(LOCAL_SUFFIXES) or Path(dataset).is_file():
-        yield from _local_passages(resolve_path(dataset), prompts.text_field)
+    if is_local(prompts.dataset):
+        try:
+            yield from local_passages(resolve_path(prompts.dataset), prompts.text_field)
+        except PassageError as exc:
+            raise PromptsError(str(exc)) from None
     else:
         yield from _hub_passages(prompts)
 
 
-def _local_passages(path: Path, text_field: str) -> Iterator[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PromptsError(f"prompts.dataset: cannot read {str(path)!r} ({exc.strerror or exc})") from None
-    if path.suffix == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise PromptsError(f"{path}:{number}: not a JSON object ({exc.msg})") from None
-            if not isinstance(row, dict) or not isinstance(row.get(text_field), str):
-                raise PromptsError(f"{path}:{number}: no string field {text_field!r} (set prompts.text_field)")
-            passage = row[text_field].strip()
-            if passage:
-                yield passage
+def check_prompt_supply(prompts: Prompts, words: int, needed: int) -> None:
+    """Fail before any model loads when a local dataset has too few passages (or spans) of `words` words.
+    Hub datasets are checked when the prompts are cut (reading them needs `datasets`)."""
+    if not is_local(prompts.dataset):
         return
-    for block in _BLANK_LINE.split(text):
-        passage = block.strip()
-        if passage:
-            yield passage
+    found = count_spans(read_passages(prompts), words, join=prompts.join_passages, enough=needed)
+    if found < needed:
+        raise PromptsError(shortage_message(prompts.dataset, found, words, needed, join=prompts.join_passages))
 
 
 def _hub_passages(prompts: Prompts) -> Iterator[str]:

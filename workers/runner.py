@@ -4,7 +4,14 @@ A Worker lives as long as its (Ray) actor and keeps the loaded model between run
 sweep grouped by model loads each model once per GPU. Failures are data (DESIGN "Execution"): a CUDA
 out-of-memory becomes `status: oom` with the memory held when it struck, any other exception
 `status: error` with its traceback, a hardware mismatch `status: refused`; after each the worker frees
-what the run allocated and is ready for the next run.
+what the run allocated and is ready for the next run. A CUDA error that leaves the context unusable
+(an illegal address, a device-side assert) sets `Worker.broken`: every later CUDA call would fail, so
+the caller must end this process and retry the run in a fresh one (orchestrator/actor.py does).
+
+Only the measured model is on the device while it is measured: the perplexity evaluator and the
+BERTScore models are parked on the host before the measurement and come back for scoring, so every
+model's peak memory, OOM wall and activation estimate describe that model alone. Quality is scored
+after the measurement; a failure there keeps the measurement and sets `quality_error`.
 """
 
 from __future__ import annotations
@@ -25,13 +32,15 @@ from workers.errors import SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
 from workers.memory import free_device_memory, memory_at_failure
 from workers.models import LoadedModel, load_model, shape_of_config
-from workers.prompts import PromptExample, load_prompt_examples, prompt_batches
+from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
 from workers.scenario import batch_seed, generate_untimed, measure
 from workers.tokenization import decode_generation, model_input_ids
 
 SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
-# RuntimeErrors that are an allocation failure: the CPU allocator's, and CUDA's as some kernels report it.
-_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory")
+# RuntimeErrors that are an allocation failure: the CPU allocator's, and CUDA's as some kernels report it
+# (cuBLAS fails its handle or workspace allocation with CUBLAS_STATUS_ALLOC_FAILED when the device is full).
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory", "cublas_status_alloc_failed")
+HOST = torch.device("cpu")  # where models that are not being measured wait
 
 # torch.OutOfMemoryError is the device-agnostic name (torch >= 2.5); torch.cuda's is the same class there.
 _OOM_TYPES: tuple[type[BaseException], ...] = tuple(
@@ -79,6 +88,7 @@ class Worker:
         self._scorer: Any | None = None  # workers.quality.QualityScorer, imported on first use
         self._scorer_device: torch.device | None = None
         self._examples: dict[tuple[Any, ...], list[PromptExample]] = {}
+        self.broken: str | None = None  # set when a CUDA error left the device unusable in this process
         configure_threads()
 
     @property
@@ -100,6 +110,8 @@ class Worker:
         if failure is not None:
             self._recover(progress)
             fields = failure
+        if fields.get("status") == RunStatus.ERROR or fields.get("quality_error"):
+            self._check_device(progress.device)
         return RunResult(
             run_id=run_id,
             sweep=sweep,
@@ -127,6 +139,8 @@ class Worker:
         verdict = check_hardware(config.controls.hardware, environment.device, environment.other_gpu_processes)
         if verdict.refusal is not None:
             return {"status": RunStatus.REFUSED, "error": verdict.refusal}
+        # Before any model loads: a run whose prompts cannot be cut must not cost a 16 GB load first.
+        check_prompt_supply(config.prompts, config.sequence_length, max(config.prompt_ids) + 1)
 
         loaded = self._ensure_model(config, device, progress)
         progress.provenance = loaded.provenance
@@ -141,19 +155,49 @@ class Worker:
         ]
         _check_positions(loaded, inputs[0].shape[1] + config.generation_length)
 
+        self._park_unmeasured(loaded)
         measurement = measure(loaded, config, inputs)
+        progress.environment = progress.environment.model_copy(update={"kv_cache": measurement.kv_cache})
         result: dict[str, Any] = {
             "status": RunStatus.OK,
             "samples": measurement.samples,
             "memory": measurement.memory,
+            "energy": measurement.energy,
             "nfe": measurement.nfe,
             "model_shape": shape_of_config(loaded.model.config),
         }
+        result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)
         if config.quality.enabled:
-            result.update(self._score(config, loaded, examples, inputs, measurement.outputs))
-        else:
-            result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)
+            try:
+                result.update(self._score(config, loaded, examples, inputs, measurement.outputs))
+            except Exception as exc:  # the measurement is good: keep it, and say that scoring failed
+                result.update(self._quality_failure(exc, loaded))
+                traceback.clear_frames(exc.__traceback__)
         return result
+
+    def _quality_failure(self, exc: Exception, loaded: LoadedModel) -> dict[str, Any]:
+        """Result fields of a run measured well but not scored: quality None, the error kept, memory freed."""
+        error = f"{type(exc).__name__}: {exc}"
+        note = f"quality failed: {error.splitlines()[0]}"
+        if loaded.weights == "synthetic":
+            note = f"{SYNTHETIC_QUALITY_NOTE}; {note}"
+        try:
+            free_device_memory(loaded.device)
+        except Exception:
+            pass
+        return {"quality_error": error + "\n" + "".join(traceback.format_exception(exc)), "quality_note": note}
+
+    def _park_unmeasured(self, measured: LoadedModel) -> None:
+        """Move every model the run does not measure off its device (evaluators to the host, BERTScore
+        models dropped: the scorer reloads them on demand), so the measured model is alone there."""
+        if measured.device.type == "cpu":
+            return  # the CPU tracker measures RSS growth over the region, which resident models do not change
+        for loaded in self._evaluators.values():
+            if loaded is not measured:
+                loaded.model.to(HOST)
+        if self._scorer is not None:
+            self._scorer.release()
+        free_device_memory(measured.device)
 
     def _score(
         self,
@@ -208,6 +252,7 @@ class Worker:
         self._release_held(keep_as_evaluator=evaluator_key)
         if key in self._evaluators:  # loaded earlier as another model's evaluator: promote it
             loaded, load_s = self._evaluators.pop(key), 0.0
+            loaded.model.to(loaded.device)  # it may be parked on the host
         else:
             progress.loading = True
             loaded, load_s = self._load(config.model, config.controls, device)
@@ -250,7 +295,9 @@ class Worker:
             self._evaluators.clear()
             free_device_memory(device)
             self._evaluators[key], _ = self._load(spec, controls, device)
-        return self._evaluators[key]
+        evaluator = self._evaluators[key]
+        evaluator.model.to(evaluator.device)  # back from the host, where it waited during the measurement
+        return evaluator
 
     def _quality_scorer(self, device: torch.device) -> Any:
         if self._scorer is None or self._scorer_device != device:
@@ -301,6 +348,14 @@ class Worker:
                 fields["memory"] = Memory(device="cuda" if progress.device.type == "cuda" else "cpu", weights_bytes=progress.weights_bytes)
         return fields
 
+    def _check_device(self, device: torch.device | None) -> None:
+        """After an error on a GPU, find out whether the CUDA context still works; if not, mark the worker."""
+        if device is None or device.type != "cuda" or self.broken is not None:
+            return
+        problem = device_unusable(device)
+        if problem is not None:
+            self.broken = problem
+
     def _recover(self, progress: _Progress) -> None:
         """Free what the failed run allocated so the next run starts clean; a half-loaded model is dropped."""
         if progress.loading:
@@ -310,6 +365,20 @@ class Worker:
                 free_device_memory(progress.device)
             except Exception:
                 pass
+
+
+def device_unusable(device: torch.device) -> str | None:
+    """None when a tiny kernel still runs and synchronises on `device`; else why not. A sticky CUDA error
+    (illegal memory access, device-side assert, launch failure) makes every later call fail like this."""
+    try:
+        torch.cuda.synchronize(device)
+        probe = torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize(device)
+        if float(probe.item()) != 2.0:
+            return f"a probe kernel on {device} returned a wrong value"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
 def _device_of(key: ModelKey | None) -> torch.device:

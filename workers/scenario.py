@@ -3,8 +3,14 @@
 Trackers wrap calls (STYLE 4): the samplers advance one model forward per `next()` and know nothing of
 time; this module puts a timer around the whole generation (L_e2e) and one around each `next()` (LLaMA:
 the prefill is TTFT, each decode an ITL sample; LLaDA: each diffusion step). Intervals are read only
-after a repetition has finished, so on GPU no host sync is added inside the timed region. Raw samples
-are kept; medians, IQRs and CIs are the report's job.
+after a repetition has finished, so on GPU no host sync is added inside the timed region; the LLaDA
+sampler's one host sync per block (finding the block's window) runs between steps, outside any step
+timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the report's job.
+
+A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
+memory and energy trackers around the measured repetitions. With `RunConfig.timed_steps` (LLaDA,
+controls.extrapolation) each generation stops after that many steps and its end-to-end latency is
+extrapolated from them; the samples say so (`Samples.extrapolated`).
 """
 
 from __future__ import annotations
@@ -14,11 +20,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from specs.results import Memory, Samples
+from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
-from workers.memory import MemoryTracker
+from workers.energy import EnergyMeter
+from workers.memory import MemoryTracker, free_device_memory
 from workers.models import LoadedModel
-from workers.samplers.autoregressive import ar_steps
+from workers.samplers.autoregressive import KV_CACHE, ar_steps
 from workers.samplers.llada import llada_steps
 from workers.timing import Interval, PerfCounterTimer, Timer, timer_for
 
@@ -44,6 +51,8 @@ class Measurement:
     memory: Memory
     outputs: dict[int, torch.Tensor]  # batch index -> new tokens [B, N_out] on the CPU (first rep of it)
     nfe: int
+    kv_cache: str  # the decode loop's KV cache ("preallocated"), or "none" (LLaDA has none)
+    energy: Energy | None = None
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -61,7 +70,8 @@ def generate(
     seed: int,
     temperature: float,
 ) -> TimedGeneration:
-    """Generate `config.generation_length` tokens for one batch `[B, P']`, timing the whole and each step."""
+    """Generate `config.generation_length` tokens for one batch `[B, P']`, timing the whole and each step.
+    With `config.timed_steps` a LLaDA generation stops after that many steps (its tokens are unfinished)."""
     generator = torch.Generator(device=loaded.device).manual_seed(seed)
     step_intervals: list[Interval] = []
     committed: list[int] = []
@@ -79,12 +89,13 @@ def generate(
                 remasking=config.remasking or "low_confidence",
                 generator=generator,
             )  # fmt: skip
-            for _ in range(config.steps):
+            for _ in range(config.timed_steps or config.steps):
+                sampler.prepare_step()  # the per-block host sync, outside the step's timer
                 with timer.measure() as interval:
                     record = next(sampler)
                 step_intervals.append(interval)
                 committed.append(record.committed)
-            assert sampler.done
+            assert sampler.done or config.timed_steps is not None
             tokens = sampler.generation  # [B, N_out]
         else:
             decoder = ar_steps(
@@ -109,6 +120,7 @@ def generate_untimed(
 def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor]) -> Measurement:
     """W warm-ups on the run's own shapes (excluded), then R repetitions, repetition r on batch r mod n."""
     controls = config.controls
+    free_device_memory(loaded.device)  # nothing cached or peaked by earlier runs carries into this one
     timer = timer_for(loaded.device)
     warmup_s: list[float] = []
     for w in range(controls.warmup):
@@ -121,7 +133,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     committed: list[list[int]] = []
     outputs: dict[int, torch.Tensor] = {}
     nfe = 0
-    with MemoryTracker(loaded.device, loaded.weights_bytes) as memory:
+    with MemoryTracker(loaded.device, loaded.weights_bytes) as memory, EnergyMeter(loaded.device) as energy:
         for r in range(controls.repetitions):
             b = r % len(batches)
             timer.synchronize()  # start every repetition from an idle device
@@ -134,6 +146,13 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
                 outputs[b] = run.tokens.cpu()
             nfe = run.nfe
     llada = config.model.arch == "llada"
+    extrapolated = None
+    if config.timed_steps is not None:
+        assert config.steps is not None
+        extrapolated = ExtrapolatedLatency(timed_steps=config.timed_steps, steps=config.steps, measured_e2e_s=latency)
+        latency = extrapolate_latency(latency, steps_s, config.steps)
+        nfe = config.steps  # the forwards of the generation the latency stands for
+        outputs = {}  # unfinished generations are not outputs
     samples = Samples(
         timer=timer.kind,
         warmup_latency_s=warmup_s,
@@ -143,5 +162,38 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         itl_s=None if llada else [steps[1:] for steps in steps_s],
         step_s=steps_s if llada else None,
         tokens_committed=committed if llada else None,
+        extrapolated=extrapolated,
     )
-    return Measurement(samples=samples, memory=memory.result(), outputs=outputs, nfe=nfe)
+    return Measurement(
+        samples=samples,
+        memory=memory.result(),
+        outputs=outputs,
+        nfe=nfe,
+        kv_cache="none" if llada else KV_CACHE,
+        energy=energy_record(energy, config, samples),
+    )
+
+
+def extrapolate_latency(measured_e2e_s: list[float], steps_s: list[list[float]], steps: int) -> list[float]:
+    """Each truncated generation's e2e plus its mean timed step for every step it did not run."""
+    return [e2e + (steps - len(timed)) * sum(timed) / len(timed) for e2e, timed in zip(measured_e2e_s, steps_s)]
+
+
+def energy_record(meter: EnergyMeter, config: RunConfig, samples: Samples) -> Energy | None:
+    """Joules per generated token of the measured repetitions; an extrapolated run's energy is scaled by the
+    same factor as its latency (extrapolated / timed seconds)."""
+    reading = meter.reading
+    if reading is None:
+        return None
+    tokens = len(samples.latency_e2e_s) * config.batch_size * config.generation_length
+    scale = 1.0
+    if samples.extrapolated is not None and sum(samples.extrapolated.measured_e2e_s) > 0:
+        scale = sum(samples.latency_e2e_s) / sum(samples.extrapolated.measured_e2e_s)
+    return Energy(
+        source=reading.source,  # type: ignore[arg-type]
+        scope=reading.scope,
+        joules=reading.joules,
+        seconds=reading.seconds,
+        generated_tokens=tokens,
+        joules_per_token=reading.joules * scale / tokens,
+    )

@@ -8,13 +8,18 @@ what `generate(min_new_tokens=N)` does through its `MinNewTokensLengthLogitsProc
 
 Greedy output equals `model.generate(..., do_sample=False, max_new_tokens=N, eos_token_id=None)` (and, with
 EOS suppressed, `generate(..., do_sample=False, min_new_tokens=N, max_new_tokens=N)`) token for token
-because every forward sees the inputs `generate` builds (transformers 5.x `GenerationMixin`): a
-`DynamicCache`, position ids `cumsum(mask) - 1` (0 on left pads, then +1 per new token), the 2-D mask
-grown by one column per step (dropped when there is no padding), and logits only at the last position
-(`logits_to_keep=1`). What it leaves out is the bookkeeping `generate` does around the model (logits
-processors, stopping criteria, re-concatenating `input_ids` and re-deriving inputs every step); the
-loop writes into preallocated tensors and adds no device sync of its own after setup (with padding,
-transformers' mask preparation inside the forward may still sync, as it does under `generate`).
+because every forward sees the inputs `generate` builds (transformers 5.x `GenerationMixin`): the
+cached keys and values so far, position ids `cumsum(mask) - 1` (0 on left pads, then +1 per new token),
+the 2-D mask grown by one column per step (dropped when there is no padding), and logits only at the
+last position (`logits_to_keep=1`). What it leaves out is the bookkeeping `generate` does around the
+model (logits processors, stopping criteria, re-concatenating `input_ids` and re-deriving inputs every
+step); the loop writes into preallocated tensors and adds no device sync of its own after setup (with
+padding, transformers' mask preparation inside the forward may still sync, as it does under `generate`).
+
+The KV cache is preallocated for the whole generation (`kv_cache.PreallocatedCache`): `generate`'s
+`DynamicCache` concatenates the whole cache at every token, a copy that grows to tens of GB per step at
+large batch and length. Attention sees the same keys and values either way; `cache="dynamic"` runs
+`generate`'s own cache, for comparison.
 """
 
 from __future__ import annotations
@@ -28,7 +33,11 @@ from torch import Tensor, nn
 from transformers import DynamicCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function
 
+from workers.samplers.kv_cache import PreallocatedCache
+
 Phase = Literal["prefill", "decode"]
+KvCache = Literal["preallocated", "dynamic"]
+KV_CACHE: KvCache = "preallocated"  # what the runner measures with, recorded in every LLaMA artifact
 LAST_POSITION_ONLY = 1  # logits_to_keep: only the next-token logits are needed
 NEG_INF = float("-inf")
 
@@ -57,6 +66,7 @@ class ArDecoder:
         temperature: float,
         generator: torch.Generator | None,
         logits_suppress_ids: Sequence[int],
+        cache: KvCache = KV_CACHE,
     ) -> None:
         if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
             raise ValueError(
@@ -90,7 +100,15 @@ class ArDecoder:
             else None
         )
         self.tokens = torch.empty((batch, n_new), dtype=torch.long, device=device)  # [B, N]
-        self.cache = DynamicCache(config=model.config.get_text_config(decoder=True))  # as generate builds it
+        text_config = model.config.get_text_config(decoder=True)
+        if cache == "preallocated":
+            self.cache: DynamicCache | PreallocatedCache = PreallocatedCache(
+                text_config.num_hidden_layers, capacity=prompt_length + n_new
+            )
+        elif cache == "dynamic":
+            self.cache = DynamicCache(config=text_config)  # as generate builds it
+        else:
+            raise ValueError(f"Unknown cache {cache!r}. Available: preallocated, dynamic")
 
         # One device sync here (as generate does once): without padding the mask is dropped entirely.
         padded = attention_mask is not None and not bool(attention_mask.all())
@@ -173,16 +191,18 @@ def ar_steps(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
     logits_suppress_ids: Sequence[int] = (),
+    cache: KvCache = KV_CACHE,
 ) -> ArDecoder:
     """Set up an autoregressive generation of exactly `n_new` tokens; iterating runs prefill, then decodes.
 
     prompt_ids `[B, P]`, attention_mask `[B, P]` (1 = token, 0 = left padding) or None. temperature 0 is
     greedy; > 0 samples from softmax(logits / T) with `generator` (None: torch's global generator).
     logits_suppress_ids: ids never to be picked (the EOS ids, to match `generate(min_new_tokens=N)`).
+    cache: "preallocated" (written in place, what the runner measures) or "dynamic" (generate's own).
     """
     return ArDecoder(
         model, prompt_ids, attention_mask, n_new=n_new, temperature=temperature, generator=generator,
-        logits_suppress_ids=logits_suppress_ids,
+        logits_suppress_ids=logits_suppress_ids, cache=cache,
     )  # fmt: skip
 
 
@@ -195,11 +215,12 @@ def ar_generate(
     temperature: float = 0.0,
     generator: torch.Generator | None = None,
     logits_suppress_ids: Sequence[int] = (),
+    cache: KvCache = KV_CACHE,
 ) -> Tensor:
     """Run `ar_steps` to the end; returns `[B, P + n_new]` (the prompt, then the new tokens)."""
     decoder = ar_steps(
         model, prompt_ids, attention_mask, n_new=n_new, temperature=temperature, generator=generator,
-        logits_suppress_ids=logits_suppress_ids,
+        logits_suppress_ids=logits_suppress_ids, cache=cache,
     )  # fmt: skip
     for _ in decoder:
         pass

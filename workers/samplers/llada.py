@@ -14,7 +14,19 @@ step does:
   current block is ever committed), so every row has the same masked count, hence the same transfer
   schedule, which is therefore known on the host and costs no device sync.
 * The attention mask is prepared once, not rebuilt (and checked with a device sync) at every forward.
-  The only host syncs are at setup and one per block (to find the block's window); none per step.
+  The only host syncs are at setup and one per block (to find the block's window), in `prepare_step`,
+  which a caller that times steps runs before starting a step's timer; none inside a step.
+* Gumbel noise at temperature > 0 is drawn only where it is read. On the CPU the generator still advances
+  exactly as the official `rand_like(logits)` over `[B, L, V]` does (CPU draws are sequential, so the
+  unread rows are drawn in window-sized chunks and dropped); on CUDA only the window's `[B, W, V]` is
+  drawn (66 GB less at B=32, L=2048), which samples the same distribution but not the official numbers.
+
+Token-exact parity with the official sampler is proven on the CPU (tests/test_llada_sampler.py). On CUDA
+two things may legitimately break an exact tie differently, so parity there is not claimed: `torch.topk`
+does not specify the order of equal values, and the CPU and CUDA kernels may order equal confidences
+differently; and the block-only logits matmul has fewer rows than the official full one, so cuBLAS may
+pick another kernel whose bf16 rounding differs in the last bit, which can flip a near-tie between two
+tokens. `tests/gpu/` measures how often the second happens in bf16.
 
 Iterating runs one step per `next()`: one model forward (one NFE; CFG doubles the batch, not the NFE) and
 one commit. The sampler never times itself (STYLE 4): the caller wraps each `next()` in a timer.
@@ -140,9 +152,11 @@ class LladaSampler:
         self._attn = _prepare_attention_mask(model, attention_mask, gen_length, double=cfg_scale > 0)
         self._logits_ids = _id_tensor(logits_suppress_ids, device)
         self._confidence_ids = _id_tensor(confidence_suppress_ids, device)
-        self._noise: Tensor | None = None  # [B, L, V] float64, allocated on the first tempered step
+        self._noise: Tensor | None = None  # [B, W, V] float64, allocated on the first tempered step
+        self._scratch: Tensor | None = None  # [W, V] float64: CPU rows drawn only to advance the generator
         self._window: tuple[int, int] = (0, 0)  # [lo, hi): positions whose logits the current block needs
         self._keep: Tensor | int = 0  # logits_to_keep for that window
+        self._prepared = -1  # the block whose window has been found
         self._step = 0
 
     @property
@@ -158,14 +172,24 @@ class LladaSampler:
         return self
 
     @torch.no_grad()
+    def prepare_step(self) -> None:
+        """Do the host-side work of the next step ahead of it: at a block's first step, find the block's
+        window (one host sync). Idempotent; `next()` calls it too, so plain iteration needs nothing else."""
+        if self.done:
+            return
+        block = self._step // self.steps_per_block
+        if self._prepared != block:
+            self._start_block(self.prompt_length + (block + 1) * self.block_length)
+            self._prepared = block
+
+    @torch.no_grad()
     def __next__(self) -> LladaStep:
         if self.done:
             raise StopIteration
         block, i = divmod(self._step, self.steps_per_block)
         k = self.schedule[i]
         block_end = self.prompt_length + (block + 1) * self.block_length
-        if i == 0:
-            self._start_block(block_end)
+        self.prepare_step()
         lo, hi = self._window
         x = self.x  # [B, L]
         batch, length = x.shape
@@ -240,17 +264,35 @@ class LladaSampler:
     def _gumbel_argmax(self, logits: Tensor, lo: int, hi: int) -> Tensor:
         """Gumbel-max sample `[B, W]`: argmax of exp(logits) / (-log u)^T, in float64 like the official code.
 
-        The uniform noise is drawn over the whole `[B, L, V]` sequence (reusing one buffer) so that the
-        generator advances exactly as the official `rand_like(logits)` does; only the window is used.
+        Only the window's noise `[B, W, V]` is kept. On the CPU the official `rand_like` over `[B, L, V]` is
+        reproduced number for number: row b's positions [0, lo) and [hi, L) are drawn too, in chunks of at
+        most W positions into a scratch buffer, and dropped. On CUDA only the window is drawn (see the
+        module docstring).
         """
         batch, length = self.x.shape
-        shape = (batch, length, logits.shape[-1])
-        if self._noise is None or self._noise.shape != shape:
-            self._noise = torch.empty(shape, dtype=GUMBEL_DTYPE, device=logits.device)
-        self._noise.uniform_(generator=self.generator)
-        gumbel = self._noise[:, lo:hi].log_().neg_().pow_(self.temperature)  # [B, W, V]
+        vocab, width = logits.shape[-1], hi - lo
+        if self._noise is None or self._noise.shape != (batch, width, vocab):
+            self._noise = torch.empty((batch, width, vocab), dtype=GUMBEL_DTYPE, device=logits.device)
+        if _draws_official_stream(logits.device):
+            for b in range(batch):
+                self._skip_draws(lo, vocab, logits.device)  # positions [0, lo) of row b
+                self._noise[b].uniform_(generator=self.generator)  # [W, V]
+                self._skip_draws(length - hi, vocab, logits.device)  # positions [hi, L)
+        else:
+            self._noise.uniform_(generator=self.generator)
+        gumbel = self._noise.log_().neg_().pow_(self.temperature)  # [B, W, V]
         scores = logits.to(GUMBEL_DTYPE, copy=True).exp_().div_(gumbel)  # [B, W, V]
         return scores.argmax(dim=-1)
+
+    def _skip_draws(self, positions: int, vocab: int, device: torch.device) -> None:
+        """Advance the generator by `positions` x `vocab` float64 uniforms, a window-sized chunk at a time."""
+        chunk = max(1, self._window[1] - self._window[0])
+        if self._scratch is None or self._scratch.shape != (chunk, vocab):
+            self._scratch = torch.empty((chunk, vocab), dtype=GUMBEL_DTYPE, device=device)
+        while positions > 0:
+            rows = min(positions, chunk)
+            self._scratch[:rows].uniform_(generator=self.generator)
+            positions -= rows
 
 
 def llada_steps(
@@ -324,6 +366,12 @@ def llada_generate(
     for _ in sampler:
         pass
     return sampler.x
+
+
+def _draws_official_stream(device: torch.device) -> bool:
+    """CPU draws are sequential, so skipping by drawing reproduces the official stream; CUDA's Philox layout
+    depends on the launch configuration of the whole tensor, so no chunking can."""
+    return device.type == "cpu"
 
 
 def _id_tensor(ids: Sequence[int], device: torch.device) -> Tensor | None:
