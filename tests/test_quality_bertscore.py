@@ -92,3 +92,29 @@ def test_empty_texts_score_zero_as_bert_score_defines(minilm) -> None:
     scores = score_texts(minilm, ["", CAT, "  "], [CAT, "", CAT])
     assert all((s.precision, s.recall, s.f1) == (0.0, 0.0, 0.0) for s in scores)
     assert score_texts(minilm, [], []) == []
+
+
+def test_a_short_pair_scores_as_bert_score_and_the_window_path_agrees(minilm) -> None:
+    (score,) = score_texts(minilm, [CAT], [MARKET])
+    from workers.quality.bertscore import windowed_score
+
+    windowed = windowed_score(minilm, CAT, MARKET)
+    assert (windowed.precision, windowed.recall, windowed.f1) == pytest.approx(
+        (score.precision, score.recall, score.f1), abs=1e-5)
+
+
+def test_long_texts_are_scored_whole_not_truncated_at_the_window(minilm) -> None:
+    # bert-score alone truncates both texts at 510 subword tokens: at 512+ generated tokens a continuation's tail
+    # was never scored. Two candidates that differ only after the window now score differently.
+    from workers.quality.bertscore import window_tokens
+
+    width = window_tokens(minilm._tokenizer)
+    head = " ".join([CAT] * (width // 14 + 2))  # longer than one window
+    reference = head + " " + " ".join([MARKET] * 12)
+    same_tail, other_tail = head + " " + " ".join([MARKET] * 12), head + " " + " ".join([CAT] * 12)
+    assert len(minilm._tokenizer.encode(head, add_special_tokens=False)) > width
+    truncated = minilm.score([same_tail, other_tail], [reference, reference])[2].tolist()
+    assert truncated[0] == pytest.approx(truncated[1], abs=1e-6)  # the tails were cut off
+    whole_same, whole_other = score_texts(minilm, [same_tail, other_tail], [reference, reference])
+    assert whole_same.f1 == pytest.approx(1.0, abs=1e-5)
+    assert whole_other.f1 < whole_same.f1 - 0.01

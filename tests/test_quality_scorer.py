@@ -112,6 +112,8 @@ def test_llada_run_scores_every_metric_per_prompt(scorer, models, examples) -> N
         assert 0 < record.bertscore_f1 < 1
         assert record.gen_ppl == pytest.approx(torch.tensor(record.nll_per_token).exp().item())
         assert record.elbo_nll_per_token > 0
+        # The bound's Monte-Carlo standard error is kept beside it (per token, like the bound).
+        assert 0 < record.elbo_nll_per_token_stderr < record.elbo_nll_per_token
         assert record.distinct_1 is not None
     # Nothing before the first EOS: no perplexity or bound to speak of, a zero BERTScore.
     assert empty.gen_ppl is None and empty.elbo_nll_per_token is None and empty.bertscore_f1 == 0

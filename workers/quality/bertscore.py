@@ -80,23 +80,73 @@ def load_bertscorer(model: str, num_layers: int, device: torch.device | str):  #
 
 
 def score_texts(scorer, candidates: list[str], references: list[str]) -> list[BertScore]:
-    """Precision, recall and F1 of each candidate against its reference (greedy cosine matching).
+    """Precision, recall and F1 of each candidate against its reference (greedy cosine matching) over the whole
+    of both texts.
 
-    An empty (or blank) text on either side scores 0, which is bert-score's own rule; it is applied here
-    because bert-score's path for empty texts calls `build_inputs_with_special_tokens`, which the
-    tokenizers of transformers 5 no longer have.
+    bert-score truncates each text to the scorer's window (510 subword tokens for BERT-style models), so at 512
+    and more generated tokens part of both texts would never be scored. Pairs where either text is longer than
+    the window are embedded window by window and matched as whole texts (`windowed_score`); shorter pairs go
+    through bert-score unchanged. An empty (or blank) text on either side scores 0, which is bert-score's own
+    rule; it is applied here because bert-score's path for empty texts calls
+    `build_inputs_with_special_tokens`, which the tokenizers of transformers 5 no longer have.
     """
     if len(candidates) != len(references):
         raise ValueError(f"{len(candidates)} candidates but {len(references)} references")
     scores = [EMPTY_SCORE] * len(candidates)
     present = [i for i, (c, r) in enumerate(zip(candidates, references)) if c.strip() and r.strip()]
-    if present:
+    width = window_tokens(scorer._tokenizer)
+    long = {i for i in present if max(_length(scorer, candidates[i]), _length(scorer, references[i])) > width}
+    short = [i for i in present if i not in long]
+    if short:
         precision, recall, f1 = scorer.score(
-            [candidates[i] for i in present], [references[i] for i in present], batch_size=SCORE_BATCH_SIZE
+            [candidates[i] for i in short], [references[i] for i in short], batch_size=SCORE_BATCH_SIZE
         )
-        for i, p, r, f in zip(present, precision.tolist(), recall.tolist(), f1.tolist()):
+        for i, p, r, f in zip(short, precision.tolist(), recall.tolist(), f1.tolist()):
             scores[i] = BertScore(p, r, f)
+    for i in sorted(long):
+        scores[i] = windowed_score(scorer, candidates[i], references[i])
     return scores
+
+
+def window_tokens(tokenizer: PreTrainedTokenizerBase) -> int:
+    """Subword tokens of text one scorer window holds: its positions less the two special tokens."""
+    return int(tokenizer.model_max_length) - 2
+
+
+def _length(scorer, text: str) -> int:
+    return len(scorer._tokenizer.encode(text.strip(), add_special_tokens=False))
+
+
+@torch.no_grad()
+def _embed_windows(scorer, text: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Contextual embeddings of the whole text, window by window, as bert-score embeds one window: [CLS] x
+    [SEP] through the scorer's truncated model, its last layer, unit length. Returns ([T, D] embeddings,
+    [T] weights: 1 for text tokens, 0 for the special tokens, which bert-score matches against but never
+    counts, as its idf of 0 for them does)."""
+    tokenizer = scorer._tokenizer
+    ids = tokenizer.encode(text.strip(), add_special_tokens=False)
+    width = window_tokens(tokenizer)
+    embeddings, weights = [], []
+    for start in range(0, len(ids), width):
+        window = [tokenizer.cls_token_id, *ids[start:start + width], tokenizer.sep_token_id]
+        x = torch.tensor([window], device=scorer.device)  # [1, w]
+        hidden = scorer._model(x, attention_mask=torch.ones_like(x))[0][0]  # [w, D]
+        embeddings.append(hidden / hidden.norm(dim=-1, keepdim=True))
+        weights.append(torch.tensor([0.0, *([1.0] * (len(window) - 2)), 0.0], device=hidden.device))
+    return torch.cat(embeddings), torch.cat(weights)
+
+
+def windowed_score(scorer, candidate: str, reference: str) -> BertScore:
+    """BERTScore over the whole of two texts longer than one scorer window: each embedded in consecutive
+    windows, then bert-score's greedy cosine matching between all the tokens of both (precision: each
+    candidate token's best match in the reference; recall: the other way round; F1 their harmonic mean)."""
+    hyp, hyp_weight = _embed_windows(scorer, candidate)  # [Th, D], [Th]
+    ref, ref_weight = _embed_windows(scorer, reference)  # [Tr, D], [Tr]
+    similarity = hyp @ ref.T  # [Th, Tr]
+    precision = float((similarity.max(dim=1).values * hyp_weight).sum() / hyp_weight.sum())
+    recall = float((similarity.max(dim=0).values * ref_weight).sum() / ref_weight.sum())
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return BertScore(precision, recall, f1)
 
 
 def _layer_count(model: str, path: str) -> int:

@@ -44,6 +44,11 @@ class ElboEstimate:
     def nll_bound_per_token(self) -> float | None:
         return self.nll_bound / self.tokens if self.tokens else None
 
+    @property
+    def stderr_per_token(self) -> float | None:
+        """The Monte-Carlo standard error of `nll_bound_per_token` (kept in the artifact beside it)."""
+        return self.stderr / self.tokens if self.stderr is not None and self.tokens else None
+
 
 def masked_counts(answer_length: int, samples: int, generator: torch.Generator) -> Tensor:
     """l_j = floor((u + j) / n * L) + 1 for j < n, u ~ U[0, 1): systematic draws from U{1..L}. [n]"""

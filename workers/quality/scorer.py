@@ -188,7 +188,9 @@ class QualityScorer:
             columns["nll_per_token"] = [n.nll_per_token for n in nlls]
             columns["gen_ppl"] = [n.perplexity for n in nlls]
         if elbo and quality.elbo is not None and model.spec.arch == "llada":
-            columns["elbo_nll_per_token"] = self._elbo(config, continuations, model)
+            bounds, errors = self._elbo(config, continuations, model)
+            columns["elbo_nll_per_token"] = bounds
+            columns["elbo_nll_per_token_stderr"] = errors
         figures = [degeneracy(text) for text in texts]
         columns["repeated_bigram_rate"] = [f.repeated_bigram_rate for f in figures]
         columns["distinct_1"] = [f.distinct_1 for f in figures]
@@ -203,13 +205,15 @@ class QualityScorer:
     @staticmethod
     def _elbo(
         config: RunConfig, continuations: Sequence[_Continuation], model: LoadedModel
-    ) -> list[float | None]:
+    ) -> tuple[list[float | None], list[float | None]]:
+        """The ELBO bound per token of each continuation and its Monte-Carlo standard error."""
         assert config.quality.elbo is not None
         if model.mask_token_id is None:
             raise QualityError(
                 f"quality.elbo: model {model.spec.name!r} has no [MASK] id; set mask_token_id in its spec"
             )
         values: list[float | None] = []
+        errors: list[float | None] = []
         for c in continuations:
             # The prompt as the sampler read it (chat template or BOS around the cut ids).
             prompt = model_input_ids(
@@ -225,7 +229,8 @@ class QualityScorer:
                 seed=config.controls.seed + c.example.prompt_id,
             )
             values.append(estimate.nll_bound_per_token)
-        return values
+            errors.append(estimate.stderr_per_token)
+        return values, errors
 
 
 def _note(evaluator: LoadedModel | None) -> str | None:
