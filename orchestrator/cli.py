@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from orchestrator.actor import RunActor
-from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, unrun_result
+from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
+from orchestrator.lock import LockHeldError, SweepLock
 from orchestrator.plan import PlannedRun, plan_runs, predicted_not_to_fit
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore
-from specs.artifacts import SweepLayout, verify
+from orchestrator.sweepdir import SweepDirError, check_writable, claim
+from specs.artifacts import SweepLayout, provenance_warning, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
 from specs.results import RunStatus
 
@@ -42,9 +45,36 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except SpecError as exc:
+    except (SpecError, SweepDirError, LockHeldError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:  # Ctrl-C before a sweep has its own handlers (or in plan, verify)
+        print("interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not allowed; give 1 or more")
+    return value
+
+
+def load_checked_spec(spec_arg: str):  # -> ExperimentSpec
+    """load_spec, plus what it cannot check without another stage's data: the roofline hardware profile."""
+    spec = load_spec(spec_arg)
+    profile = spec.controls.hardware.profile
+    if profile is not None:
+        from roofline.hardware import get_hardware
+
+        try:
+            get_hardware(profile)
+        except KeyError as exc:
+            raise SpecError(f"{spec_arg}: controls.hardware.profile: {exc.args[0]}") from None
+    return spec
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -63,7 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="sweep directory (default artifacts/<spec name>)")
     sweep.add_argument("--force", action="store_true", help="rerun every run, even those already done")
     sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
-    sweep.add_argument("--actors", type=int, help="workers to start (default: one per GPU, else one)")
+    sweep.add_argument("--actors", type=_positive_int, help="workers to start (default: one per GPU, else one)")
     sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
     sweep.set_defaults(handler=_sweep)
 
@@ -77,7 +107,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    spec = load_spec(args.spec)
+    spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
     print(format_plan(planned))
     print(f"{len(planned)} runs planned for sweep {spec.name!r}")
@@ -122,7 +152,7 @@ def sweep_command(
 ) -> int:
     """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
     spec_path = resolve_path(spec_arg)
-    spec = load_spec(spec_arg)
+    spec = load_checked_spec(spec_arg)
     if os.environ.get("RAY_ADDRESS") and (out is None or not out.is_absolute()):
         print(
             "warning: RAY_ADDRESS is set and the output directory is relative: under `ray job submit` it lands "
@@ -131,30 +161,63 @@ def sweep_command(
         )
     planned = plan_runs(spec)
     skipped = predicted_not_to_fit(spec, planned)
-    store = ArtifactStore(default_out_dir(spec, out))
-    store.open(spec, spec_path.read_text(encoding="utf-8"), force=force)
-    done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
-    for run in planned:
-        reason = skipped.get(run.run_id)
-        if reason and run.run_id not in done:
-            store.write_result(unrun_result(spec.name, run, RunStatus.SKIPPED, reason))
-            done.add(run.run_id)
-    todo = len(planned) - len(done)
-    print(f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}")
-    summary = run_sweep(
-        spec, planned, store, done=done, actors=actors, progress=Progress(total=todo), actor_class=actor_class
-    )
-    print(format_summary(summary, store.root), flush=True)
-    if summary.interrupted:
+    layout = SweepLayout(default_out_dir(spec, out))
+    claim(layout.root)  # a new or empty directory, or a sweep's own: nothing of the user's is touched
+    check_writable(layout)  # before anything is computed
+    # One sweep per directory; SIGTERM/SIGINT from here on stop it cleanly, wherever it is.
+    with stop_on_signals() as stop, SweepLock(layout.lock) as lock:
+        for note in lock.notes:
+            print(f"note: {note}", file=sys.stderr)
+        store = ArtifactStore(layout.root)
+        try:
+            store.open(spec, spec_path.read_text(encoding="utf-8"), force=force)
+            done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
+            for run in planned:
+                reason = skipped.get(run.run_id)
+                if reason and run.run_id not in done:
+                    store.write_result(unrun_result(spec.name, run, RunStatus.SKIPPED, reason))
+                    done.add(run.run_id)
+        except OSError as exc:  # nothing computed yet, so nothing lost
+            raise SweepDirError(f"{exc.filename or layout.root}: cannot write ({exc.strerror or exc})") from None
+        for note in store.notes:
+            print(f"warning: {note}", file=sys.stderr)
+        todo = len(planned) - len(done)
         print(
-            f"interrupted by {summary.interrupted}: every finished run is saved and the manifest is current; "
-            f"rerun the same command to resume",
-            file=sys.stderr,
+            f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}"
         )
-        return EXIT_INTERRUPTED
-    if report and not _report(store.root):
-        return EXIT_USAGE
-    return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+        summary = run_sweep(
+            spec, planned, store, done=done, actors=actors, progress=Progress(total=todo),
+            actor_class=actor_class, stop=stop,
+        )  # fmt: skip
+        print(format_summary(summary, store.root), flush=True)
+        if summary.write_error:
+            _report_write_failure(summary)
+            return EXIT_USAGE
+        if summary.interrupted or stop.signum is not None:
+            by = summary.interrupted or signal.Signals(stop.signum or signal.SIGINT).name
+            print(
+                f"interrupted by {by}: every finished run is saved and the manifest is current; "
+                f"rerun the same command to resume",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        if report and not _report(store.root):
+            return EXIT_USAGE
+        if stop.signum is not None:  # during the report: it was written whole all the same
+            return EXIT_INTERRUPTED
+        return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+
+
+def _report_write_failure(summary: SweepSummary) -> None:
+    """The sweep directory refused a write: say what failed and where every result it refused was kept."""
+    for run_id, path in summary.rescued.items():
+        print(f"kept: the result of run {run_id} is in {path}", file=sys.stderr)
+    print(
+        f"error: cannot write into {summary.write_error}; the sweep stopped and started no more runs "
+        f"({len(summary.rescued)} finished result(s) kept elsewhere, listed above). Free space or fix the "
+        "permissions, then rerun the same command: runs not in the sweep directory are computed again",
+        file=sys.stderr,
+    )
 
 
 def format_summary(summary: SweepSummary, root: Path) -> str:
@@ -190,6 +253,9 @@ def _verify(args: argparse.Namespace) -> int:
     problems = verify(SweepLayout(args.dir))
     for problem in problems:
         print(problem)
+    warning = provenance_warning(SweepLayout(args.dir))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     if problems:
         print(f"{args.dir}: {len(problems)} problem(s); rerun the sweep to recompute damaged runs", file=sys.stderr)
         return EXIT_RUNS_FAILED

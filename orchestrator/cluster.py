@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from orchestrator.reaper import Watchdog, start_watchdog
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -18,13 +20,19 @@ class Capacity:
 
 CLUSTER_MODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
+_connected = False  # this process called ray.init through connect(), so disconnect() undoes it
+_watchdog: Watchdog | None = None  # kills the local Ray's processes if this process dies
+
 
 def connect(*, num_cpus: int | None = None) -> Capacity:
-    """Join RAY_ADDRESS when set (a cluster, `ray job submit`), else start a local Ray on 127.0.0.1 only."""
+    """Join RAY_ADDRESS when set (a cluster, `ray job submit`), else start a local Ray on 127.0.0.1 only,
+    watched so that none of its processes outlives this one (orchestrator/reaper.py)."""
+    global _connected, _watchdog
     if os.environ.get("RAY_ADDRESS"):
         import ray
 
         if not ray.is_initialized():
+            _connected = True
             ray.init(log_to_driver=True, logging_level="WARNING")
         return capacity()
     _loopback_only()
@@ -32,6 +40,9 @@ def connect(*, num_cpus: int | None = None) -> Capacity:
 
     if ray.is_initialized():
         return capacity()
+    _connected = True
+    if _watchdog is None:
+        _watchdog = start_watchdog()
     ray.init(
         address="local",
         num_cpus=num_cpus,
@@ -62,7 +73,17 @@ def capacity() -> Capacity:
 
 
 def disconnect() -> None:
+    """Undo connect(): shut Ray down and make sure no process of a local Ray is left (also after a start
+    that was interrupted half-way). Does nothing when this process did not connect through connect()."""
+    global _connected, _watchdog
+    if not _connected:
+        return
     import ray
 
-    if ray.is_initialized():
+    try:
         ray.shutdown()
+    finally:
+        _connected = False
+        if _watchdog is not None:
+            _watchdog.finish()
+            _watchdog = None

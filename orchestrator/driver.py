@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.actor import RunActor, actor_shape, start_actor
-from orchestrator.cluster import Capacity, connect
+from orchestrator.cluster import Capacity, connect, disconnect
 from orchestrator.plan import PlannedRun
 from orchestrator.progress import Progress
-from orchestrator.store import ArtifactStore
+from orchestrator.store import ArtifactStore, rescue_result
 from specs.results import RunResult, RunStatus
 from specs.schema import ExperimentSpec
 
@@ -40,6 +40,9 @@ class SweepSummary:
     wall_s: float = 0.0
     model_loads: Counter[str] = field(default_factory=Counter)
     interrupted: str | None = None
+    # The sweep directory refused a write: what failed, and where each result it could not take was kept.
+    write_error: str | None = None
+    rescued: dict[str, str] = field(default_factory=dict)  # run id → path of the kept result
 
     @property
     def statuses(self) -> Counter[str]:
@@ -104,8 +107,11 @@ def run_sweep(
     progress: Progress | None = None,
     connect_fn: Callable[[], Capacity] = connect,
     actor_class: type = RunActor,
+    stop: StopFlag | None = None,
 ) -> SweepSummary:
-    """Run every planned run not already done; failures become artifacts, and the sweep always ends."""
+    """Run every planned run not already done; failures become artifacts, and the sweep always ends.
+    SIGTERM/SIGINT stop it cleanly at any moment, Ray's start included (`stop`: a caller's flag, already
+    installed)."""
     todo = [run for run in planned if run.run_id not in done]
     summary = SweepSummary(planned=len(planned), skipped_done=len(planned) - len(todo))
     progress = progress or Progress(total=len(todo))
@@ -113,17 +119,35 @@ def run_sweep(
     if not todo:
         return summary
     try:
-        capacity = connect_fn()
-        count = actors or max(1, capacity.gpus)
-        # After connecting: ray.init installs a SIGTERM handler of its own that would exit at once.
-        with _stop_on_signals() as stop:
-            _drive(spec, todo, store, summary, progress, count, capacity, actor_class, stop)
+        with stop_on_signals(stop) as flag:
+            try:
+                capacity = _connect(connect_fn, flag)
+                flag.check()
+                count = actors or max(1, capacity.gpus)
+                _drive(spec, todo, store, summary, progress, count, capacity, actor_class, flag)
+            finally:
+                disconnect()  # no process of a local Ray outlives the sweep, whatever stopped it
     except Interrupted as interrupted:
         summary.interrupted = str(interrupted)
     finally:
         summary.wall_s = time.perf_counter() - started
         progress.close()
     return summary
+
+
+def _connect(connect_fn: Callable[[], Capacity], flag: StopFlag) -> Capacity:
+    """Connect, turning an interrupt while Ray starts into Interrupted: ray.init installs a SIGTERM handler
+    of its own that exits at once, so the signals are taken back as soon as it returns."""
+    try:
+        return connect_fn()
+    except KeyboardInterrupt:
+        raise Interrupted(signal.SIGINT) from None
+    except SystemExit as exc:
+        if exc.code == signal.SIGTERM:
+            raise Interrupted(signal.SIGTERM) from None
+        raise
+    finally:
+        flag.take_signals()
 
 
 def _drive(
@@ -135,7 +159,7 @@ def _drive(
     count: int,
     capacity: Capacity,
     actor_class: type,
-    stop: _StopFlag,
+    stop: StopFlag,
 ) -> None:
     import ray
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
@@ -145,10 +169,10 @@ def _drive(
     queue = _Queue(todo)
     in_flight: dict[Any, tuple[_Slot, PlannedRun]] = {}
     try:
-        while queue or in_flight:
+        while (queue and summary.write_error is None) or in_flight:
             stop.check()
             for slot in slots:
-                if not slot.busy and queue:
+                if not slot.busy and queue and summary.write_error is None:  # a refused write: drain only
                     held_elsewhere = {s.model for s in slots if s is not slot and s.model}
                     run = queue.take(slot.model, held_elsewhere)
                     ref = slot.actor.run.remote(
@@ -172,7 +196,7 @@ def _drive(
                     result = failed_result(spec.name, run, RunStatus.CRASHED, died, queue.attempts[run.run_id])
                 except RayTaskError as raised:
                     result = failed_result(spec.name, run, RunStatus.ERROR, raised, queue.attempts[run.run_id])
-                store.write_result(result)
+                _keep(spec.name, store, result, summary, progress)
                 summary.results.append(result)
                 progress.finished(result)
         for slot in slots:
@@ -180,6 +204,24 @@ def _drive(
     finally:
         for slot in slots:
             ray.kill(slot.actor, no_restart=True)
+
+
+def _keep(sweep: str, store: ArtifactStore, result: RunResult, summary: SweepSummary, progress: Progress) -> None:
+    """Write a result into the sweep directory; once a write fails (read-only, disk full), keep it and every
+    later one elsewhere, and hand out no more runs."""
+    if summary.write_error is None:
+        try:
+            store.write_result(result)
+            return
+        except OSError as exc:
+            summary.write_error = f"{exc.filename or store.root} ({exc.strerror or exc})"
+            progress.note(f"error: cannot write into {summary.write_error}; no more runs are started")
+    rescued = rescue_result(result, sweep)
+    if rescued is None:
+        progress.note(f"result of run {result.run_id}, which no directory would take:\n{result.model_dump_json()}")
+        summary.rescued[result.run_id] = "standard error, above"
+    else:
+        summary.rescued[result.run_id] = str(rescued)
 
 
 def _count_loads(summary: SweepSummary, slot: _Slot) -> None:
@@ -232,28 +274,42 @@ def _duration_s(result: RunResult) -> float:
     return max(0.0, (end - start).total_seconds())
 
 
-class _StopFlag:
+class StopFlag:
     """Set by a signal; the loop checks it between results, so a result is never cut mid-write."""
 
-    signum: int | None = None
+    STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.installed = False
 
     def check(self) -> None:
         if self.signum is not None:
             raise Interrupted(self.signum)
 
+    def handle(self, signum: int, _frame: object) -> None:
+        self.signum = signum
+
+    def take_signals(self) -> None:
+        """(Re)install the handlers, e.g. after ray.init replaced SIGTERM's with one that exits."""
+        if self.installed:
+            for s in self.STOP_SIGNALS:
+                signal.signal(s, self.handle)
+
 
 @contextmanager
-def _stop_on_signals() -> Iterator[_StopFlag]:
-    """Turn SIGTERM/SIGINT (SLURM's wall-time warning, Ctrl-C) into a clean stop of the driver loop."""
-    flag = _StopFlag()
-
-    def handler(signum: int, _frame: object) -> None:
-        flag.signum = signum
-
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+def stop_on_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
+    """Turn SIGTERM/SIGINT (SLURM's wall-time warning, Ctrl-C) into a clean stop; a flag given is one a
+    caller has installed already, and is used as it is."""
+    if flag is not None:
+        yield flag
+        return
+    flag = StopFlag()
+    previous = {s: signal.getsignal(s) for s in StopFlag.STOP_SIGNALS}
     try:
         for s in previous:
-            signal.signal(s, handler)
+            signal.signal(s, flag.handle)
+        flag.installed = True
     except ValueError:  # not the main thread: leave signals alone
         previous = {}
     try:

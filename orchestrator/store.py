@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from specs.artifacts import (
+    CHECKSUMS_FILE,
+    SPEC_FILE,
     TEMP_SUFFIX,
     Manifest,
     SweepLayout,
     canonical_json,
+    checksum_key,
+    read_checksums,
     read_manifest,
     sha256_file,
 )
@@ -21,6 +28,7 @@ from specs.results import RunResult, RunStatus
 from specs.schema import ExperimentSpec
 
 FAILED_STATUSES = frozenset({RunStatus.ERROR, RunStatus.CRASHED})
+RESCUE_DIR_ENV = "LLADA_BENCH_RESCUE_DIR"  # where a result goes when its sweep directory cannot take it
 
 
 def _umask() -> int:
@@ -58,19 +66,25 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 class ArtifactStore:
-    """Owns artifacts/<sweep>/: the frozen spec, one file per run, and the manifest over them."""
+    """Owns artifacts/<sweep>/: the frozen spec, one file per run, the manifest over them, and the record of
+    every checksum written (checksums.jsonl), which decides what a rebuilt manifest may adopt."""
 
     def __init__(self, root: Path) -> None:
         self.layout = SweepLayout(root)
         self._manifest: Manifest | None = None
+        self._recorded: dict[str, set[str]] = {}
+        self.notes: list[str] = []  # what open() found and did, for the user to read
 
     @property
     def root(self) -> Path:
         return self.layout.root
 
     def open(self, spec: ExperimentSpec, spec_text: str, *, force: bool = False) -> None:
-        """Freeze the spec (refusing another spec's directory unless forced) and load or rebuild the manifest."""
+        """Freeze the spec (refusing another spec's directory unless forced) and load or rebuild the manifest.
+        The caller has made the directory its own (orchestrator/sweepdir.py) and holds its lock."""
+        self.root.mkdir(parents=True, exist_ok=True)
         self._remove_stale_temporaries()
+        self._open_checksum_record()
         if self.layout.spec.is_file():
             frozen = self.layout.spec.read_text(encoding="utf-8")
             if not _same_spec(frozen, spec) and not force:
@@ -79,9 +93,9 @@ class ArtifactStore:
                     "use another --out directory, or --force to rerun every run under the new spec"
                 )
             if frozen != spec_text:
-                atomic_write(self.layout.spec, spec_text.encode("utf-8"))
+                self._write_recorded(self.layout.spec, spec_text.encode("utf-8"))
         else:
-            atomic_write(self.layout.spec, spec_text.encode("utf-8"))
+            self._write_recorded(self.layout.spec, spec_text.encode("utf-8"))
         self.layout.runs.mkdir(parents=True, exist_ok=True)
         self._manifest = self._reconciled_manifest(spec.name)
         self._write_manifest()
@@ -96,6 +110,12 @@ class ArtifactStore:
                 continue
             if sha256_file(path) != manifest.runs[run_id]:
                 continue
+            if manifest.runs[run_id] not in self._recorded.get(checksum_key(self.layout, path), set()):
+                self.notes.append(
+                    f"{path}: the manifest's checksum is not one this sweep recorded writing "
+                    f"({CHECKSUMS_FILE}); not trusted, it will be recomputed"
+                )
+                continue
             if retry_failed and _status_of(path) in FAILED_STATUSES:
                 continue
             done.add(run_id)
@@ -105,10 +125,44 @@ class ArtifactStore:
         """Write one run's artifact the moment it arrives, then record its checksum."""
         manifest = self._require_manifest()
         path = self.layout.run_file(result.run_id)
-        atomic_write(path, result.model_dump_json(indent=1).encode("utf-8"))
-        manifest.runs[result.run_id] = sha256_file(path)
+        manifest.runs[result.run_id] = self._write_recorded(path, result.model_dump_json(indent=1).encode("utf-8"))
         self._write_manifest()
         return path
+
+    def _write_recorded(self, path: Path, data: bytes) -> str:
+        """Record the checksum first, then write: a file on disk is never one whose checksum went unrecorded."""
+        digest = hashlib.sha256(data).hexdigest()
+        key = checksum_key(self.layout, path)
+        line = json.dumps({"file": key, "sha256": digest, "at": datetime.now(UTC).isoformat(timespec="seconds")})
+        _append_line(self.layout.checksums, line)
+        self._recorded.setdefault(key, set()).add(digest)
+        atomic_write(path, data)
+        return digest
+
+    def _open_checksum_record(self) -> None:
+        """Read the record of checksums written; start it (from the manifest, for a directory that predates
+        it) when there is none."""
+        recorded = read_checksums(self.layout)
+        if recorded is not None:
+            self._recorded = recorded
+            return
+        try:
+            manifest = read_manifest(self.layout)
+        except (ValueError, OSError):
+            manifest = None
+        self.layout.checksums.touch()
+        self._recorded = {}
+        if manifest is None:
+            return
+        entries = {checksum_key(self.layout, self.layout.run_file(r)): sha for r, sha in manifest.runs.items()}
+        entries[SPEC_FILE] = manifest.spec_sha256
+        for key, digest in entries.items():
+            _append_line(self.layout.checksums, json.dumps({"file": key, "sha256": digest, "from": "manifest.json"}))
+            self._recorded.setdefault(key, set()).add(digest)
+        self.notes.append(
+            f"{self.layout.checksums}: started from manifest.json ({len(manifest.runs)} runs); this directory "
+            "predates the record, so those checksums are the manifest's word alone"
+        )
 
     def _write_manifest(self) -> None:
         manifest = self._require_manifest()
@@ -122,33 +176,68 @@ class ArtifactStore:
         return self._manifest
 
     def _reconciled_manifest(self, sweep: str) -> Manifest:
-        """Trust the manifest for files it lists; adopt whole run files it is missing (a crash between
-        the run file's rename and the manifest's); drop entries whose file is gone."""
+        """Trust the manifest for files it lists; adopt a whole run file it is missing (a crash between the
+        run file's rename and the manifest's, or a deleted manifest) only when its checksum is one this sweep
+        recorded writing, so an edited file is never laundered into a result; drop entries whose file is gone."""
         try:
             manifest = read_manifest(self.layout)
         except (ValueError, OSError):
             manifest = None
+            self.notes.append(f"{self.layout.manifest}: unreadable; rebuilt from the run files")
         runs = dict(manifest.runs) if manifest else {}
         on_disk = self.layout.run_files()
         for run_id in list(runs):
             if run_id not in on_disk:
                 del runs[run_id]
         for run_id, path in on_disk.items():
-            if run_id not in runs and _is_whole_result(path, run_id):
-                runs[run_id] = sha256_file(path)
+            if run_id in runs:
+                continue
+            digest = sha256_file(path)
+            if digest in self._recorded.get(checksum_key(self.layout, path), set()) and _is_whole_result(path, run_id):
+                runs[run_id] = digest
+            else:
+                self.notes.append(
+                    f"{path}: not adopted: its checksum is not one this sweep recorded writing ({CHECKSUMS_FILE}), "
+                    "so it was edited or written by something else; the run will be recomputed"
+                )
         return Manifest(sweep=sweep, spec_sha256="", runs=runs)
 
     def _remove_stale_temporaries(self) -> None:
-        """A driver killed mid-write leaves a temporary file behind; it was never a result."""
-        if not self.root.is_dir():
-            return
-        for temp in self.root.rglob(f"*{TEMP_SUFFIX}"):
+        """A driver killed mid-write leaves its temporary file behind; it was never a result. Only files
+        named the way this package names its temporaries are removed, nothing else."""
+        for temp in self.layout.temporaries():
             temp.unlink(missing_ok=True)
+
+
+def _append_line(path: Path, line: str) -> None:
+    """Append one line and fsync it (O_APPEND: a line is never interleaved with another writer's)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _SHARED_MODE)
+    try:
+        os.write(fd, (line + "\n").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rescue_result(result: RunResult, sweep: str) -> Path | None:
+    """Keep a computed result whose sweep directory refused it (read-only, full): the first place that takes
+    it, of $LLADA_BENCH_RESCUE_DIR, the temporary directory and ~/.cache. None when none does."""
+    data = result.model_dump_json(indent=1).encode("utf-8")
+    bases = [Path(os.environ[RESCUE_DIR_ENV])] if os.environ.get(RESCUE_DIR_ENV) else []
+    bases += [Path(tempfile.gettempdir()) / "llada-bench-rescued", Path.home() / ".cache" / "llada-bench-rescued"]
+    for base in bases:
+        path = base / sweep / f"{result.run_id}.json"
+        try:
+            atomic_write(path, data)
+        except OSError:
+            continue
+        return path
+    return None
 
 
 def _same_spec(frozen_text: str, spec: ExperimentSpec) -> bool:
     try:
-        frozen = parse_spec(frozen_text, source="frozen spec")
+        frozen = parse_spec(frozen_text, source="frozen spec", check_files=False)
     except SpecError:
         return False
     return canonical_json(frozen.model_dump(mode="json")) == canonical_json(spec.model_dump(mode="json"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,18 @@ MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.parquet"
 FIGURES_DIR = "figures"
 TEMP_SUFFIX = ".tmp"
+# Every checksum the sweep ever wrote, one JSON line each: a second record beside the manifest, so a run
+# file edited while the manifest was away is never adopted as a result.
+CHECKSUMS_FILE = "checksums.jsonl"
+LOCK_FILE = "sweep.lock"  # present while a sweep writes here: host, pid, start time
+REPORT_FILES = ("report.html", "report.md")
+FIGURE_SUFFIXES = (".png", ".svg")
+# What a sweep directory may hold; anything else is a stray that `verify` names.
+SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, *REPORT_FILES})
+SWEEP_DIRS = frozenset({RUNS_DIR, FIGURES_DIR})
+# Temporary files the package itself names: the store's `.<name>.<random>.tmp` and the report's `<name>.tmp`.
+_STORE_TEMP = re.compile(r"^\.(?:spec\.yaml|manifest\.json|write-check|[0-9a-f]+\.json)\.[^/]+\.tmp$")
+_REPORT_TEMPS = frozenset(name + TEMP_SUFFIX for name in (RESULTS_FILE, *REPORT_FILES))
 
 
 class Manifest(BaseModel):
@@ -55,14 +68,75 @@ class SweepLayout:
     def figures(self) -> Path:
         return self.root / FIGURES_DIR
 
+    @property
+    def checksums(self) -> Path:
+        return self.root / CHECKSUMS_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / LOCK_FILE
+
     def run_file(self, run_id: str) -> Path:
         return self.runs / f"{run_id}.json"
 
     def run_files(self) -> dict[str, Path]:
-        """Every finished run file on disk, by run id (temporary files are not runs)."""
+        """Every finished run file on disk, by run id (temporary files and directories are not runs)."""
         if not self.runs.is_dir():
             return {}
-        return {p.stem: p for p in sorted(self.runs.glob("*.json"))}
+        return {p.stem: p for p in sorted(self.runs.glob("*.json")) if p.is_file()}
+
+    def temporaries(self) -> list[Path]:
+        """Temporary files this package names itself, left by an interrupted write (never anything else)."""
+        found = [p for p in _entries(self.root) if is_own_temporary(p.name)]
+        if self.runs.is_dir() and not self.runs.is_symlink():
+            found += [p for p in _entries(self.runs) if _STORE_TEMP.match(p.name)]
+        return found
+
+
+def is_own_temporary(name: str) -> bool:
+    return bool(_STORE_TEMP.match(name)) or name in _REPORT_TEMPS
+
+
+def _entries(directory: Path) -> list[Path]:
+    try:
+        return sorted(directory.iterdir())
+    except OSError:
+        return []
+
+
+def holds_sweep(root: Path) -> bool:
+    """Whether a directory holds a sweep of this package: its checksum record, or a manifest that parses."""
+    layout = SweepLayout(root)
+    if layout.checksums.is_file():
+        return True
+    try:
+        return read_manifest(layout) is not None
+    except (ValueError, OSError):
+        return False
+
+
+def checksum_key(layout: SweepLayout, path: Path) -> str:
+    """How the checksum record names a file: its path inside the sweep directory (runs/<id>.json)."""
+    return path.relative_to(layout.root).as_posix()
+
+
+def read_checksums(layout: SweepLayout) -> dict[str, set[str]] | None:
+    """Every checksum ever recorded, by file (None when there is no record). A torn last line, from a
+    writer killed mid-append, is skipped: its file was never renamed into place."""
+    try:
+        text = layout.checksums.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError):
+        return {}
+    recorded: dict[str, set[str]] = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            recorded.setdefault(str(entry["file"]), set()).add(str(entry["sha256"]))
+        except (ValueError, KeyError, TypeError):
+            continue
+    return recorded
 
 
 def sha256_file(path: Path) -> str:
@@ -91,7 +165,8 @@ class Problem:
 
 
 def verify(layout: SweepLayout) -> list[Problem]:
-    """Recompute every checksum; name each mismatch, missing file and extra file. Empty = verified."""
+    """Recompute every checksum; name each mismatch, missing file, extra file and stray entry, and every
+    manifest checksum the sweep never recorded writing. Empty = verified."""
     try:
         manifest = read_manifest(layout)
     except (ValueError, OSError) as exc:
@@ -99,20 +174,65 @@ def verify(layout: SweepLayout) -> list[Problem]:
     if manifest is None:
         return [Problem(str(layout.manifest), "missing")]
     problems: list[Problem] = []
+    recorded = read_checksums(layout)
     if not layout.spec.is_file():
         problems.append(Problem(str(layout.spec), "missing"))
     elif sha256_file(layout.spec) != manifest.spec_sha256:
         problems.append(Problem(str(layout.spec), "checksum mismatch (edited after the sweep)"))
+    elif recorded is not None and manifest.spec_sha256 not in recorded.get(SPEC_FILE, set()):
+        problems.append(Problem(str(layout.spec), f"checksum not in {CHECKSUMS_FILE} (manifest edited?)"))
     on_disk = layout.run_files()
     for run_id, expected in sorted(manifest.runs.items()):
         path = layout.run_file(run_id)
         if run_id not in on_disk:
-            problems.append(Problem(str(path), "missing"))
+            if not path.exists():  # one that is there but no file is named below, as a stray
+                problems.append(Problem(str(path), "missing"))
         elif sha256_file(path) != expected:
             problems.append(Problem(str(path), "checksum mismatch (truncated or edited)"))
+        elif recorded is not None and expected not in recorded.get(checksum_key(layout, path), set()):
+            problems.append(Problem(str(path), f"checksum not in {CHECKSUMS_FILE}: not a result the sweep wrote"))
     for run_id in sorted(set(on_disk) - set(manifest.runs)):
         problems.append(Problem(str(on_disk[run_id]), "extra file not in the manifest"))
+    return problems + strays(layout)
+
+
+def strays(layout: SweepLayout) -> list[Problem]:
+    """Entries a sweep never writes: unknown files and folders, a run path that is not a file, figures
+    that are not images. The package's own temporary files are not strays (the next sweep removes them)."""
+    problems = []
+    for path in _entries(layout.root):
+        name = path.name
+        if is_own_temporary(name):
+            continue
+        if name in SWEEP_DIRS:
+            if not path.is_dir() or path.is_symlink():
+                problems.append(Problem(str(path), "stray: a sweep keeps a directory here"))
+        elif name in SWEEP_FILES:
+            if not path.is_file() or path.is_symlink():
+                problems.append(Problem(str(path), "stray: not a regular file"))
+        else:
+            problems.append(Problem(str(path), "stray: not part of a sweep"))
+    for path in _entries(layout.runs) if layout.runs.is_dir() and not layout.runs.is_symlink() else []:
+        if _STORE_TEMP.match(path.name):
+            continue
+        if path.suffix != ".json":
+            problems.append(Problem(str(path), "stray: not a run file"))
+        elif not path.is_file() or path.is_symlink():
+            problems.append(Problem(str(path), "stray: a run file must be a regular file"))
+    for path in _entries(layout.figures) if layout.figures.is_dir() and not layout.figures.is_symlink() else []:
+        if path.suffix not in FIGURE_SUFFIXES or not path.is_file():
+            problems.append(Problem(str(path), "stray: not a figure"))
     return problems
+
+
+def provenance_warning(layout: SweepLayout) -> str | None:
+    """A line to print when the manifest's checksums cannot be checked against the record of writes."""
+    if layout.manifest.is_file() and read_checksums(layout) is None:
+        return (
+            f"{layout.checksums}: missing, so the manifest's checksums cannot be checked against the record of "
+            "what the sweep wrote (a directory from an older version, or the record was deleted)"
+        )
+    return None
 
 
 def load_results(layout: SweepLayout) -> list[RunResult]:

@@ -42,10 +42,13 @@ def load_spec(path: str | Path = DEFAULT_SPEC) -> ExperimentSpec:
     return parse_spec(text, source=str(path))
 
 
-def parse_spec(text: str, source: str = "<spec>") -> ExperimentSpec:
-    """Validate YAML text (safe-loaded: no tags, no code) into an ExperimentSpec."""
+def parse_spec(text: str, source: str = "<spec>", *, check_files: bool = True) -> ExperimentSpec:
+    """Validate YAML text (safe-loaded: no tags, no code, no repeated keys) into an ExperimentSpec; with
+    `check_files`, also check it against this machine's files (specs/preflight.py)."""
     try:
-        data = yaml.safe_load(text)
+        data = _safe_load_unique(text)
+    except _RepeatedKey as exc:
+        raise SpecError(f"{source}: {exc}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -54,38 +57,67 @@ def parse_spec(text: str, source: str = "<spec>") -> ExperimentSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{source}: a spec must be a mapping with keys name, models, grid, ...")
     try:
-        spec = ExperimentSpec.model_validate(data)
+        # strict: YAML's `true`/`yes` are booleans, never the integer 1 (nor a float, nor a string)
+        spec = ExperimentSpec.model_validate(data, strict=True)
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
-    check_local_files(spec, source)
+    if check_files:
+        from specs.preflight import check_on_this_machine  # it resolves paths with this module
+
+        problem = check_on_this_machine(spec)
+        if problem is not None:
+            raise SpecError(f"{source}: {problem}")
     return spec
 
 
-def check_local_files(spec: ExperimentSpec, source: str) -> None:
-    """Paths that must exist on this machine: prompt files and local checkpoints."""
-    dataset = spec.prompts.dataset
-    if dataset.endswith((".txt", ".jsonl")):
-        file = resolve_path(dataset)
-        if not file.is_file():
-            raise SpecError(f"{source}: prompts.dataset: no such file {dataset!r}")
-        try:
-            with file.open(encoding="utf-8") as handle:
-                handle.read(1 << 16)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SpecError(
-                f"{source}: prompts.dataset: cannot read {dataset!r} as UTF-8 text ({exc.__class__.__name__})"
-            ) from None
-    for index, model in enumerate(spec.models):
-        checkpoint = getattr(model.source, "checkpoint", None)
-        if checkpoint and _looks_local(checkpoint) and not resolve_path(checkpoint).is_dir():
-            raise SpecError(
-                f"{source}: models.{index}.source.checkpoint: no such directory {checkpoint!r} "
-                "(a hub id looks like 'org/name')"
-            )
+class _RepeatedKey(yaml.YAMLError):
+    """A mapping gives one key twice; YAML itself would keep the last one without a word."""
 
 
-def _looks_local(checkpoint: str) -> bool:
-    return checkpoint.startswith(("/", "./", "../", "~")) or checkpoint.count("/") > 1
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
+def _safe_load_unique(text: str) -> Any:
+    """yaml.safe_load, refusing repeated keys (a second `controls:` block would silently replace the first)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        repeated = _repeated_key(node, (), set())
+        if repeated:
+            raise _RepeatedKey(repeated)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _repeated_key(node: yaml.Node, path: tuple[Any, ...], visited: set[int]) -> str | None:
+    """'field.path: given twice (lines a and b)' for the first repeated key, walking each node once (an
+    alias is the same node, so an alias bomb costs no more than its text)."""
+    if id(node) in visited:
+        return None
+    visited.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            if key.tag == _MERGE_TAG:  # `<<: *defaults` then a key of its own overrides, as YAML means
+                continue
+            if isinstance(key, yaml.ScalarNode):
+                line = key.start_mark.line + 1
+                field = ".".join(_loc_part(part) for part in (*path, key.value))
+                if (key.tag, key.value) in seen:
+                    return f"{field}: given twice (lines {seen[key.tag, key.value]} and {line}); give each key once"
+                seen[key.tag, key.value] = line
+            found = _repeated_key(value, (*path, getattr(key, "value", "?")), visited)
+            if found:
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            found = _repeated_key(item, (*path, index), visited)
+            if found:
+                return found
+    return None
 
 
 def describe_validation_error(exc: ValidationError) -> str:

@@ -21,13 +21,25 @@ Device = Literal["auto", "cpu", "cuda"]
 class Frozen(BaseModel):
     """Base of every spec model: unknown keys are errors and nothing changes after validation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # Infinity and NaN are never a setting (a temperature of .inf would pass `ge=0`).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _safe_name(value: str) -> str:
-    if not SAFE_NAME.match(value) or value in {".", ".."}:
+    # fullmatch: `$` in SAFE_NAME would also accept a name that ends in a newline.
+    if not SAFE_NAME.fullmatch(value) or value in {".", ".."}:
         raise ValueError(f"{value!r} is not a safe name; use {SAFE_NAME_HELP}")
     return value
+
+
+def _distinct(values: list | None) -> list | None:
+    """A grid axis lists each value once: a repeat would plan the same run twice."""
+    seen: list = []
+    for value in values or []:
+        if value in seen:
+            raise ValueError(f"{value!r} is listed twice; list each value once")
+        seen.append(value)
+    return values
 
 
 # ---------------------------------------------------------------- models
@@ -81,6 +93,8 @@ class LladaAxes(Frozen):
     block_lengths: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
     remasking: list[Remasking] = Field(default_factory=lambda: ["low_confidence"], min_length=1)
     cfg_scales: list[Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: [0.0], min_length=1)
+
+    _distinct = field_validator("steps", "block_lengths", "remasking", "cfg_scales")(_distinct)
 
 
 class ModelSpec(Frozen):
@@ -141,6 +155,8 @@ class Grid(Frozen):
     sequence_lengths: list[Annotated[int, Field(gt=1)]] | None = None
     prompt_fraction: float | None = Field(default=None, gt=0, lt=1)
     llada: LladaAxes | None = None
+
+    _distinct = field_validator("batch_sizes", "prompt_lengths", "generation_lengths", "sequence_lengths")(_distinct)
 
     @model_validator(mode="after")
     def _one_length_form(self) -> Grid:
@@ -229,6 +245,11 @@ class Controls(Frozen):
         if self.skip_predicted_oom and self.hardware.profile is None:
             raise ValueError(
                 "hardware.profile: skip_predicted_oom needs a roofline hardware profile, e.g. a100-sxm4-80gb"
+            )
+        if self.device == "cpu" and self.hardware.gpu.strip().lower() != "any" and not self.hardware.allow_mismatch:
+            raise ValueError(
+                f"hardware.gpu: {self.hardware.gpu!r} needs a GPU but device is 'cpu', so every run would be "
+                "refused; allowed on cpu: gpu: any (or device: auto / cuda)"
             )
         if self.attention == "flash_attention_2" and self.dtype == "float32":
             raise ValueError("attention: 'flash_attention_2' runs in bfloat16 or float16 only; use dtype bfloat16")
