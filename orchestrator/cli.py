@@ -12,16 +12,25 @@ from pathlib import Path
 
 from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
+from orchestrator.extrapolation import extrapolation_checks, format_checks
 from orchestrator.lock import LockHeldError, SweepLock
-from orchestrator.plan import PlannedRun, plan_runs, predicted_not_to_fit
+from orchestrator.plan import (
+    PlanEstimate,
+    PlannedRun,
+    format_duration,
+    plan_runs,
+    predict_plan,
+    predicted_not_to_fit,
+)
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore
 from orchestrator.sweepdir import SweepDirError, check_writable, claim
-from specs.artifacts import SweepLayout, provenance_warning, verify
+from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
 from specs.results import RunStatus
 
 EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
+EXECUTORS = ("ray", "inline")
 
 # Subcommands owned by other stages: (module, help). Imported only when used.
 DELEGATED = {
@@ -95,6 +104,18 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
     sweep.add_argument("--actors", type=_positive_int, help="workers to start (default: one per GPU, else one)")
     sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
+    sweep.add_argument(
+        "--executor", choices=EXECUTORS, default="ray",
+        help="ray (default): one actor per GPU; inline: every run in this process, without Ray (one GPU)",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--max-predicted-hours", type=float, metavar="H",
+        help="refuse when the runs to do are predicted (roofline, controls.hardware.profile) to take longer",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--stop-after", type=float, metavar="SECONDS",
+        help="inline: start no run predicted to end after this many seconds; rerun to continue",
+    )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
 
     check = commands.add_parser("verify", help="recompute every checksum of a sweep directory")
@@ -109,20 +130,37 @@ def _parser() -> argparse.ArgumentParser:
 def _plan(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
-    print(format_plan(planned))
+    estimate = predict_plan(spec, planned)
+    print(format_plan(planned, estimate.seconds if estimate else None))
     print(f"{len(planned)} runs planned for sweep {spec.name!r}")
+    print(format_estimate(estimate, spec.controls.warmup, spec.controls.repetitions))
     return EXIT_OK
 
 
-def format_plan(planned: list[PlannedRun]) -> str:
-    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg")
+def format_estimate(estimate: PlanEstimate | None, warmup: int, repetitions: int) -> str:
+    """The plan's predicted total, or why there is none."""
+    if estimate is None:
+        return "predicted wall time: none (set controls.hardware.profile, e.g. a100-sxm4-80gb, to predict one)"
+    return (
+        f"predicted wall time on {estimate.hardware}: {format_duration(estimate.total_s)} "
+        f"({estimate.total_s:.0f} s; roofline, {warmup} warm-ups + {repetitions} repetitions per run and the "
+        "generations quality needs; model loads and scoring not included)"
+    )
+
+
+def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None = None) -> str:
+    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg", "timed")
+    if predicted_s is not None:
+        header += ("predicted",)
     rows = [header] + [
         (
             run.run_id, run.config.model.name, run.config.model.arch, str(run.config.batch_size),
             str(run.config.prompt_length), str(run.config.generation_length), _dash(run.config.steps),
             _dash(run.config.block_length), _dash(run.config.remasking),
             _dash(run.config.cfg_scale if run.config.steps is not None else None),
+            _dash(run.config.timed_steps or (run.config.steps and "all")),
         )
+        + ((format_duration(predicted_s[run.run_id]),) if predicted_s is not None else ())
         for run in planned
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
@@ -136,7 +174,8 @@ def _dash(value: object) -> str:
 def _sweep(args: argparse.Namespace) -> int:
     return sweep_command(
         args.spec, out=args.out, force=args.force, retry_failed=args.retry_failed, actors=args.actors,
-        report=not args.no_report,
+        report=not args.no_report, executor=args.executor, max_predicted_hours=args.max_predicted_hours,
+        stop_after_s=args.stop_after,
     )
 
 
@@ -149,6 +188,9 @@ def sweep_command(
     actors: int | None = None,
     report: bool = True,
     actor_class: type = RunActor,
+    executor: str = "ray",
+    max_predicted_hours: float | None = None,
+    stop_after_s: float | None = None,
 ) -> int:
     """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
     spec_path = resolve_path(spec_arg)
@@ -182,14 +224,32 @@ def sweep_command(
         for note in store.notes:
             print(f"warning: {note}", file=sys.stderr)
         todo = len(planned) - len(done)
+        predicting = max_predicted_hours is not None or stop_after_s is not None
+        estimate = predict_plan(spec, planned) if predicting else None
+        if max_predicted_hours is not None:
+            refusal = _over_predicted_hours(estimate, planned, done, max_predicted_hours)
+            if refusal:
+                print(f"error: {refusal}", file=sys.stderr)
+                return EXIT_USAGE
         print(
             f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}"
         )
-        summary = run_sweep(
-            spec, planned, store, done=done, actors=actors, progress=Progress(total=todo),
-            actor_class=actor_class, stop=stop,
-        )  # fmt: skip
+        if executor == "inline":
+            from orchestrator.inline import run_inline  # no Ray: one process, one device
+
+            summary = run_inline(
+                spec, planned, store, done=done, progress=Progress(total=todo), stop_after_s=stop_after_s,
+                predicted_s=estimate.seconds if estimate else None,
+            )  # fmt: skip
+        else:
+            summary = run_sweep(
+                spec, planned, store, done=done, actors=actors, progress=Progress(total=todo),
+                actor_class=actor_class, stop=stop,
+            )  # fmt: skip
         print(format_summary(summary, store.root), flush=True)
+        checks = extrapolation_checks(load_results(store.layout)) if spec.controls.extrapolation else []
+        if checks:
+            print(format_checks(checks), flush=True)
         if summary.write_error:
             _report_write_failure(summary)
             return EXIT_USAGE
@@ -206,6 +266,24 @@ def sweep_command(
         if stop.signum is not None:  # during the report: it was written whole all the same
             return EXIT_INTERRUPTED
         return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+
+
+def _over_predicted_hours(
+    estimate: PlanEstimate | None, planned: list[PlannedRun], done: set[str], hours: float
+) -> str | None:
+    """Why `--max-predicted-hours` refuses the runs still to do, or None."""
+    if estimate is None:
+        return (
+            "--max-predicted-hours: the spec names no roofline profile to predict with; set "
+            "controls.hardware.profile (e.g. a100-sxm4-80gb; `llada-bench roofline hardware` lists them)"
+        )
+    remaining = sum(estimate.seconds[r.run_id] for r in planned if r.run_id not in done)
+    if remaining <= hours * 3600:
+        return None
+    return (
+        f"--max-predicted-hours {hours:g}: the runs to do are predicted to take {format_duration(remaining)} on "
+        f"{estimate.hardware} (`llada-bench plan` itemises them); raise the limit or trim the grid"
+    )
 
 
 def _report_write_failure(summary: SweepSummary) -> None:

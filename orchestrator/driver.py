@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator.actor import RunActor, actor_shape, start_actor
+from orchestrator.actor import RunActor, actor_count, actor_shape, start_actor
 from orchestrator.cluster import Capacity, connect, disconnect
 from orchestrator.plan import PlannedRun
 from orchestrator.progress import Progress
@@ -123,7 +123,9 @@ def run_sweep(
             try:
                 capacity = _connect(connect_fn, flag)
                 flag.check()
-                count = actors or max(1, capacity.gpus)
+                count, note = actor_count(actors, capacity.gpus)
+                if note:
+                    progress.note(note)
                 _drive(spec, todo, store, summary, progress, count, capacity, actor_class, flag)
             finally:
                 disconnect()  # no process of a local Ray outlives the sweep, whatever stopped it
@@ -145,6 +147,10 @@ def _connect(connect_fn: Callable[[], Capacity], flag: StopFlag) -> Capacity:
     except SystemExit as exc:
         if exc.code == signal.SIGTERM:
             raise Interrupted(signal.SIGTERM) from None
+        raise
+    except Exception:
+        if flag.signum is not None:  # Ctrl-C reaches Ray's own processes too, and ray.init fails for it
+            raise Interrupted(flag.signum) from None
         raise
     finally:
         flag.take_signals()

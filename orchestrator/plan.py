@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import hashlib
+import math
 from dataclasses import dataclass
+from typing import Any
 
 from specs.artifacts import canonical_json
-from specs.loader import SpecError
+from specs.loader import SpecError, resolve_path
+from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.schema import ExperimentSpec, ModelSpec, RunConfig
 
 RUN_ID_LENGTH = 12
+# Fields added after sweeps were first run enter the run id only when set, so those sweeps keep their ids
+# (and resume): path in the config's JSON → the default that is left out.
+_HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
+    ("timed_steps",): None,
+    ("controls", "extrapolation"): None,
+    ("prompts", "join_passages"): False,
+}
 
 
 @dataclass(frozen=True)
@@ -20,8 +30,21 @@ class PlannedRun:
 
 def run_id_for(config: RunConfig) -> str:
     """A short hash of the config's canonical JSON: same config, same id, across machines and sessions."""
-    digest = hashlib.sha256(canonical_json(config.model_dump(mode="json")).encode("utf-8"))
+    data = config.model_dump(mode="json")
+    for path, default in _HASHED_ONLY_WHEN_SET.items():
+        _drop_default(data, path, default)
+    digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
     return digest.hexdigest()[:RUN_ID_LENGTH]
+
+
+def _drop_default(data: dict[str, Any], path: tuple[str, ...], default: object) -> None:
+    *parents, key = path
+    for part in parents:
+        data = data.get(part) if isinstance(data, dict) else None
+        if data is None:
+            return
+    if isinstance(data, dict) and key in data and data[key] == default:
+        del data[key]
 
 
 def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
@@ -47,10 +70,49 @@ def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
             for batch in spec.grid.batch_sizes
             for sampler in _sampler_settings(spec, model)
         ]
+        configs = _with_extrapolation(spec, configs)
         configs.sort(key=_memory_order)
         planned.extend(PlannedRun(run_id_for(c), c) for c in configs)
     _check_unique(planned)
+    check_prompt_supply(spec)
     return planned
+
+
+def _with_extrapolation(spec: ExperimentSpec, configs: list[RunConfig]) -> list[RunConfig]:
+    """controls.extrapolation: LLaDA runs longer than K steps time K steps; the check points also run in full."""
+    extrapolation = spec.controls.extrapolation
+    if extrapolation is None:
+        return configs
+    k = extrapolation.timed_steps
+    checks = set(extrapolation.check_steps)
+    check_batches = set(extrapolation.check_batch_sizes or spec.grid.batch_sizes)
+    out: list[RunConfig] = []
+    for config in configs:
+        if config.steps is None or config.steps <= k:
+            out.append(config)  # LLaMA, or a LLaDA run no longer than K steps: measured in full anyway
+            continue
+        out.append(config.model_copy(update={"timed_steps": k}))
+        if config.steps in checks and config.batch_size in check_batches:
+            out.append(config)  # the full generation that checks the extrapolation
+    return out
+
+
+def check_prompt_supply(spec: ExperimentSpec) -> None:
+    """A local prompt file must hold `prompts.count` passages (or joined spans) as long as the longest grid
+    point, checked here so that a sweep never loads a model for runs that cannot get their prompts."""
+    prompts = spec.prompts
+    if not is_local(prompts.dataset):
+        return
+    words = max(pair.prompt + pair.generation for pair in spec.grid.length_pairs())
+    try:
+        found = count_spans(
+            local_passages(resolve_path(prompts.dataset), prompts.text_field), words,
+            join=prompts.join_passages, enough=prompts.count,
+        )  # fmt: skip
+    except PassageError as exc:
+        raise SpecError(str(exc)) from None
+    if found < prompts.count:
+        raise SpecError(shortage_message(prompts.dataset, found, words, prompts.count, join=prompts.join_passages))
 
 
 def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, object]]:
@@ -67,8 +129,9 @@ def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, 
     ]
 
 
-def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int]:
-    """Tokens resident at once grow the footprint (CFG doubles the batch): an OOM wall is met last."""
+def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int, int]:
+    """Tokens resident at once grow the footprint (CFG doubles the batch): an OOM wall is met last.
+    An extrapolated run comes before the full run of the same point (it is the cheaper of the two)."""
     rows = config.batch_size * (2 if config.cfg_scale > 0 else 1)
     return (
         rows * config.sequence_length,
@@ -76,6 +139,7 @@ def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int]:
         config.batch_size,
         config.block_length or 0,
         config.steps or 0,
+        0 if config.timed_steps else 1,
     )
 
 
@@ -107,3 +171,63 @@ def predicted_not_to_fit(spec: ExperimentSpec, planned: list[PlannedRun]) -> dic
                 f"{hardware.name}'s {hardware.memory_bytes / 2**30:.0f} GiB"
             )
     return skipped
+
+
+# ---------------------------------------------------------------- predicted wall time
+
+
+@dataclass(frozen=True)
+class PlanEstimate:
+    """Roofline-predicted wall time of each run on the spec's hardware profile (run id → seconds).
+
+    A run's time is its generations: warm-ups and repetitions (K steps each when extrapolated), plus the
+    untimed generations quality needs (prompt batches no repetition ran; LLaMA's sampled reference). Model
+    loading and quality scoring are not modelled, so this is a lower bound on a real GPU's wall time.
+    """
+
+    hardware: str
+    seconds: dict[str, float]
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
+
+
+def predicted_run_seconds(config: RunConfig, hardware: Any) -> float:
+    """The generations one run executes, each costed by the faithful roofline on `hardware`."""
+    from roofline.predict import predict_run
+
+    generation_s = predict_run(config, hardware).latency_s
+    timed_s = generation_s * config.timed_steps / config.steps if config.timed_steps and config.steps else generation_s
+    controls = config.controls
+    total = (controls.warmup + controls.repetitions) * timed_s
+    if config.quality.enabled:
+        batches = math.ceil(len(config.prompt_ids) / config.batch_size)
+        untimed = batches - min(controls.repetitions, batches)
+        if config.model.arch == "llama" and config.quality.llama_sampled_temperature is not None:
+            untimed += batches
+        total += untimed * generation_s
+    return total
+
+
+def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun]) -> PlanEstimate | None:
+    """The plan's predicted wall time on `controls.hardware.profile`; None when the spec names no profile."""
+    profile = spec.controls.hardware.profile
+    if profile is None:
+        return None
+    from roofline.hardware import get_hardware
+
+    try:
+        hardware = get_hardware(profile)
+    except KeyError as exc:
+        raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
+    return PlanEstimate(hardware.name, {run.run_id: predicted_run_seconds(run.config, hardware) for run in planned})
+
+
+def format_duration(seconds: float) -> str:
+    """'42 s', '12.5 min', '6.3 h': the unit a person plans a lease in."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,67 @@
+"""How good an extrapolated LLaDA latency is: each extrapolated run beside the full run of the same point.
+
+`controls.extrapolation` times the first K steps of a LLaDA generation and extrapolates the rest; its
+`check_steps` x `check_batch_sizes` points also run in full in the same sweep. The ratio
+extrapolated / full median latency says how far the extrapolation is off at those points (1.0 = exact).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from specs.results import RunResult, RunStatus
+
+
+@dataclass(frozen=True)
+class ExtrapolationCheck:
+    model: str
+    batch_size: int
+    prompt_length: int
+    generation_length: int
+    steps: int
+    timed_steps: int
+    extrapolated_s: float  # median over repetitions
+    full_s: float
+
+    @property
+    def ratio(self) -> float:
+        return self.extrapolated_s / self.full_s
+
+
+def _point(result: RunResult) -> str:
+    """The run's config without its timed_steps: what an extrapolated run and its full check share."""
+    return result.config.model_copy(update={"timed_steps": None}).model_dump_json()
+
+
+def extrapolation_checks(results: list[RunResult]) -> list[ExtrapolationCheck]:
+    """Every (extrapolated, full) pair of ok runs at the same grid point, in a stable order."""
+    ok = [r for r in results if r.status == RunStatus.OK and r.samples and r.samples.latency_e2e_s]
+    full = {_point(r): r for r in ok if r.samples and r.samples.extrapolated is None and r.config.steps}
+    checks = []
+    for result in ok:
+        extrapolated = result.samples.extrapolated if result.samples else None
+        partner = full.get(_point(result)) if extrapolated else None
+        if extrapolated is None or partner is None or partner.samples is None:
+            continue
+        c = result.config
+        checks.append(
+            ExtrapolationCheck(
+                model=c.model.name, batch_size=c.batch_size, prompt_length=c.prompt_length,
+                generation_length=c.generation_length, steps=extrapolated.steps, timed_steps=extrapolated.timed_steps,
+                extrapolated_s=statistics.median(result.samples.latency_e2e_s),
+                full_s=statistics.median(partner.samples.latency_e2e_s),
+            )  # fmt: skip
+        )
+    return sorted(checks, key=lambda k: (k.model, k.batch_size, k.prompt_length, k.generation_length, k.steps))
+
+
+def format_checks(checks: list[ExtrapolationCheck]) -> str:
+    """One line per checked point, e.g. `llada-8b B=16 P=512 G=512 steps=64 (timed 4): 1.93 s vs 1.95 s full, ratio 0.990`."""
+    lines = ["extrapolated LLaDA latency against full generations (ratio = extrapolated / full median):"]
+    for k in checks:
+        lines.append(
+            f"  {k.model} B={k.batch_size} P={k.prompt_length} G={k.generation_length} steps={k.steps} "
+            f"(timed {k.timed_steps}): {k.extrapolated_s:.4g} s vs {k.full_s:.4g} s full, ratio {k.ratio:.3f}"
+        )
+    return "\n".join(lines)

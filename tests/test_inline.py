@@ -1,0 +1,149 @@
+"""The inline executor: the same plan, store, artifacts and resume as the Ray driver, in one process, no Ray."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from orchestrator import inline
+from orchestrator.cli import EXIT_INTERRUPTED, sweep_command
+from orchestrator.plan import plan_runs
+from orchestrator.progress import Progress
+from orchestrator.store import ArtifactStore
+from specs.artifacts import SweepLayout, load_results, verify
+from specs.loader import PACKAGE_ROOT, load_spec
+from specs.results import RunResult, RunStatus, Samples
+from tests.spec_fixtures import spec_from, tiny_spec, write_spec
+
+NO_RAY = """
+import importlib.abc, sys
+
+class NoRay(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("ray is not installed on this machine")
+        return None
+
+sys.meta_path.insert(0, NoRay())
+from orchestrator.cli import main
+code = main(sys.argv[1:])
+print("ray modules:", sorted(m for m in sys.modules if m == "ray" or m.startswith("ray.")))
+sys.exit(code)
+"""
+
+
+def _extrapolating_spec() -> dict:
+    """Tiny models on the CPU: one LLaMA run, LLaDA at 8 and 16 steps timed for 4, 16 also in full."""
+    data = tiny_spec(batch_sizes=[1], generation_lengths=[32], llada={"steps": [8, 16], "block_lengths": [16]})
+    data["controls"].update(warmup=1, repetitions=2, extrapolation={"timed_steps": 4, "check_steps": [16]})
+    return data
+
+
+def _run_without_ray(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", NO_RAY, *args], cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "LLADA_BENCH_THREADS": "1"},
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_inline_sweep_writes_verified_artifacts_without_ray_and_resumes(tmp_path: Path) -> None:
+    spec_path = write_spec(tmp_path, _extrapolating_spec())
+    out = tmp_path / "sweep"
+    args = ["sweep", str(spec_path), "--out", str(out), "--executor", "inline", "--no-report"]
+    done = _run_without_ray(args)
+    assert done.returncode == 0, done.stderr
+    assert "ray modules: []" in done.stdout
+    assert verify(SweepLayout(out)) == []
+    planned = plan_runs(spec_from(_extrapolating_spec()))
+    results = load_results(SweepLayout(out))
+    assert sorted(r.run_id for r in results) == sorted(r.run_id for r in planned)  # the ids a Ray sweep writes
+    assert all(r.status == RunStatus.OK for r in results)
+    extrapolated = [r for r in results if r.samples.extrapolated is not None]
+    assert {r.config.steps for r in extrapolated} == {8, 16}
+    assert all(len(steps) == 4 for r in extrapolated for steps in r.samples.step_s)
+    assert "extrapolated LLaDA latency against full generations" in done.stdout
+    assert "steps=16 (timed 4)" in done.stdout and "ratio" in done.stdout
+    again = _run_without_ray(args)
+    assert again.returncode == 0 and "nothing to run" in again.stdout
+
+
+def _result(run, sweep: str) -> RunResult:
+    now = datetime.now(UTC).isoformat()
+    return RunResult(
+        run_id=run.run_id, sweep=sweep, config=run.config, status=RunStatus.OK, weights="synthetic",
+        started_at=now, finished_at=now,
+        samples=Samples(timer="perf_counter", latency_e2e_s=[0.1], batch_index=[0]),
+    )  # fmt: skip
+
+
+class FakeWorker:
+    """Stands in for workers.runner.Worker: instant results; `break_after` runs leave the GPU unusable."""
+
+    break_after: int | None = None
+
+    def __init__(self) -> None:
+        self.broken: str | None = None
+        self.load_counts: dict[str, int] = {}
+        self.runs = 0
+
+    def run(self, config, *, sweep: str, run_id: str, attempt: int = 1) -> RunResult:
+        self.runs += 1
+        run = type("Run", (), {"run_id": run_id, "config": config})
+        result = _result(run, sweep)
+        if self.break_after is not None and self.runs > self.break_after:
+            self.broken = "RuntimeError: CUDA error: an illegal memory access was encountered"
+            return result.model_copy(update={"status": RunStatus.ERROR, "error": self.broken})
+        return result
+
+
+@pytest.fixture()
+def store(tmp_path: Path):
+    spec = spec_from(tiny_spec(batch_sizes=[1]))
+    store = ArtifactStore(tmp_path / spec.name)
+    store.open(spec, "name: tiny\n", force=True)
+    return spec, store
+
+
+def test_inline_starts_no_run_predicted_to_end_past_the_budget(monkeypatch: pytest.MonkeyPatch, store) -> None:
+    spec, artifacts = store
+    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
+    planned = plan_runs(spec)
+    predicted = {run.run_id: 10.0 for run in planned}
+    predicted[planned[2].run_id] = 1000.0
+    summary = inline.run_inline(
+        spec, planned, artifacts, done=set(), progress=Progress(len(planned)), stop_after_s=100, predicted_s=predicted
+    )
+    assert [r.run_id for r in summary.results] == [r.run_id for r in planned[:2]]
+    assert "time budget" in summary.interrupted and planned[2].run_id in summary.interrupted
+    rest = inline.run_inline(spec, planned, artifacts, done={r.run_id for r in planned[:2]}, progress=Progress(1))
+    assert [r.run_id for r in rest.results] == [r.run_id for r in planned[2:]] and rest.interrupted is None
+
+
+def test_inline_stops_on_an_unusable_gpu_without_recording_the_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(FakeWorker, "break_after", 1)
+    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
+    spec_path = write_spec(tmp_path, tiny_spec(batch_sizes=[1]))
+    code = sweep_command(str(spec_path), out=tmp_path / "out", executor="inline", report=False)
+    assert code == EXIT_INTERRUPTED
+    err = capsys.readouterr().err
+    assert "left the GPU unusable" in err and "rerun the same command" in err
+    planned = plan_runs(load_spec(spec_path))
+    written = load_results(SweepLayout(tmp_path / "out"))
+    assert [r.run_id for r in written] == [planned[0].run_id]  # the failed run is retried by the rerun
+
+
+def test_a_signal_abandons_the_run_in_progress_and_stops_between_runs() -> None:
+    state = inline._Signals()
+    state.handler(signal.SIGTERM, None)  # between runs: only noted
+    assert state.signum == signal.SIGTERM
+    with pytest.raises(inline._Stop), state.run():
+        state.handler(signal.SIGINT, None)  # inside a run: abandon it at once
+    assert not issubclass(inline._Stop, Exception)  # the worker's `except Exception` cannot swallow it
