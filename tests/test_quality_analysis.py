@@ -386,3 +386,29 @@ def test_empty_inputs_give_empty_tables_with_their_schemas() -> None:
     only_llada = [result(LLADA, 0.5 + noise(1), [1.0], steps=8, calibration=False)]
     assert parity_table(quality_long_table(only_llada), results_table(only_llada)).height == 0
     assert quality_by_setting(quality_long_table(only_llada)).height > 0
+
+
+def test_the_elbo_standard_error_is_set_beside_the_differences_it_is_read_for() -> None:
+    # The worker computed the ELBO's Monte-Carlo SE and threw it away: a curve whose steps are Monte-Carlo noise
+    # looked like a finding. Each prompt here has SE 0.01 nats/token (24 prompts): its share in the median,
+    # 1.25 x 0.01 / sqrt(24) = 0.0026, is small next to the 0.5 step-to-step differences of the curve below,
+    # and too large next to differences of 0.005.
+    from report.quality import elbo_precision
+
+    def curve(step_gap: float) -> pl.DataFrame:
+        rows = []
+        for i, k in enumerate((8, 16, 32)):
+            value = 3.0 - i * step_gap
+            rows.append(result(LLADA, 0.5 + noise(i), [1.0], steps=k).model_copy(update={
+                "run_id": f"elbo-{k}",
+                "quality": [r.model_copy(update={"elbo_nll_per_token": value + 0.001 * j})
+                            for j, r in enumerate(records(0.5 + noise(i), elbo=True))],
+            }))
+        return quality_by_setting(quality_long_table(rows))
+
+    wide = elbo_precision(curve(0.5), {"llada": 4}).row(0, named=True)
+    assert wide["stderr_per_prompt"] == pytest.approx(0.01) and wide["samples"] == 4
+    assert wide["stderr_of_median"] == pytest.approx(np.sqrt(np.pi / 2) * 0.01 / np.sqrt(N_PROMPTS))
+    assert wide["smallest_step_difference"] == pytest.approx(0.5) and wide["small_enough"]
+    narrow = elbo_precision(curve(0.005), {"llada": 4}).row(0, named=True)
+    assert not narrow["small_enough"]
