@@ -165,6 +165,8 @@ def add_caption(fig: Figure, text: str, notes: Sequence[str] = ()) -> None:
 
     width = max(60, int(fig.get_figwidth() * 15))  # ~15 characters of 8-point text per inch
     lines = [wrapped for line in (text, *notes) for wrapped in textwrap.wrap(line, width)]
+    # The caption gets its own room (8-point lines at 1.3 spacing): the panels keep their height.
+    fig.set_figheight(fig.get_figheight() + 0.15 * len(lines))
     fig.supxlabel("\n".join(lines), x=0.005, ha="left", fontsize=8, color="#333333", linespacing=1.3)
 
 
@@ -210,6 +212,9 @@ def figure_legend(fig: Figure, axes: Sequence, *, columns: int = 1) -> None:
             found.setdefault(label, handle)
     handles = dict(sorted(found.items(), key=lambda item: item[0].startswith(LEGEND_LAST)))
     if handles:
+        # The legend sits outside the panels: widen the figure by its width so the panels keep theirs.
+        longest = max(len(label) for label in handles)
+        fig.set_figwidth(fig.get_figwidth() + min(6.0, 0.3 + 0.065 * longest) * columns)
         fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="small",
                    ncols=columns, frameon=False)
 

@@ -50,8 +50,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         pred = predicted.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
                                 & (pl.col("generation_length") == gen))
         series = []
-        for (arch, model, steps), rows in sub.sort("arch", "model", "steps", nulls_last=False).group_by(
-                ["arch", "model", "steps"], maintain_order=True):
+        ordered = sub.with_columns((pl.col("arch") != "llama").alias("_later")).sort("_later", "model", "steps")
+        for (arch, model, steps), rows in ordered.group_by(["arch", "model", "steps"], maintain_order=True):
             rows = rows.sort("batch_size")
             label = model if steps is None else f"{model}: {steps} steps"
             color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
@@ -88,10 +88,11 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         ax.set_ylabel("throughput (tokens/s)")
         panels.append(Panel(title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", tuple(series)))
     ax0 = axes[0]
-    ax0.plot([], [], color="#555555", linestyle="--", label="roofline prediction (same colour)")
+    if profile:
+        ax0.plot([], [], color="#555555", linestyle="--", label="roofline prediction (same colour)")
     ax0.scatter([], [], marker="X", color="#999999", edgecolors="black", label="B*: LLaMA overtakes LLaDA")
     figure_legend(fig, axes)
-    fig.suptitle("Throughput vs batch size: where LLaMA overtakes LLaDA")
+    fig.suptitle("Throughput vs batch size")
     notes = (
         "Solid: measured median tokens/s (B x N_out / L_e2e) with IQR error bars over repetitions. Dashed: the "
         "faithful roofline's prediction" + (f" on {profile}" if profile else " (no profile for this device)")
