@@ -167,7 +167,8 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
                                   & (pl.col("generation_length") == gen))
         for row in cross.iter_rows(named=True):
             rows.append((hardware, prompt, gen,
-                         f"B*: {row['llama_model']} overtakes {row['llada_model']} at {row['steps']} steps",
+                         f"B*: {row['llama_model']} overtakes {row['llada_model']} at {row['steps']} "
+                         + ("step" if row["steps"] == 1 else "steps"),
                          _crossover_value(row), CROSSOVER_ANCHOR, False))
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA, orient="row")
 

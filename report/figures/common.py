@@ -249,7 +249,7 @@ def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
     for axis in axes:
         value = row.get(axis)
         if axis == "steps":
-            parts.append(f"{value} steps")
+            parts.append(f"{value} step" if value == 1 else f"{value} steps")
         elif axis == "cfg_scale":
             parts.append(f"cfg {value:g}")
         else:

@@ -53,7 +53,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         ordered = sub.with_columns((pl.col("arch") != "llama").alias("_later")).sort("_later", "model", "steps")
         for (arch, model, steps), rows in ordered.group_by(["arch", "model", "steps"], maintain_order=True):
             rows = rows.sort("batch_size")
-            label = model if steps is None else f"{model}: {steps} steps"
+            label = model if steps is None else f"{model}: {steps} step{'' if steps == 1 else 's'}"
             color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
             s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
                        tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
