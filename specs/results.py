@@ -89,7 +89,8 @@ class MeasuredRoofs(Record):
     matmul_flops_per_s: float  # best of repeated n x n matmuls
     vector_ops_per_s: float  # elementwise multiply of a cache-sized tensor, elements per second
     memory_bandwidth_bytes_per_s: float  # copy of a large tensor: (read + write) bytes per second
-    dispatch_s: float  # per-op floor: a one-element add, dispatched and completed
+    dispatch_s: float  # per-operator floor of an eager decoder: a micro model's forward / its roofline launches
+    op_dispatch_s: float | None = None  # a bare ATen op (one-element add), dispatched and completed
     memory_bytes: int  # RAM (CPU) or device memory (GPU)
     method: str  # sizes and repetitions, so a reader can judge the numbers
     wall_s: float  # how long the measurement took

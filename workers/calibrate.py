@@ -1,7 +1,14 @@
 """`llada-bench calibrate`: measure the running machine's own roofs in a few seconds (matmul peak in a dtype,
-elementwise rate, memory bandwidth, per-op dispatch floor), so the roofline predicts a device's runs against
-the device that ran them. Workers measure once per process, device and dtype and record it in each run's
-environment."""
+elementwise rate, memory bandwidth, per-operator dispatch floor), so the roofline predicts a device's runs
+against the device that ran them. Workers measure once per process, device and dtype and record it in each
+run's environment.
+
+The dispatch floor is what one operator of an eager transformers decoder costs when its work is nothing: a
+forward pass of a micro LlamaForCausalLM (every tensor a few elements) divided by the kernel launches the
+roofline counts for it (roofline/forward.py: 16 per layer, 2 per pass). That includes Python, module calls,
+the ATen dispatcher and the kernel launch, which is what bounds a small model and batch-1 eager decode. The
+bare floor of one ATen op (a one-element add) is recorded beside it.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +29,13 @@ CPU_COPY_BYTES, GPU_COPY_BYTES = 128 << 20, 1 << 30
 VECTOR_ELEMENTS = 1 << 16  # a cache-resident operand: the elementwise rate, not the bandwidth
 DISPATCH_CALLS = 2000
 REPEATS = 5  # best of: the roof is what the machine can do, not its average under interruptions
+
+# Kernel launches the roofline counts per decoder layer and per pass (roofline/forward.py): q, k, v, o; gate,
+# up, down; RoPE on q and k; two norms; two residual adds; SiLU; gate x up; one fused attention kernel. Then
+# the final norm and the LM head.
+LAUNCHES_PER_LAYER, LAUNCHES_PER_PASS = 16, 2
+MICRO_LAYERS = 2
+MODEL_CALLS = 10
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _cache: dict[tuple[str, str, int], MeasuredRoofs] = {}
@@ -64,7 +78,8 @@ def calibrate(device: torch.device | str, dtype: str = "float32") -> MeasuredRoo
         del src, dst
         one = torch.ones(1, device=device, dtype=torch_dtype)
         out = torch.empty_like(one)
-        dispatch_s = _best(lambda: torch.add(one, one, out=out), timer, calls=DISPATCH_CALLS)
+        op_dispatch_s = _best(lambda: torch.add(one, one, out=out), timer, calls=DISPATCH_CALLS)
+        dispatch_s = _model_dispatch_s(device, torch_dtype, timer)
     threads = torch.get_num_threads() if not gpu else None
     return MeasuredRoofs(
         device=_device_name(device),
@@ -74,14 +89,33 @@ def calibrate(device: torch.device | str, dtype: str = "float32") -> MeasuredRoo
         vector_ops_per_s=VECTOR_ELEMENTS / vector_s,
         memory_bandwidth_bytes_per_s=2 * size / copy_s,
         dispatch_s=dispatch_s,
+        op_dispatch_s=op_dispatch_s,
         memory_bytes=_memory_bytes(device),
         method=(
             f"best of {REPEATS}: {n}x{n} {dtype} matmul; elementwise mul of {VECTOR_ELEMENTS} {dtype} elements; "
-            f"copy of {size >> 20} MiB (read + write counted); one-element add, {DISPATCH_CALLS} calls"
+            f"copy of {size >> 20} MiB (read + write counted); dispatch: a {MICRO_LAYERS}-layer micro "
+            f"LlamaForCausalLM forward over {MICRO_LAYERS * LAUNCHES_PER_LAYER + LAUNCHES_PER_PASS} launches, "
+            f"{MODEL_CALLS} calls; bare op: one-element add, {DISPATCH_CALLS} calls"
             + (f"; {threads} threads" if threads else "")
         ),
         wall_s=time.perf_counter() - started,
     )
+
+
+def _model_dispatch_s(device: torch.device, dtype: torch.dtype, timer: Callable[[Callable[[], object], int], float]) -> float:
+    """Seconds per roofline launch of an eager transformers decoder whose work is nothing: a one-token forward
+    (no cache) of a micro LlamaForCausalLM, divided by the launches the roofline counts for it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=8, hidden_size=8, intermediate_size=16, num_hidden_layers=MICRO_LAYERS, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=16, bos_token_id=None, eos_token_id=None, pad_token_id=None,
+    )
+    config._attn_implementation = "sdpa"
+    model = LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+    ids = torch.zeros((1, 1), dtype=torch.long, device=device)  # [B=1, S=1]
+    per_forward = _best(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1), timer, calls=MODEL_CALLS)
+    return per_forward / (MICRO_LAYERS * LAUNCHES_PER_LAYER + LAUNCHES_PER_PASS)
 
 
 def _best(op: Callable[[], object], timer: Callable[[Callable[[], object], int], float], *, calls: int) -> float:
@@ -129,7 +163,9 @@ def format_roofs(roofs: MeasuredRoofs) -> str:
         f"matmul peak:       {roofs.matmul_flops_per_s / 1e9:,.1f} GFLOP/s",
         f"elementwise rate:  {roofs.vector_ops_per_s / 1e9:,.2f} Gop/s",
         f"memory bandwidth:  {roofs.memory_bandwidth_bytes_per_s / 1e9:,.1f} GB/s",
-        f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per op",
+        f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per operator of an eager decoder "
+        f"({roofs.op_dispatch_s * 1e6:,.2f} µs for a bare op)" if roofs.op_dispatch_s is not None else
+        f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per operator",
         f"ridge point:       {roofs.matmul_flops_per_s / roofs.memory_bandwidth_bytes_per_s:,.1f} FLOP/byte",
         f"method: {roofs.method}; {roofs.wall_s:.1f} s",
     ])
