@@ -80,10 +80,11 @@ def disconnect() -> None:
         return
     import ray
 
+    known = _watchdog.snapshot() if _watchdog is not None else {}
     try:
         ray.shutdown()
     finally:
         _connected = False
         if _watchdog is not None:
-            _watchdog.finish()
+            _watchdog.finish(known)
             _watchdog = None

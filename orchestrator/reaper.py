@@ -55,8 +55,9 @@ def session_processes(driver_pid: int, since_ticks: int, known: dict[int, int] |
 
 
 def reap(driver_pid: int, since_ticks: int, known: dict[int, int] | None = None) -> int:
-    """SIGKILL the session's processes until none is left (or the deadline passes); how many were killed."""
-    killed: set[int] = set()
+    """SIGKILL the session's processes until none is left, and wait until each is gone (a zombie holds
+    nothing), or the deadline passes; how many were killed."""
+    killed: dict[int, int] = {}
     deadline = time.monotonic() + KILL_DEADLINE_S
     while time.monotonic() < deadline:
         found = session_processes(driver_pid, since_ticks, known)
@@ -66,10 +67,14 @@ def reap(driver_pid: int, since_ticks: int, known: dict[int, int] | None = None)
             if procs.start_ticks(pid) == ticks:  # still the same process
                 try:
                     os.kill(pid, signal.SIGKILL)
-                    killed.add(pid)
+                    killed[pid] = ticks
                 except (ProcessLookupError, PermissionError):
                     pass
         time.sleep(0.05)
+    dying = {**(known or {}), **killed}  # a killed process closes its files before it is gone
+    dying.pop(os.getpid(), None)
+    while time.monotonic() < deadline and any(procs.start_ticks(p) == t for p, t in dying.items()):
+        time.sleep(0.02)
     return len(killed)
 
 
@@ -79,10 +84,17 @@ class Watchdog:
     def __init__(self, process: subprocess.Popen[bytes], since_ticks: int) -> None:
         self._process = process
         self._since = since_ticks
+        self._started = procs.start_ticks(process.pid) or since_ticks  # Ray starts after the watchdog
 
-    def finish(self) -> None:
-        """The driver is ending cleanly, Ray already shut down: kill what is left, then let the watchdog go."""
-        reap(os.getpid(), self._since, {})
+    def snapshot(self) -> dict[int, int]:
+        """The session's processes now, while each still holds its files (take it before shutting Ray down),
+        and this process's children started since the watchdog (Ray's, while it starts)."""
+        return {**session_processes(os.getpid(), self._since), **self._children()}
+
+    def finish(self, known: dict[int, int]) -> None:
+        """The driver is ending cleanly, Ray shut down: kill what is left of `known` and of the session, wait
+        until it is gone, then let the watchdog go."""
+        reap(os.getpid(), self._since, {**known, **self._children()})
         try:
             if self._process.stdin is not None:
                 self._process.stdin.write(DONE)
@@ -91,6 +103,10 @@ class Watchdog:
         except (OSError, subprocess.TimeoutExpired):
             self._process.kill()
             self._process.wait()
+
+    def _children(self) -> dict[int, int]:
+        found = procs.descendants(os.getpid())
+        return {pid: t for pid, t in found.items() if pid != self._process.pid and t >= self._started}
 
 
 def start_watchdog() -> Watchdog | None:

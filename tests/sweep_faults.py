@@ -85,7 +85,8 @@ def main() -> int:
     ray.cloudpickle.register_pickle_by_value(sweep_faults)
     spec, out = sys.argv[1], Path(sys.argv[2])
     try:
-        return sweep_command(spec, out=out, report=False, actor_class=FillingActor)
+        actors = int(os.environ["LLADA_TEST_ACTORS"]) if os.environ.get("LLADA_TEST_ACTORS") else None
+        return sweep_command(spec, out=out, report=False, actor_class=FillingActor, actors=actors)
     except (SpecError, SweepDirError, LockHeldError) as exc:  # as `llada-bench sweep` reports them
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

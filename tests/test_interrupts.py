@@ -61,7 +61,7 @@ class Tracker:
                 ours = self.seen.get(process.pid) == process.info["create_time"]
                 ours = ours or any(session.search(f.path) for f in process.open_files())
                 if ours and process.status() != psutil.STATUS_ZOMBIE:
-                    found.append(f"{process.pid} {' '.join(process.info['cmdline'] or [])[:80]}")
+                    found.append(f"{process.pid} {process.status()} {' '.join(process.info['cmdline'] or [])[:80]}")
             except psutil.Error:
                 continue
         return found
@@ -83,6 +83,7 @@ def start(tmp_path: Path, delay_s: float = 0.3) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.sweep_faults", str(small_spec(tmp_path)), str(tmp_path / "out")],
         cwd=PACKAGE_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
     )  # fmt: skip
 
 
@@ -99,15 +100,19 @@ def wait_for_line(process: subprocess.Popen, prefix: str, timeout_s: float = 60)
 
 @pytest.mark.ray
 @pytest.mark.slow
-@pytest.mark.parametrize("signum, after_s", [(signal.SIGINT, 1.0), (signal.SIGTERM, 2.5)], ids=["SIGINT", "SIGTERM"])
-def test_interrupt_while_ray_starts(tmp_path: Path, signum: int, after_s: float) -> None:
+@pytest.mark.parametrize("signum, after_s, group", [(signal.SIGINT, 1.0, True), (signal.SIGTERM, 2.5, False)],
+                         ids=["Ctrl-C to the process group", "SIGTERM to the driver"])
+def test_interrupt_while_ray_starts(tmp_path: Path, signum: int, after_s: float, group: bool) -> None:
     driver = start(tmp_path)
     tracker = Tracker(driver)
     try:
         wait_for_line(driver, "sweep 'tiny':")  # printed just before Ray starts (it takes seconds here)
         time.sleep(after_s)
         assert not (tmp_path / "executed.log").exists(), "Ray had started already; the test lost its moment"
-        driver.send_signal(signum)
+        if group:  # what a terminal's Ctrl-C does: the driver and the Ray processes in its group
+            os.killpg(driver.pid, signum)
+        else:
+            driver.send_signal(signum)
         _, stderr = driver.communicate(timeout=120)
         left = tracker.alive()
     finally:

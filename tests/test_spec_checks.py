@@ -40,6 +40,7 @@ def plan_error(path: Path, capsys) -> str:
     (lambda t: t.replace("repetitions: 3", "repetitions: true"), "controls.repetitions: Input should be a valid integer"),
     (lambda t: t.replace("batch_sizes: [1, 4]", "batch_sizes: [1, true]"), "grid.batch_sizes.1: Input should be a valid integer"),
     (lambda t: t.replace("temperature: 0.0", "temperature: .inf"), "controls.temperature: Input should be a finite number"),
+    (lambda t: t.replace("temperature: 0.0", "temperature: .nan"), "controls.temperature: Input should be a finite number"),
     (lambda t: t.replace("block_lengths: [32]", "block_lengths: [32]\n    cfg_scales: [.inf]"),
      "grid.llada.cfg_scales.0: Input should be a finite number"),
     (lambda t: t.replace("llama_sampled_temperature: 1.0", "llama_sampled_temperature: .inf"),
@@ -47,7 +48,7 @@ def plan_error(path: Path, capsys) -> str:
     (lambda t: t.replace("name: tiny\n", 'name: "tiny\\n"\n'), "name: 'tiny\\n' is not a safe name"),
     (lambda t: t.replace("  - name: llama-tiny\n", '  - name: "llama-tiny\\n"\n'), "models.0.name: 'llama-tiny\\n' is not a safe name"),
 ], ids=["repeated block", "repeated key", "yes as int", "true as int", "true in a list", "inf temperature",
-        "inf cfg", "inf sampled temperature", "name with newline", "model name with newline"])
+        "nan temperature", "inf cfg", "inf sampled temperature", "name with newline", "model name with newline"])
 def test_a_spec_is_never_misread(tmp_path: Path, capsys, edit: Callable[[str], str], expected: str) -> None:
     path = tmp_path / "spec.yaml"
     path.write_text(edit(TINY_TEXT), encoding="utf-8")

@@ -100,6 +100,17 @@ def test_without_flock_the_holder_is_judged_from_the_file(tmp_path: Path, monkey
         SweepLock(path).acquire()
 
 
+def test_the_holder_keeps_its_heartbeat_fresh(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(lock_module, "HEARTBEAT_S", 0.05)
+    path = tmp_path / "sweep.lock"
+    with SweepLock(path):
+        os.utime(path, (time.time() - 3600, time.time() - 3600))
+        deadline = time.monotonic() + 5
+        while time.time() - path.stat().st_mtime > 60:
+            assert time.monotonic() < deadline, "the heartbeat never touched the lock file"
+            time.sleep(0.02)
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_second_sweep_on_the_same_directory_refuses_while_the_first_runs(tmp_path: Path) -> None:

@@ -46,6 +46,22 @@ def test_runs_that_is_a_file(tmp_path: Path, capsys) -> None:
     assert f"{out / 'runs'}: is a file" in capsys.readouterr().err
 
 
+def test_a_refused_result_is_kept_in_the_temporary_directory(tmp_path: Path, monkeypatch) -> None:
+    import tempfile
+
+    from orchestrator.store import RESCUE_DIR_ENV, rescue_result
+    from tests.sweep_faults import ok_result
+    from orchestrator.plan import plan_runs
+    from specs.loader import load_spec
+
+    monkeypatch.delenv(RESCUE_DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    run = plan_runs(load_spec(small_spec(tmp_path)))[0]
+    kept = rescue_result(ok_result(run, "tiny"), "tiny")
+    assert kept == tmp_path / "tmp" / "llada-bench-rescued" / "tiny" / f"{run.run_id}.json"
+    assert RunResult.model_validate_json(kept.read_text()).run_id == run.run_id
+
+
 def in_mount_namespace(script: str, env: dict[str, str] | None = None, timeout: int = 120) -> subprocess.CompletedProcess:
     """Run a shell script in a private mount namespace (its mounts vanish with it); skip where not allowed."""
     if shutil.which("unshare") is None or os.geteuid() != 0:
@@ -94,7 +110,9 @@ def test_full_disk_before_the_sweep(tmp_path: Path) -> None:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_disk_full_mid_sweep_keeps_the_result_and_says_where(tmp_path: Path) -> None:
+def test_disk_full_mid_sweep_keeps_the_results_and_says_where(tmp_path: Path) -> None:
+    """Two workers: the disk fills during the first run while the second is in flight. Both results are
+    kept (one may still fit in the folder), no third run starts, and what was written verifies."""
     from orchestrator.plan import plan_runs
     from specs.loader import load_spec
 
@@ -103,9 +121,10 @@ def test_disk_full_mid_sweep_keeps_the_result_and_says_where(tmp_path: Path) -> 
     planned = plan_runs(load_spec(spec))
     faults, rescue, log = tmp_path / "faults", tmp_path / "rescued", tmp_path / "executed.log"
     faults.mkdir()
-    (faults / f"fill-{planned[1].run_id}").touch()  # the disk fills while the second run computes
+    (faults / f"fill-{planned[0].run_id}").touch()
     env = {"LLADA_TEST_FAULT_DIR": str(faults), FILL_ENV: str(mount / "filler"), "LLADA_BENCH_RESCUE_DIR": str(rescue),
-           "LLADA_TEST_EXEC_LOG": str(log), "PYTHONUNBUFFERED": "1"}
+           "LLADA_TEST_EXEC_LOG": str(log), "LLADA_TEST_RUN_DELAY_S": "1.0", "LLADA_TEST_ACTORS": "2",
+           "PYTHONUNBUFFERED": "1"}
     script = (
         f"mount -t tmpfs -o size=2m tmpfs {mount}\n"
         f"set +e; {sys.executable} -m tests.sweep_faults {spec} {mount / 'out'}; code=$?; set -e\n"
@@ -114,11 +133,14 @@ def test_disk_full_mid_sweep_keeps_the_result_and_says_where(tmp_path: Path) -> 
     done = in_mount_namespace(script, env, timeout=300)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
-    kept = rescue / "tiny" / f"{planned[1].run_id}.json"
-    assert f"kept: the result of run {planned[1].run_id} is in {kept}" in done.stderr
     assert f"error: cannot write into {mount / 'out'} (No space left on device)" in done.stderr
-    assert RunResult.model_validate_json(kept.read_text()).run_id == planned[1].run_id
-    assert log.read_text().split() == [planned[0].run_id, planned[1].run_id]  # no run started after the failure
+    executed = log.read_text().split()
+    assert sorted(executed) == sorted(r.run_id for r in planned[:2])  # no run started after the failure
     layout = SweepLayout(after)
-    assert set(layout.run_files()) == {planned[0].run_id}
+    kept = {p.stem: p for p in (rescue / "tiny").glob("*.json")}
+    assert planned[0].run_id in kept
+    assert set(kept) | set(layout.run_files()) == set(executed)  # every computed result is somewhere
+    for run_id, path in kept.items():
+        assert f"kept: the result of run {run_id} is in {path}" in done.stderr
+        assert RunResult.model_validate_json(path.read_text()).run_id == run_id
     assert verify(layout) == []  # what was written is whole and verifies
