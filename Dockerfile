@@ -38,6 +38,8 @@ ENV LLADA_BENCH_IMAGE=${IMAGE_ID} \
 
 # An unprivileged user; `docker run --user "$(id -u):$(id -g)"` to own what it writes to bind mounts.
 USER 10001:10001
+# The health check touches no GPU (no CUDA context, no kernel): it runs beside a sweep that holds the GPU
+# exclusively, every 10 minutes, and must neither share that GPU nor perturb its timings.
 HEALTHCHECK --interval=10m --timeout=2m --start-period=1m --retries=1 \
-    CMD ["llada-bench", "env", "--require-image"]
+    CMD ["llada-bench", "env", "--require-image", "--no-device"]
 ENTRYPOINT ["/opt/llada-bench/container/entrypoint.sh"]

@@ -70,3 +70,15 @@ ray-submit ADDRESS SPEC OUT *ARGS:
 # Train the miniature LLaMA/LLaDA pair from Debian's python3.11-doc (tens of minutes on 2 cores; resumable)
 train-miniature *ARGS:
     llada-bench train {{ARGS}}
+
+# Tests that need a CUDA device (skipped elsewhere): event timing, memory baseline, OOM, kernels, logits; < 5 min
+test-gpu *ARGS:
+    container/gpu-tests.sh {{ARGS}}
+
+# Make the folder an offline GPU machine needs for a campaign: wheels for its PYTHON (e.g. 3.12) and the tokenizer
+gpu-bundle DIR="build/gpu-bundle" PYTHON="":
+    container/gpu-bundle.sh {{DIR}} {{PYTHON}}
+
+# Run a campaign on this GPU machine: inline (no Ray), offline, resumable, packed into one tarball
+campaign SPEC="specs/campaign-h100.yaml" *ARGS:
+    container/gpu-campaign.sh {{SPEC}} {{ARGS}}

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from orchestrator.actor import THREADS_ENV, actor_shape
 from orchestrator.driver import SweepSummary
 from orchestrator.driver import _keep as keep_result
 from orchestrator.plan import PlannedRun
@@ -95,6 +96,7 @@ def run_inline(
         return summary
     from workers.runner import Worker  # torch and transformers load here, never at import
 
+    _cpu_threads_like_an_actor()
     worker = Worker()
     try:
         with _handle_signals() as signals:
@@ -130,6 +132,20 @@ def run_inline(
         summary.wall_s = time.perf_counter() - started
         progress.close()
     return summary
+
+
+def _cpu_threads_like_an_actor() -> None:
+    """On a machine without a GPU, give torch the threads a lone Ray CPU actor gets (all cores but one),
+    unless LLADA_BENCH_THREADS says otherwise, so both executors measure CPU runs alike."""
+    import os
+
+    import torch
+
+    if THREADS_ENV in os.environ or torch.cuda.is_available():
+        return
+    threads = actor_shape(gpus=0, cpus=os.cpu_count() or 1, actors=1).threads
+    if threads:
+        os.environ[THREADS_ENV] = str(threads)
 
 
 def _over_budget(

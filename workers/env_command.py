@@ -3,7 +3,12 @@
 The record is exactly what every artifact embeds (workers.environment.capture_environment). The checks
 answer "can this machine (or this image) measure what the study measures": a CUDA device, BF16 on it,
 and flash-attn. `--require-image` checks what the image claims in LLADA_BENCH_IMAGE_CLAIMS, so the
-image's %test / HEALTHCHECK fail on a node where the GPU, BF16 or flash-attn is missing.
+image's %test fails on a node where the GPU, BF16 or flash-attn is missing.
+
+`--no-device` checks only what needs no GPU: torch built with CUDA, flash-attn importable. It creates no
+CUDA context and runs no kernel, so the Docker HEALTHCHECK (every 10 minutes, mid-sweep) neither
+occupies the GPU a sweep holds with `exclusive: true` nor perturbs its timings. BF16 needs the device and
+is left to `%test` and `llada-bench env` run before a sweep.
 """
 
 from __future__ import annotations
@@ -114,6 +119,30 @@ CHECKS: dict[str, Callable[[], Check]] = {
 }
 
 
+def check_cuda_build() -> Check:
+    """torch was built with CUDA (nothing asks the driver: no context, no kernel)."""
+    if torch.version.cuda is None:
+        return Check("cuda", False, f"torch {torch.__version__} is a CPU-only build (no CUDA support compiled in)")
+    return Check("cuda", True, f"torch {torch.__version__} built with CUDA {torch.version.cuda} (device not touched)")
+
+
+def check_flash_attn_import() -> Check:
+    """flash-attn is installed and its extension imports (its kernel is not run)."""
+    try:
+        version = importlib.metadata.version("flash-attn")
+    except importlib.metadata.PackageNotFoundError:
+        return Check("flash_attn", False, "the flash-attn package is not installed")
+    try:
+        from flash_attn import flash_attn_func  # noqa: F401
+    except Exception as exc:  # ImportError, OSError from a missing CUDA library, undefined symbols (ABI)
+        return Check("flash_attn", False, f"flash-attn {version} is installed but does not import: {exc}")
+    return Check("flash_attn", True, f"flash-attn {version} imports (kernel not run)")
+
+
+# What --no-device checks: the capabilities that can be established without touching a GPU.
+DEVICELESS_CHECKS: dict[str, Callable[[], Check]] = {"cuda": check_cuda_build, "flash_attn": check_flash_attn_import}
+
+
 class UsageError(ValueError):
     """A requirement the command cannot interpret (unknown capability, no image claims)."""
 
@@ -174,7 +203,27 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help=f"require what the image claims in ${CLAIMS_ENV} (the image's %%test and HEALTHCHECK)",
     )
+    parser.add_argument(
+        "--no-device",
+        action="store_true",
+        help="touch no GPU (no CUDA context, no kernel): check the build and imports only (the HEALTHCHECK)",
+    )
     return parser
+
+
+def deviceless_main(wanted: list[str]) -> int:
+    """The checks a running sweep can afford beside it: none of them creates a CUDA context."""
+    skipped = [name for name in wanted if name not in DEVICELESS_CHECKS]
+    checks = [DEVICELESS_CHECKS[name]() for name in (wanted or DEVICELESS_CHECKS) if name in DEVICELESS_CHECKS]
+    print("capabilities (--no-device: the GPU is not touched)")
+    for check in checks:
+        print(f"  {check.name.ljust(10)}  {'yes' if check.ok else 'no '}  {check.detail}")
+    for name in skipped:
+        print(f"  {name.ljust(10)}  --   not checked: needs the device (run llada-bench env before a sweep)")
+    missing = [c for c in checks if not c.ok and c.name in wanted]
+    for check in missing:
+        print(f"missing: {check.name}: {check.detail}", file=sys.stderr)
+    return EXIT_MISSING if missing else EXIT_OK
 
 
 def format_record(record: dict[str, object]) -> str:
@@ -195,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    if args.no_device:
+        return deviceless_main(wanted)
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     record = capture_environment(device)
     if args.json:

