@@ -28,6 +28,7 @@ from orchestrator.sweepdir import SweepDirError, check_writable, claim
 from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
 from specs.results import RunStatus
+from specs.schema import ExperimentSpec
 
 EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXECUTORS = ("ray", "inline")
@@ -72,7 +73,7 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def load_checked_spec(spec_arg: str):  # -> ExperimentSpec
+def load_checked_spec(spec_arg: str) -> ExperimentSpec:
     """load_spec, plus what it cannot check without another stage's data: the roofline hardware profile."""
     spec = load_spec(spec_arg)
     profile = spec.controls.hardware.profile
