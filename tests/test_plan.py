@@ -57,7 +57,9 @@ def test_plan_command_prints_table_and_count(capsys) -> None:
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:4] == ["run_id", "model", "arch", "batch"]
     # the default spec: LLaMA at 3 batch sizes; LLaDA at 3 batch sizes x 6 step counts
-    assert out.rstrip().endswith("21 runs planned for sweep 'smoke'")
+    lines = out.rstrip().splitlines()
+    assert lines[-2] == "21 runs planned for sweep 'smoke'"
+    assert lines[-1].startswith("predicted wall time: none")  # a CPU spec names no roofline profile
 
 
 def test_plan_command_rejects_bad_spec_in_one_line(tmp_path, capsys) -> None:

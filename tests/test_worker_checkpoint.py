@@ -254,7 +254,12 @@ def test_remote_code_runs_only_when_the_spec_opts_in(tmp_path: Path, monkeypatch
         return loaded.model
 
     monkeypatch.setattr("workers.models.AutoModelForCausalLM.from_pretrained", fake_from_pretrained)
-    remote = load_model(_llada_spec(tmp_path, trust_remote_code=True), _controls(), CPU)
+    # LLaDA's own code cannot serve the sampler (no logits_to_keep, no bidirectional config): refused at load.
+    with pytest.raises(ValueError, match="trust_remote_code: not supported for llada models"):
+        _llada_spec(tmp_path, trust_remote_code=True)
+    # A causal model may opt in; then, and only then, the checkpoint's code runs.
+    spec = ModelSpec(name="remote", arch="llama", source={"checkpoint": str(tmp_path), "trust_remote_code": True})
+    remote = load_model(spec, _controls(), CPU)
     assert calls and calls[0]["trust_remote_code"] is True and calls[0]["path"] == str(tmp_path)
     assert marker.exists()  # the opt-in really runs the checkpoint's code (here through its config)
-    assert remote.weights == "real" and remote.mask_token_id is not None
+    assert remote.weights == "real" and remote.mask_token_id is None

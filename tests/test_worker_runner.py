@@ -101,7 +101,8 @@ def test_model_is_loaded_once_per_model() -> None:
 def test_hardware_mismatch_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("workers.environment.device_name", lambda device: "NVIDIA RTX A6000")
     worker = Worker()
-    controls = Controls(dtype="float32", device="cpu", warmup=0, repetitions=1, hardware=HardwareRequirement(gpu="A100"))
+    # device auto: a spec may not ask for a GPU on device cpu, and auto resolves to the CPU here.
+    controls = Controls(dtype="float32", device="auto", warmup=0, repetitions=1, hardware=HardwareRequirement(gpu="A100"))
     result = worker.run(run_config("llama", controls=controls), sweep="s", run_id="r")
     assert result.status == RunStatus.REFUSED and "NVIDIA RTX A6000" in result.error and "A100" in result.error
     assert result.samples is None and worker.load_counts == {}
@@ -113,7 +114,7 @@ def test_hardware_mismatch_is_refused_before_loading(monkeypatch: pytest.MonkeyP
 
 
 def test_required_gpu_on_a_cpu_worker_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    controls = Controls(dtype="float32", device="cpu", hardware=HardwareRequirement(gpu="A100"))
+    controls = Controls(dtype="float32", device="auto", hardware=HardwareRequirement(gpu="A100"))
     result = Worker().run(run_config("llada", controls=controls), sweep="s", run_id="r")
     assert result.status == RunStatus.REFUSED and "no GPU" in result.error
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
