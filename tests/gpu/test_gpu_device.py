@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import torch
 
-from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
 from specs.results import RunStatus
+from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
 
 pytestmark = [
     pytest.mark.gpu,
