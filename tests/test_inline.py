@@ -147,3 +147,36 @@ def test_a_signal_abandons_the_run_in_progress_and_stops_between_runs() -> None:
     with pytest.raises(inline._Stop), state.run():
         state.handler(signal.SIGINT, None)  # inside a run: abandon it at once
     assert not issubclass(inline._Stop, Exception)  # the worker's `except Exception` cannot swallow it
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_inline_and_ray_write_the_same_run_ids(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Same plan, same store: both executors leave one artifact per planned run under the same ids."""
+    import ray
+
+    from orchestrator.cluster import capacity
+    from orchestrator.driver import run_sweep
+    from tests import fake_actors
+    from tests.fake_actors import FakeActor
+
+    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
+    spec = spec_from(_extrapolating_spec())
+    planned = plan_runs(spec)
+    ids = {}
+    for executor in ("inline", "ray"):
+        store = ArtifactStore(tmp_path / executor)
+        store.open(spec, "name: tiny\n", force=True)
+        if executor == "inline":
+            inline.run_inline(spec, planned, store, done=set(), progress=Progress(len(planned)))
+        else:
+            ray.cloudpickle.register_pickle_by_value(fake_actors)
+            ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+            try:
+                run_sweep(spec, planned, store, done=set(), progress=Progress(len(planned)), connect_fn=capacity,
+                          actor_class=FakeActor)  # fmt: skip
+            finally:
+                ray.shutdown()
+        assert verify(SweepLayout(tmp_path / executor)) == []
+        ids[executor] = sorted(r.run_id for r in load_results(SweepLayout(tmp_path / executor)))
+    assert ids["inline"] == ids["ray"] == sorted(r.run_id for r in planned)
