@@ -176,11 +176,10 @@ def train(
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
-        value = float(loss)
+        value = float(loss.detach())
         running = value if running is None else 0.98 * running + 0.02 * value
         log.step, log.tokens_seen = step + 1, log.tokens_seen + ids.numel()
         log.wall_s = time.perf_counter() - started
-        on_step(log, value)
         last = log.step == config.steps
         if log.step % config.eval_every == 0 or last:
             log.evaluations.append({
@@ -191,5 +190,6 @@ def train(
             on_eval(log)
         if log.step % config.checkpoint_every == 0 or last:
             save_state(state_path, model, optimizer, log)
+        on_step(log, value)  # after the checkpoint: an interrupt here loses no finished step
     model.eval()
     return model, log

@@ -19,6 +19,8 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("timed_steps",): None,
     ("controls", "extrapolation"): None,
     ("prompts", "join_passages"): False,
+    ("llada_impl",): None,
+    ("llama_impl",): None,
 }
 
 

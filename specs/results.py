@@ -51,6 +51,7 @@ class Samples(Record):
     itl_s: list[list[float]] | None = None  # LLaMA: each decode step of each repetition
     step_s: list[list[float]] | None = None  # LLaDA: each diffusion step of each repetition
     tokens_committed: list[list[int]] | None = None  # LLaDA: tokens unmasked per step (whole batch)
+    forwards: list[int] | None = None  # model forwards of each measured repetition (varies with a threshold)
     extrapolated: ExtrapolatedLatency | None = None  # set: latency_e2e_s is extrapolated, not measured
 
 
@@ -187,7 +188,11 @@ class RunResult(Record):
     samples: Samples | None = None
     memory: Memory | None = None
     environment: Environment | None = None
-    nfe: int | None = None  # model forward passes per generation
+    # Model forward passes per generation: the schedule's count; where a variant's confidence rule makes it
+    # vary, the count of each measured repetition is in samples.forwards.
+    nfe: int | None = None
+    cache_bytes: int | None = None  # peak bytes the variant's KV cache held (None: no cache)
+    compile_s: float | None = None  # torch.compile time spent in the warm-ups (LLaMA `compile` variants)
     generations: list[Generation] = Field(default_factory=list)
     quality: list[QualityRecord] | None = None
     quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature

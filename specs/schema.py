@@ -86,6 +86,75 @@ ModelSource = Annotated[
 ]
 
 
+VANILLA = "vanilla"
+LladaCache = Literal["none", "prefix", "dual"]
+
+
+def _distinct_names(impls: list) -> list:
+    """Variants are told apart by name in the artifacts and the report: each name once."""
+    _distinct([impl.name for impl in impls])
+    return impls
+
+
+class LladaImpl(Frozen):
+    """One named LLaDA implementation. The default is the vanilla sampler (no cache, the step schedule).
+
+    `cache`: `prefix` keeps the KV of everything left of the current block from the block's first step (one
+    full forward) and feeds later steps only the block and what lies right of it; `dual` caches the whole
+    sequence's KV at the block's first step and feeds later steps only the block's positions.
+    `threshold`: each step also commits every masked position of the block whose confidence is at least
+    `threshold`, never fewer than the schedule's count, so the grid's `steps` is an upper bound on the
+    forwards per generation and the count that ran is recorded. `factor`: the same with the factor rule
+    (the top n while the n-th confidence is at least 1 - factor / (n + 1)). With neither and no cache a
+    variant is token-exact with vanilla.
+    """
+
+    name: str = VANILLA
+    cache: LladaCache = "none"
+    threshold: float | None = Field(default=None, gt=0, le=1)
+    factor: float | None = Field(default=None, gt=0)
+
+    _name = field_validator("name")(_safe_name)
+
+    @model_validator(mode="after")
+    def _one_parallel_rule(self) -> LladaImpl:
+        if self.threshold is not None and self.factor is not None:
+            raise ValueError("factor: give either threshold or factor, not both")
+        if self.name == VANILLA and self.is_accelerated:
+            raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
+        return self
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.cache != "none" or self.threshold is not None or self.factor is not None
+
+    @property
+    def parallel(self) -> bool:
+        """Whether the forwards per generation vary with the model's confidence (threshold or factor)."""
+        return self.threshold is not None or self.factor is not None
+
+
+class LlamaImpl(Frozen):
+    """One named LLaMA implementation. The default is the eager decode loop over the preallocated KV cache;
+    `compile` wraps its decode step in `torch.compile` (CUDA graphs on GPU, inductor on CPU), compiled during
+    the warm-ups, which are never timed; the compile time is recorded."""
+
+    name: str = VANILLA
+    compile: bool = False
+
+    _name = field_validator("name")(_safe_name)
+
+    @model_validator(mode="after")
+    def _vanilla_is_plain(self) -> LlamaImpl:
+        if self.name == VANILLA and self.is_accelerated:
+            raise ValueError(f"name: {VANILLA!r} names the plain decode loop; give this variant another name")
+        return self
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.compile
+
+
 class LladaAxes(Frozen):
     """Axes that apply to LLaDA models only; they never multiply LLaMA runs."""
 
@@ -93,8 +162,18 @@ class LladaAxes(Frozen):
     block_lengths: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
     remasking: list[Remasking] = Field(default_factory=lambda: ["low_confidence"], min_length=1)
     cfg_scales: list[Annotated[float, Field(ge=0)]] = Field(default_factory=lambda: [0.0], min_length=1)
+    impl: list[LladaImpl] = Field(default_factory=lambda: [LladaImpl()], min_length=1)
 
     _distinct = field_validator("steps", "block_lengths", "remasking", "cfg_scales")(_distinct)
+    _distinct_impl = field_validator("impl")(_distinct_names)
+
+
+class LlamaAxes(Frozen):
+    """Axes that apply to LLaMA models only; they never multiply LLaDA runs."""
+
+    impl: list[LlamaImpl] = Field(default_factory=lambda: [LlamaImpl()], min_length=1)
+
+    _distinct_impl = field_validator("impl")(_distinct_names)
 
 
 class ModelSpec(Frozen):
@@ -155,6 +234,7 @@ class Grid(Frozen):
     sequence_lengths: list[Annotated[int, Field(gt=1)]] | None = None
     prompt_fraction: float | None = Field(default=None, gt=0, lt=1)
     llada: LladaAxes | None = None
+    llama: LlamaAxes | None = None
 
     _distinct = field_validator("batch_sizes", "prompt_lengths", "generation_lengths", "sequence_lengths")(_distinct)
 
@@ -442,6 +522,14 @@ class RunConfig(Frozen):
     evaluator: ModelSpec | None = None
     # LLaDA: time only the first `timed_steps` steps and extrapolate (controls.extrapolation); None: in full.
     timed_steps: int | None = Field(default=None, gt=0)
+    # The implementation variant; None is vanilla (so vanilla runs keep the ids they had before variants).
+    llada_impl: LladaImpl | None = None
+    llama_impl: LlamaImpl | None = None
+
+    @property
+    def impl_name(self) -> str:
+        impl = self.llada_impl or self.llama_impl
+        return impl.name if impl is not None else VANILLA
 
     @property
     def num_blocks(self) -> int | None:
@@ -460,6 +548,7 @@ class RunConfig(Frozen):
 
 
 __all__ = [
+    "VANILLA",
     "PRESET_NAMES",
     "SAFE_NAME",
     "Attention",
@@ -475,6 +564,10 @@ __all__ = [
     "HardwareRequirement",
     "LengthPair",
     "LladaAxes",
+    "LladaCache",
+    "LladaImpl",
+    "LlamaAxes",
+    "LlamaImpl",
     "ModelSource",
     "ModelSpec",
     "PerplexitySpec",

@@ -583,10 +583,14 @@ def write_spec(tmp_path: Path, data: dict) -> Path:
     return path
 
 
-def test_smoke_spec_needs_nothing_from_the_hub() -> None:
-    plan = assets.plan_assets(parse_spec((ROOT / "specs" / "smoke.yaml").read_text()))
+@pytest.mark.parametrize(
+    ("spec_file", "model_source"),
+    [("smoke.yaml", "local checkpoint models/miniature/llada"), ("tiny.yaml", "synthetic")],
+)
+def test_embedded_specs_need_nothing_from_the_hub(spec_file: str, model_source: str) -> None:
+    plan = assets.plan_assets(parse_spec((ROOT / "specs" / spec_file).read_text()))
     assert plan.assets == []
-    assert any("synthetic" in item for item in plan.nothing_to_fetch)
+    assert any(model_source in item for item in plan.nothing_to_fetch)
     assert any("packaged-minilm" in item for item in plan.nothing_to_fetch)
     assert any("local file specs/data/prompts.txt" in item for item in plan.nothing_to_fetch)
 

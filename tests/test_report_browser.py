@@ -82,7 +82,7 @@ def page_requests(net_log: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory):
     root = write_sweep(tmp_path_factory.mktemp("artifacts"), SMOKE_LIKE)
-    return render_report(root, hardware="a100-sxm4-80gb", echo=False)
+    return render_report(root, echo=False)  # CPU runs: roofline against their measured roofs
 
 
 def test_every_image_loads_and_nothing_is_fetched(report, tmp_path: Path) -> None:
