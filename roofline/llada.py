@@ -16,14 +16,24 @@ from roofline.sampler import Remasking, sampler_operators
 from specs.shapes import ModelShape
 
 
+# The KV cache of an accelerated variant (specs.schema.LladaImpl.cache): none, the prefix left of the block, or
+# the whole sequence (refreshed at each block's first step).
+LladaCache = Literal["none", "prefix", "dual"]
+
+
 class BlockEstimate(BaseModel):
-    """One semi-autoregressive block: the sequence each of its steps runs over, and the time of one step."""
+    """One semi-autoregressive block: the sequence each of its steps runs over, and the time of one step.
+
+    With a cache the block's first step is a full forward (`time_per_step_s`) and its other `steps - 1` are
+    cached steps over `cached_query_len` positions (`cached_step_s`); without one every step is full."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seq_len: int
     time_per_step_s: float
     steps: int
+    cached_query_len: int | None = None
+    cached_step_s: float | None = None
 
 
 class LladaEstimate(BaseModel):
@@ -38,6 +48,8 @@ class LladaEstimate(BaseModel):
     gen_len: int
     block_length: int
     steps: int
+    forwards: int  # model forwards costed: `steps`, or fewer where a confidence rule ends blocks early
+    cache: LladaCache
     cfg_scale: float
     temperature: float
     remasking: Remasking
@@ -54,7 +66,8 @@ class LladaEstimate(BaseModel):
 
     @property
     def mean_step_s(self) -> float:
-        return self.total_s / self.steps
+        """Mean time of one forward (a step that ran)."""
+        return self.total_s / self.forwards
 
 
 def check_llada_schedule(*, prompt_len: int, gen_len: int, block_length: int, steps: int, batch: int) -> None:
@@ -82,26 +95,56 @@ def step_operators(
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    query_len: int | None = None,
 ) -> tuple[Operator, ...]:
-    """One diffusion step over `seq_len` positions: a bidirectional pass (no KV cache) and, in `faithful`,
-    the LM head plus the sampler's work on the logits. CFG doubles the pass's batch.
+    """One diffusion step over `seq_len` positions: a bidirectional pass and, in `faithful`, the LM head plus the
+    sampler's work on the logits. CFG doubles the pass's batch.
 
+    `query_len` (a cached step) feeds only that many positions, which attend all `seq_len` keys: the rest of the
+    K and V are read from the cache, so the weights are read for fewer tokens' work and the step slides back
+    under the memory roof. None feeds every position (no cache).
     The official sampler takes logits at every position (`logits_positions=None`); a sampler that projects
     only the positions it can commit (this project's, `workers/samplers/llada.py`: the current block) passes
     their count."""
     cfg = cfg_scale > 0.0
+    fed = seq_len if query_len is None else query_len
     if not modelling(fidelity).llada_lm_head_and_sampler:
         return forward_operators(
-            shape, ForwardPass(batch, seq_len, seq_len, "none", 0), element_bytes=element_bytes
+            shape, ForwardPass(batch, fed, seq_len, "none", 0), element_bytes=element_bytes
         )
     model_batch = 2 * batch if cfg else batch
-    head = seq_len if logits_positions is None else min(logits_positions, seq_len)
+    head = fed if logits_positions is None else min(logits_positions, fed)
     return forward_operators(
-        shape, ForwardPass(model_batch, seq_len, seq_len, "none", head), element_bytes=element_bytes
+        shape, ForwardPass(model_batch, fed, seq_len, "none", head), element_bytes=element_bytes
     ) + sampler_operators(
         shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking,
         element_bytes=element_bytes,
     )
+
+
+def cached_query_len(cache: LladaCache, *, seq_len: int, prefix_len: int, block_length: int) -> int:
+    """Positions a cached step of a block feeds: `prefix` the block and everything right of it (seq_len minus the
+    cached prefix), `dual` the block alone (Fast-dLLM's PrefixCache and DualCache)."""
+    if cache == "prefix":
+        return seq_len - prefix_len
+    if cache == "dual":
+        return block_length
+    raise RooflineInputError(f"cache {cache!r} has no cached steps; allowed: prefix, dual")
+
+
+def block_forwards(*, steps: int, num_blocks: int, forwards: int | None) -> list[int]:
+    """Forwards each block runs: the schedule's steps / blocks, or `forwards` (what a confidence rule ran, summed
+    over the generation) spread as evenly as integers allow, earlier blocks taking the remainder."""
+    per_block = steps // num_blocks
+    if forwards is None:
+        return [per_block] * num_blocks
+    if not num_blocks <= forwards <= steps:
+        raise RooflineInputError(
+            f"forwards {forwards} must lie between the number of blocks {num_blocks} (one forward each) and the "
+            f"steps {steps} (the schedule's cap)"
+        )
+    base, extra = divmod(forwards, num_blocks)
+    return [base + (1 if b < extra else 0) for b in range(num_blocks)]
 
 
 def block_seq_lens(*, prompt_len: int, gen_len: int, block_length: int, truncate: bool) -> list[int]:
@@ -128,8 +171,14 @@ def estimate_llada(
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    cache: LladaCache = "none",
+    forwards: int | None = None,
 ) -> LladaEstimate:
-    """Cost of a LLaDA generation: sum over blocks of steps-per-block x the cost of one step."""
+    """Cost of a LLaDA generation: per block, its forwards x the cost of one step.
+
+    `cache` (an accelerated variant): each block's first step is a full forward that fills the cache, its later
+    steps are cached steps (`cached_query_len`). `forwards`: the forwards a confidence rule (threshold, factor)
+    actually ran, fewer than `steps`; None runs the schedule."""
     choices = modelling(fidelity, truncate_blocks=truncate_blocks)
     require_study_scope(choices, batch=batch, cfg_scale=cfg_scale)
     check_llada_schedule(
@@ -139,38 +188,41 @@ def estimate_llada(
         raise RooflineInputError(f"cfg_scale and temperature must be >= 0 (got {cfg_scale}, {temperature})")
     if remasking not in ("low_confidence", "random"):
         raise RooflineInputError(f"unknown remasking {remasking!r}; allowed: low_confidence, random")
+    if cache not in ("none", "prefix", "dual"):
+        raise RooflineInputError(f"unknown cache {cache!r}; allowed: none, prefix, dual")
+    if fidelity == "study" and (cache != "none" or forwards is not None):
+        raise RooflineInputError("fidelity 'study' models the vanilla sampler only; use 'faithful' for variants")
     num_blocks = gen_len // block_length
-    steps_per_block = steps // num_blocks
-    # Blocks that run over the same length (all of them in the official sampler) share one step cost.
-    step_costs: dict[int, tuple[PhaseCost, BlockEstimate]] = {}
-    steps_at: dict[int, int] = {}
-    blocks: list[BlockEstimate] = []
-    for seq_len in block_seq_lens(
-        prompt_len=prompt_len,
-        gen_len=gen_len,
-        block_length=block_length,
-        truncate=choices.llada_truncate_blocks,
-    ):
-        if seq_len not in step_costs:
-            ops = step_operators(
-                shape,
-                seq_len=seq_len,
-                batch=batch,
-                cfg_scale=cfg_scale,
-                fidelity=fidelity,
-                temperature=temperature,
-                remasking=remasking,
-                logits_positions=logits_positions,
-                element_bytes=element_bytes,
-            )
-            step = cost_of(ops, hardware)
-            block = BlockEstimate(seq_len=seq_len, time_per_step_s=step.total_time_s, steps=steps_per_block)
-            step_costs[seq_len] = (step, block)
-        blocks.append(step_costs[seq_len][1])
-        steps_at[seq_len] = steps_at.get(seq_len, 0) + steps_per_block
+    per_block = block_forwards(steps=steps, num_blocks=num_blocks, forwards=forwards)
+    # Steps over the same (length, fed positions) share one cost (every full step of the official sampler).
+    costs: dict[tuple[int, int], PhaseCost] = {}
+
+    def step(seq_len: int, query_len: int) -> PhaseCost:
+        if (seq_len, query_len) not in costs:
+            costs[seq_len, query_len] = cost_of(step_operators(
+                shape, seq_len=seq_len, batch=batch, cfg_scale=cfg_scale, fidelity=fidelity,
+                temperature=temperature, remasking=remasking, logits_positions=logits_positions,
+                element_bytes=element_bytes, query_len=query_len,
+            ), hardware)
+        return costs[seq_len, query_len]
+
+    seq_lens = block_seq_lens(
+        prompt_len=prompt_len, gen_len=gen_len, block_length=block_length, truncate=choices.llada_truncate_blocks
+    )
     total = empty_cost()
-    for seq_len, (step, _) in step_costs.items():
-        total = total + step.repeated(steps_at[seq_len])
+    blocks: list[BlockEstimate] = []
+    for b, (seq_len, runs) in enumerate(zip(seq_lens, per_block, strict=True)):
+        full = step(seq_len, seq_len)
+        if cache == "none":
+            total = total + full.repeated(runs)
+            blocks.append(BlockEstimate(seq_len=seq_len, time_per_step_s=full.total_time_s, steps=runs))
+            continue
+        query = cached_query_len(cache, seq_len=seq_len, prefix_len=prompt_len + b * block_length,
+                                 block_length=block_length)
+        cached = step(seq_len, query)
+        total = total + full + cached.repeated(runs - 1)
+        blocks.append(BlockEstimate(seq_len=seq_len, time_per_step_s=full.total_time_s, steps=runs,
+                                    cached_query_len=query, cached_step_s=cached.total_time_s))
     return LladaEstimate(
         fidelity=fidelity,
         hardware=hardware.name,
@@ -179,13 +231,15 @@ def estimate_llada(
         gen_len=gen_len,
         block_length=block_length,
         steps=steps,
+        forwards=sum(per_block),
+        cache=cache,
         cfg_scale=cfg_scale,
         temperature=temperature,
         remasking=remasking,
         truncate_blocks=choices.llada_truncate_blocks,
         mode="Semi-Autoregressive" if num_blocks > 1 else "Non-Semi-Autoregressive",
         num_blocks=num_blocks,
-        steps_per_block=steps_per_block,
+        steps_per_block=steps // num_blocks,
         blocks=blocks,
         total_s=total.total_time_s,
         aggregate_ai=total.aggregate_ai,

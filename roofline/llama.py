@@ -50,6 +50,7 @@ class LlamaEstimate(BaseModel):
     prompt_len: int
     gen_len: int
     decode_passes: int
+    compiled_decode: bool = False  # the decode passes ran compiled (no per-operator dispatch floor)
     prefill: PhaseSummary
     decode: PhaseSummary | None
     total_s: float
@@ -84,8 +85,13 @@ def llama_phase_costs(
     batch: int,
     fidelity: Fidelity,
     element_bytes: int = BYTES_PER_ELEMENT,
+    compiled_decode: bool = False,
 ) -> tuple[PhaseCost, PhaseCost | None, int]:
-    """(prefill cost, decode cost or None, number of decode passes)."""
+    """(prefill cost, decode cost or None, number of decode passes).
+
+    `compiled_decode` (the `compile` variant): the decode step runs as one compiled graph (CUDA graphs on a
+    GPU), so its operators are costed on their roofs alone, without the profile's per-operator dispatch floor;
+    the prefill stays eager and keeps it."""
     choices = modelling(fidelity)
     require_study_scope(choices, batch=batch)
     if prompt_len < 1 or gen_len < 0 or batch < 1:
@@ -106,7 +112,8 @@ def llama_phase_costs(
     last = forward_operators(
         shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1), element_bytes=element_bytes
     )
-    return prefill, cost_of_affine_passes(first, last, passes, hardware), passes
+    decode_hardware = hardware.model_copy(update={"dispatch_s": 0.0}) if compiled_decode else hardware
+    return prefill, cost_of_affine_passes(first, last, passes, decode_hardware), passes
 
 
 def estimate_llama(
@@ -118,11 +125,14 @@ def estimate_llama(
     batch: int = 1,
     fidelity: Fidelity = "faithful",
     element_bytes: int = BYTES_PER_ELEMENT,
+    compiled_decode: bool = False,
 ) -> LlamaEstimate:
-    """Cost of a LLaMA generation: prefill + decode, summed per operator class."""
+    """Cost of a LLaMA generation: prefill + decode, summed per operator class (`llama_phase_costs`)."""
+    if fidelity == "study" and compiled_decode:
+        raise RooflineInputError("fidelity 'study' models the eager decode loop only; use 'faithful' for variants")
     prefill, decode, passes = llama_phase_costs(
         shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
-        element_bytes=element_bytes,
+        element_bytes=element_bytes, compiled_decode=compiled_decode,
     )
     total = prefill if decode is None else prefill + decode
     return LlamaEstimate(
@@ -132,6 +142,7 @@ def estimate_llama(
         prompt_len=prompt_len,
         gen_len=gen_len,
         decode_passes=passes,
+        compiled_decode=compiled_decode,
         prefill=PhaseSummary.of(prefill),
         decode=None if decode is None else PhaseSummary.of(decode),
         total_s=total.total_time_s,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from roofline.llada import LladaCache
 from roofline.operators import BYTES_PER_ELEMENT
 from roofline.sampler import Remasking, sampler_buffer_bytes_per_element
 from specs.shapes import ModelShape
@@ -84,10 +85,12 @@ def llada_memory(
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    cache: LladaCache = "none",
+    block_length: int | None = None,
 ) -> MemoryFootprint:
-    """Peak = weights + the larger of one step's layer activations and its logits stage.
+    """Peak = weights + the KV cache + the larger of one step's layer activations and its logits stage.
 
-    No KV cache. The longest step runs over prompt + generation (every step, or the last block when
+    KV cache (`llada_cache_bytes`): none for the vanilla sampler. The longest step runs over prompt + generation (every step, or the last block when
     truncating). Logits stage of the official sampler: BF16 logits of the model batch (2x with CFG), the CFG
     combination, then the sampler's float64 buffers over [batch, seq, vocab] (roofline.sampler).
     """
@@ -102,10 +105,36 @@ def llada_memory(
         + (batch * element_bytes if cfg else 0)
         + batch * sampler_buffer_bytes_per_element(temperature=temperature, remasking=remasking)
     )
+    kv = llada_cache_bytes(shape, cache=cache, batch=model_batch, prompt_len=prompt_len, gen_len=gen_len,
+                           block_length=block_length, element_bytes=element_bytes)
     return MemoryFootprint(
         weights_bytes=weights,
-        kv_cache_bytes=0,
+        kv_cache_bytes=kv,
         activation_bytes=activations,
         logits_bytes=logits,
-        peak_bytes=weights + max(activations, logits),
+        # The block's first step is a full forward while the cache it fills is alive.
+        peak_bytes=weights + kv + max(activations, logits),
     )
+
+
+def llada_cache_bytes(
+    shape: ModelShape,
+    *,
+    cache: LladaCache,
+    batch: int,
+    prompt_len: int,
+    gen_len: int,
+    block_length: int | None,
+    element_bytes: int = BYTES_PER_ELEMENT,
+) -> int:
+    """Peak KV bytes of a LLaDA variant's cache (`batch` is the model's: doubled with CFG): `prefix` holds what
+    lies left of the last block (prompt + generation - one block), `dual` the whole sequence; `none` nothing."""
+    if cache == "none":
+        return 0
+    if cache == "prefix":
+        if block_length is None:
+            raise ValueError("a prefix cache needs the block length (its largest prefix ends one block short)")
+        positions = prompt_len + gen_len - block_length
+    else:
+        positions = prompt_len + gen_len
+    return kv_cache_bytes(shape, batch=batch, positions=positions, element_bytes=element_bytes)

@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
-from roofline.llada import estimate_llada
+from roofline.llada import LladaCache, estimate_llada
 from roofline.llama import estimate_llama
 from roofline.memory import MemoryFootprint, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
 from roofline.sampler import Remasking
 from specs.shapes import Arch, ModelShape, preset_shape
+
+
+# Where a LLaDA prediction's forward count comes from: the step schedule (no confidence rule), the forwards the
+# run measured (samples.forwards), or the schedule's steps as a cap (a confidence rule, nothing measured).
+ForwardsSource = Literal["schedule", "measured", "step cap"]
 
 
 class Prediction(BaseModel):
@@ -38,6 +43,8 @@ class Prediction(BaseModel):
     activation_bytes: int
     logits_bytes: int
     fits: bool  # peak <= the profile's memory
+    forwards: int | None = None  # LLaDA: the model forwards costed; None for LLaMA
+    forwards_source: ForwardsSource | None = None  # LLaDA: where `forwards` comes from
 
 
 def predict(
@@ -57,25 +64,34 @@ def predict(
     remasking: Remasking = "low_confidence",
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    llada_cache: LladaCache = "none",
+    forwards: int | None = None,
+    forwards_source: ForwardsSource | None = None,
+    compiled_decode: bool = False,
 ) -> Prediction:
     """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
     `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does).
-    `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's)."""
+    `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's).
+    Variants: `llada_cache` and `forwards` (fewer than `steps` under a confidence rule; `forwards_source` says
+    where the count came from) for LLaDA, `compiled_decode` for LLaMA."""
     shape = shape or preset_shape(arch, "8b")
     memory: MemoryFootprint
     if arch == "llama":
-        if steps is not None or block_length is not None or cfg_scale:
-            raise RooflineInputError("steps, block_length and cfg_scale apply to arch 'llada' only")
+        if steps is not None or block_length is not None or cfg_scale or llada_cache != "none" or forwards:
+            raise RooflineInputError("steps, block_length, cfg_scale, llada_cache and forwards apply to arch 'llada' only")
         est = estimate_llama(
             shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
-            element_bytes=element_bytes,
+            element_bytes=element_bytes, compiled_decode=compiled_decode,
         )
         memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, element_bytes=element_bytes)
         latency_s, flops, bytes_ = est.total_s, est.flops, est.bytes_
         ttft_s, itl_s, step_s = est.ttft_s, est.mean_decode_pass_s, None
+        costed_forwards, source = None, None
     elif arch == "llada":
         if steps is None or block_length is None:
             raise RooflineInputError("arch 'llada' needs steps and block_length")
+        if compiled_decode:
+            raise RooflineInputError("compiled_decode applies to arch 'llama' only")
         llada = estimate_llada(
             shape,
             hardware,
@@ -91,6 +107,8 @@ def predict(
             remasking=remasking,
             logits_positions=logits_positions,
             element_bytes=element_bytes,
+            cache=llada_cache,
+            forwards=forwards,
         )
         memory = llada_memory(
             shape,
@@ -102,9 +120,13 @@ def predict(
             remasking=remasking,
             logits_positions=logits_positions,
             element_bytes=element_bytes,
+            cache=llada_cache,
+            block_length=block_length,
         )
         latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
         ttft_s, itl_s, step_s = None, None, llada.mean_step_s
+        costed_forwards = llada.forwards
+        source = forwards_source or ("schedule" if forwards is None else "measured")
     else:
         raise RooflineInputError(f"unknown arch {arch!r}; allowed: llama, llada")
     return Prediction(
@@ -124,11 +146,18 @@ def predict(
         activation_bytes=memory.activation_bytes,
         logits_bytes=memory.logits_bytes,
         fits=memory.peak_bytes <= hardware.memory_bytes,
+        forwards=costed_forwards,
+        forwards_source=source,
     )
 
 
 def predict_run(
-    config: Any, hardware: HardwareProfile, fidelity: Fidelity = "faithful", *, shape: ModelShape | None = None
+    config: Any,
+    hardware: HardwareProfile,
+    fidelity: Fidelity = "faithful",
+    *,
+    shape: ModelShape | None = None,
+    measured_forwards: float | None = None,
 ) -> Prediction:
     """Predict a `specs.schema.RunConfig` (read by attribute, so the roofline does not import the schema).
 
@@ -136,11 +165,18 @@ def predict_run(
     checkpoint) falls back to the arch's 8B preset. Tensors take the bytes of `config.controls.dtype`.
     LLaDA is costed as the workers run it: logits over the current block only (`workers/samplers/llada.py`).
     LLaDA's sampler cost follows `config.remasking` and `config.controls.temperature` when they are set.
+    The implementation variant (`config.llada_impl` / `config.llama_impl`, None: vanilla) picks the cache and
+    the compiled decode. A confidence rule's forwards are data-dependent: `measured_forwards` (the run's median
+    of samples.forwards) when the artifact has them, else the steps as a cap; `Prediction.forwards_source` says
+    which.
     """
     model = config.model
     arch = model.arch
     is_llada = arch == "llada"
     controls = getattr(config, "controls", None)
+    llada_impl = getattr(config, "llada_impl", None) if is_llada else None
+    llama_impl = getattr(config, "llama_impl", None) if not is_llada else None
+    forwards, source = _variant_forwards(config, llada_impl, measured_forwards)
     return predict(
         arch,
         shape or model.shape(),
@@ -157,4 +193,21 @@ def predict_run(
         # The workers' LLaDA sampler projects logits only over the block it is filling.
         logits_positions=config.block_length if is_llada else None,
         element_bytes=element_bytes_of(getattr(controls, "dtype", None)),
+        llada_cache=llada_impl.cache if llada_impl is not None else "none",
+        forwards=forwards,
+        forwards_source=source,
+        compiled_decode=bool(llama_impl is not None and llama_impl.compile),
     )
+
+
+def _variant_forwards(
+    config: Any, impl: Any, measured: float | None
+) -> tuple[int | None, ForwardsSource | None]:
+    """The forwards to cost a LLaDA variant at: None (the schedule) without a confidence rule; the measured
+    median rounded to a whole forward, kept between one per block and the steps; else the steps as a cap."""
+    if impl is None or not impl.parallel:
+        return None, None
+    if measured is None:
+        return None, "step cap"
+    blocks = config.generation_length // config.block_length
+    return min(max(round(measured), blocks), config.steps), "measured"

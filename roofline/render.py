@@ -154,7 +154,7 @@ def llada_json(est: LladaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
         "mode": est.mode,
         "num_blocks": est.num_blocks,
         "steps_per_block": est.steps_per_block,
-        "blocks": [b.model_dump() for b in est.blocks],
+        "blocks": [b.model_dump(exclude_none=True) for b in est.blocks],  # cache fields only for a variant
         "total_s": est.total_s,
         "aggregate_ai": est.aggregate_ai,
         "flops": est.flops,
