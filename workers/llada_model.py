@@ -54,7 +54,8 @@ def rotate_float32(
 
 
 class BidirectionalAttention(LlamaAttention):
-    """LlamaAttention without the causal mask and with float32 RoPE; it keeps no KV cache (LLaDA has none)."""
+    """LlamaAttention without the causal mask and with float32 RoPE. Vanilla LLaDA passes no KV cache; the
+    cached sampler variants pass a `BlockCache`, which returns the keys and values of the whole sequence."""
 
     def forward(
         self,
@@ -71,6 +72,8 @@ class BidirectionalAttention(LlamaAttention):
         k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
         v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         q, k = rotate_float32(q, k, *position_embeddings)
+        if past_key_values is not None:  # the cached variants' BlockCache: keys and values of every position
+            k, v = past_key_values.update(k, v, self.layer_idx)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         kwargs.pop("is_causal", None)
         drop_host_read_kwargs(kwargs)  # position ids would make flash-attn sync once per layer (workers/attention.py)

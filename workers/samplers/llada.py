@@ -30,6 +30,17 @@ tokens. `tests/gpu/` measures how often the second happens in bf16.
 
 Iterating runs one step per `next()`: one model forward (one NFE; CFG doubles the batch, not the NFE) and
 one commit. The sampler never times itself (STYLE 4): the caller wraps each `next()` in a timer.
+
+Accelerated variants (Fast-dLLM, arXiv:2505.22618) change what a step computes, never the commit order
+among the positions a step chooses:
+
+* `cache="prefix"` / `"dual"`: the block's first step is the vanilla full forward, which also fills a KV
+  cache (`block_cache.BlockCache`); the block's later steps feed only the window and what lies right of
+  it (prefix) or the window alone (dual), attending to the cached keys and values of the rest.
+* `threshold` / `factor`: each step commits every candidate the confidence rule accepts, at least the
+  schedule's count (`parallel.parallel_commit`); a block ends as soon as no row has a candidate left, so
+  the forwards vary. Reading that costs one host sync at the end of every step, which the data-dependent
+  step count makes unavoidable.
 """
 
 from __future__ import annotations
@@ -42,8 +53,13 @@ import torch
 from torch import Tensor, nn
 from transformers.masking_utils import create_bidirectional_mask
 
+from workers.samplers.block_cache import BlockCache
+from workers.samplers.parallel import parallel_commit
+
 Remasking = Literal["low_confidence", "random"]
 REMASKING_STRATEGIES: tuple[str, ...] = get_args(Remasking)
+Cache = Literal["none", "prefix", "dual"]
+CACHES: tuple[str, ...] = get_args(Cache)
 
 NEG_INF = float("-inf")
 # The official code samples the Gumbel-max noise in float64: with low precision Gumbel-max the perplexity
@@ -59,7 +75,9 @@ class LladaStep:
     block: int  # 0 .. num_blocks-1, the semi-autoregressive block being filled
     # Positions committed this step (the schedule's count), summed over the batch rows. A committed
     # prediction may itself be `mask_id`; the official algorithm allows that and revisits the position.
+    # With a threshold or factor rule it is what the rule chose, at least the schedule's count per open row.
     committed: int
+    forwards: int = 1  # model forwards this step ran (2 only with the cache test option refresh_every_step)
 
 
 def transfer_schedule(block_length: int, steps_per_block: int) -> list[int]:
@@ -121,11 +139,16 @@ class LladaSampler:
         logits_suppress_ids: Sequence[int],
         confidence_suppress_ids: Sequence[int],
         full_logits: bool,
+        cache: Cache = "none",
+        threshold: float | None = None,
+        factor: float | None = None,
+        refresh_every_step: bool = False,
     ) -> None:
         _check_arguments(
             model, prompt_ids, attention_mask, gen_length, block_length, steps, mask_id, temperature,
             cfg_scale, remasking, logits_suppress_ids, confidence_suppress_ids,
         )  # fmt: skip
+        _check_variant(cache, threshold, factor, remasking)
         device = prompt_ids.device
         batch, prompt_length = prompt_ids.shape
         self.model = model
@@ -142,6 +165,10 @@ class LladaSampler:
         self.steps_per_block = steps // self.num_blocks
         self.schedule = transfer_schedule(block_length, self.steps_per_block)
         self.full_logits = full_logits
+        self.threshold = threshold
+        self.factor = factor
+        self.refresh_every_step = refresh_every_step
+        self.cache_mode: Cache = cache
 
         self.x = torch.full(
             (batch, prompt_length + gen_length), mask_id, dtype=torch.long, device=device
@@ -157,11 +184,39 @@ class LladaSampler:
         self._window: tuple[int, int] = (0, 0)  # [lo, hi): positions whose logits the current block needs
         self._keep: Tensor | int = 0  # logits_to_keep for that window
         self._prepared = -1  # the block whose window has been found
-        self._step = 0
+        self._step = 0  # steps run so far, over the whole generation
+        self._block = 0  # the block the next step works on
+        self._block_step = 0  # steps already run in that block
+        self._forwards = 0
+        layers = model.config.get_text_config(decoder=True).num_hidden_layers
+        self._cache = BlockCache(layers, prompt_length + gen_length) if cache != "none" else None
+        self._feed: tuple[int, int] = (0, 0)  # [start, end): positions a cached forward feeds
+        self._feed_positions: Tensor | None = None  # [1, end - start]
+        self._feed_keep: Tensor | None = None  # the window's indices within the fed positions
 
     @property
     def done(self) -> bool:
-        return self._step == self.steps
+        return self._block == self.num_blocks
+
+    @property
+    def block(self) -> int:
+        """The block the next step works on (`num_blocks` once done)."""
+        return self._block
+
+    @property
+    def parallel(self) -> bool:
+        """Whether a confidence rule (threshold or factor) decides how many positions a step commits."""
+        return self.threshold is not None or self.factor is not None
+
+    @property
+    def forwards(self) -> int:
+        """Model forwards run so far (CFG doubles the batch of a forward, not their count)."""
+        return self._forwards
+
+    @property
+    def cache_bytes(self) -> int | None:
+        """Bytes the KV cache holds (allocated once, at the first step, so also its peak); None: no cache."""
+        return None if self._cache is None else self._cache.nbytes
 
     @property
     def generation(self) -> Tensor:
@@ -177,7 +232,7 @@ class LladaSampler:
         window (one host sync). Idempotent; `next()` calls it too, so plain iteration needs nothing else."""
         if self.done:
             return
-        block = self._step // self.steps_per_block
+        block = self._block
         if self._prepared != block:
             self._start_block(self.prompt_length + (block + 1) * self.block_length)
             self._prepared = block
@@ -186,7 +241,7 @@ class LladaSampler:
     def __next__(self) -> LladaStep:
         if self.done:
             raise StopIteration
-        block, i = divmod(self._step, self.steps_per_block)
+        block, i = self._block, self._block_step
         k = self.schedule[i]
         block_end = self.prompt_length + (block + 1) * self.block_length
         self.prepare_step()
@@ -194,7 +249,7 @@ class LladaSampler:
         x = self.x  # [B, L]
         batch, length = x.shape
 
-        logits = self._logits()  # [B, W, V], W = hi - lo
+        logits, forwards = self._logits(refresh=i == 0)  # [B, W, V], W = hi - lo
         if self._logits_ids is not None:
             logits.index_fill_(-1, self._logits_ids, NEG_INF)
 
@@ -216,6 +271,9 @@ class LladaSampler:
         candidate = x[:, lo:hi] == self.mask_id  # [B, W]
         if hi > block_end:  # full_logits: nothing right of the current block may be committed yet
             candidate[:, block_end - lo :] = False
+        if self.parallel:
+            committed, block_over = self._commit_parallel(x0, x0_p, candidate, k, lo, hi, block_end)
+            return self._record(block, committed, forwards, block_over)
         # The confidence row spans the whole sequence (-inf off the window) so that `topk` sees exactly the
         # row the official code gives it, and breaks ties among equal confidences the same way.
         confidence = torch.full((batch, length), NEG_INF, dtype=x0_p.dtype, device=x.device)  # [B, L]
@@ -224,9 +282,30 @@ class LladaSampler:
         # masked positions inside the window: the official `where(mask_index, x0, x)` is a no-op there.
         chosen = torch.topk(confidence, k, dim=-1).indices  # [B, k]
         x.scatter_(1, chosen, x0.gather(1, chosen - lo))
+        return self._record(block, k * batch, forwards, block_over=False)
 
-        record = LladaStep(step=self._step, block=block, committed=k * batch)
+    def _commit_parallel(
+        self, x0: Tensor, x0_p: Tensor, candidate: Tensor, k: int, lo: int, hi: int, block_end: int
+    ) -> tuple[int, bool]:
+        """Commit what the confidence rule accepts in each row; returns (tokens committed, block finished).
+
+        The one host sync of a parallel step reads both numbers at once, at the step's end."""
+        confidence = torch.where(candidate, x0_p, NEG_INF)  # [B, W]
+        chosen, counts = parallel_commit(confidence, k, threshold=self.threshold, factor=self.factor)  # [B, W], [B]
+        window = self.x[:, lo:hi]  # [B, W], a view
+        window.copy_(torch.where(chosen, x0, window))
+        still_open = (self.x[:, lo:block_end] == self.mask_id).any()
+        committed, open_ = torch.stack([counts.sum(), still_open.long()]).tolist()
+        return int(committed), not open_
+
+    def _record(self, block: int, committed: int, forwards: int, block_over: bool) -> LladaStep:
+        """Count the step and move to the next block once this one has had its steps or has no masks left."""
+        record = LladaStep(step=self._step, block=block, committed=committed, forwards=forwards)
         self._step += 1
+        self._forwards += forwards
+        self._block_step += 1
+        if block_over or self._block_step == self.steps_per_block:
+            self._block, self._block_step = self._block + 1, 0
         return record
 
     def _start_block(self, block_end: int) -> None:
@@ -241,25 +320,66 @@ class LladaSampler:
         length = self.x.shape[1]
         if self.full_logits:
             self._window, self._keep = (0, length), 0
+            self._set_feed()
             return
         block_start = block_end - self.block_length
         left_masks = (self.x[:, :block_start] == self.mask_id).any(dim=0).nonzero()  # [n, 1]
         lo = int(left_masks[0, 0]) if left_masks.numel() else block_start
         self._window = (lo, block_end)
         self._keep = torch.arange(lo, block_end, device=self.x.device)
+        self._set_feed()
 
-    def _logits(self) -> Tensor:
-        """One forward (the step's single NFE): logits `[B, W, V]` over the window, CFG applied."""
+    def _set_feed(self) -> None:
+        """A cached forward feeds the window and, for a prefix cache, everything right of it."""
+        if self._cache is None:
+            return
+        lo, hi = self._window
+        start, end = lo, (self.x.shape[1] if self.cache_mode == "prefix" else hi)
+        device = self.x.device
+        self._feed = (start, end)
+        self._feed_positions = torch.arange(start, end, device=device).unsqueeze(0)  # [1, end - start]
+        self._feed_keep = torch.arange(lo - start, hi - start, device=device)
+
+    def _logits(self, *, refresh: bool) -> tuple[Tensor, int]:
+        """The step's forward: logits `[B, W, V]` over the window, CFG applied, and the forwards it ran.
+
+        Vanilla: one full forward. Cached, at the block's first step (`refresh`): the same full forward,
+        which also fills the cache; at later steps, one forward over the fed positions only. With
+        `refresh_every_step` every step refills the cache (a forward whose logits are dropped) and then
+        takes its logits from the cached forward, which must then give vanilla's numbers: the tests' proof
+        that a cached forward computes what the full one does.
+        """
         x = self.x
         if self.cfg_scale > 0:
             x = torch.cat([x, x.masked_fill(self._prompt_index, self.mask_id)])  # [2B, L]
-        # LLaDA has no KV cache: use_cache=False keeps transformers from filling one at every step.
-        logits = self.model(x, attention_mask=self._attn, use_cache=False, logits_to_keep=self._keep).logits
+        cache, forwards = self._cache, 1
+        if cache is None:
+            # Vanilla LLaDA has no KV cache: use_cache=False keeps transformers from filling one at every step.
+            logits = self.model(x, attention_mask=self._attn, use_cache=False, logits_to_keep=self._keep).logits
+        elif refresh and not self.refresh_every_step:
+            cache.feed_from(0)
+            logits = self.model(
+                x, attention_mask=self._attn, past_key_values=cache, use_cache=False, logits_to_keep=self._keep
+            ).logits
+        else:
+            if self.refresh_every_step:
+                cache.feed_from(0)
+                self.model(x, attention_mask=self._attn, past_key_values=cache, use_cache=False, logits_to_keep=1)
+                forwards = 2
+            start, end = self._feed
+            cache.feed_from(start)
+            attn = self._attn
+            if attn is not None and attn.ndim == 4:
+                attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
+            logits = self.model(
+                x[:, start:end], attention_mask=attn, position_ids=self._feed_positions, past_key_values=cache,
+                use_cache=False, logits_to_keep=self._feed_keep,
+            ).logits  # fmt: skip
         if self.cfg_scale > 0:
             cond, uncond = logits.chunk(2, dim=0)
             # Unsupervised classifier-free guidance, as in the official code: uncond + (w + 1)(cond - uncond).
             logits = uncond + (self.cfg_scale + 1) * (cond - uncond)
-        return logits
+        return logits, forwards
 
     def _gumbel_argmax(self, logits: Tensor, lo: int, hi: int) -> Tensor:
         """Gumbel-max sample `[B, W]`: argmax of exp(logits) / (-log u)^T, in float64 like the official code.
@@ -311,6 +431,10 @@ def llada_steps(
     logits_suppress_ids: Sequence[int] = (),
     confidence_suppress_ids: Sequence[int] = (),
     full_logits: bool = False,
+    cache: Cache = "none",
+    threshold: float | None = None,
+    factor: float | None = None,
+    refresh_every_step: bool = False,
 ) -> LladaSampler:
     """Set up a LLaDA generation; iterating the result runs it one step (one NFE) at a time.
 
@@ -330,12 +454,18 @@ def llada_steps(
         the current block: the same numbers wherever a matmul's rows do not depend on how many rows it
         has (true for the CPU shapes tested, M = B*block >= 16), but a BLAS may choose another kernel for
         fewer rows and round the last bit differently, which can flip an exact near-tie.
+    cache: "none" (vanilla), "prefix" or "dual": the Fast-dLLM KV caches (module docstring).
+    threshold / factor: the confidence rules of parallel decoding (`parallel.parallel_commit`); at most one,
+        only with low-confidence remasking. None of cache, threshold, factor: the vanilla sampler.
+    refresh_every_step: a test option of the caches: refill the cache before every step (two forwards a
+        step), so a cached variant must reproduce vanilla's tokens.
     """
     return LladaSampler(
         model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
         mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
         generator=generator, logits_suppress_ids=logits_suppress_ids,
-        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits,
+        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
+        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step,
     )  # fmt: skip
 
 
@@ -355,13 +485,18 @@ def llada_generate(
     logits_suppress_ids: Sequence[int] = (),
     confidence_suppress_ids: Sequence[int] = (),
     full_logits: bool = False,
+    cache: Cache = "none",
+    threshold: float | None = None,
+    factor: float | None = None,
+    refresh_every_step: bool = False,
 ) -> Tensor:
     """Run `llada_steps` to the end; returns the tokens `[B, P+G]` (prompt, then the generation)."""
     sampler = llada_steps(
         model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
         mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
         generator=generator, logits_suppress_ids=logits_suppress_ids,
-        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits,
+        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
+        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step,
     )  # fmt: skip
     for _ in sampler:
         pass
@@ -464,3 +599,17 @@ def _check_arguments(
         raise ValueError(f"temperature and cfg_scale must be >= 0, got {temperature} and {cfg_scale}")
     if attention_mask is not None and bool((prompt_ids[attention_mask == 0] == mask_id).any()):
         raise ValueError("the pad token is the mask token: pad prompts with a token other than mask_id")
+
+
+def _check_variant(cache: str, threshold: float | None, factor: float | None, remasking: str) -> None:
+    """An accelerated variant's settings, as errors that say what is allowed."""
+    if cache not in CACHES:
+        raise ValueError(f"Unknown cache {cache!r}. Available: {', '.join(CACHES)}")
+    if threshold is not None and factor is not None:
+        raise ValueError("give either threshold or factor, not both")
+    if threshold is not None and not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
+    if factor is not None and not factor > 0:
+        raise ValueError(f"factor must be > 0, got {factor}")
+    if (threshold is not None or factor is not None) and remasking != "low_confidence":
+        raise ValueError("threshold and factor rank the model's confidence: they need remasking 'low_confidence'")
