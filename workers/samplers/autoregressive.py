@@ -19,7 +19,8 @@ padding, transformers' mask preparation inside the forward may still sync, as it
 The KV cache is preallocated for the whole generation (`kv_cache.PreallocatedCache`): `generate`'s
 `DynamicCache` concatenates the whole cache at every token, a copy that grows to tens of GB per step at
 large batch and length. Attention sees the same keys and values either way; `cache="dynamic"` runs
-`generate`'s own cache, for comparison.
+`generate`'s own cache, for comparison. The `compile` variant hands the loop a `compiled.CompiledDecode`:
+its decode steps then run compiled over a static cache (all positions, unwritten ones masked).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
-from transformers import DynamicCache
+from transformers import DynamicCache, StaticCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function
 
+from workers.samplers.compiled import CompiledDecode
 from workers.samplers.kv_cache import PreallocatedCache
 
 Phase = Literal["prefill", "decode"]
@@ -67,6 +69,7 @@ class ArDecoder:
         generator: torch.Generator | None,
         logits_suppress_ids: Sequence[int],
         cache: KvCache = KV_CACHE,
+        compiled: CompiledDecode | None = None,
     ) -> None:
         if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
             raise ValueError(
@@ -101,8 +104,17 @@ class ArDecoder:
         )
         self.tokens = torch.empty((batch, n_new), dtype=torch.long, device=device)  # [B, N]
         text_config = model.config.get_text_config(decoder=True)
-        if cache == "preallocated":
-            self.cache: DynamicCache | PreallocatedCache = PreallocatedCache(
+        self._compiled = compiled
+        if compiled is not None:
+            if not compiled.matches(batch, prompt_length + n_new):
+                raise ValueError(
+                    f"the compiled decode step was built for batch {compiled.batch} and {compiled.capacity} "
+                    f"positions, not {batch} and {prompt_length + n_new}"
+                )
+            compiled.reset()
+            self.cache = compiled.cache
+        elif cache == "preallocated":
+            self.cache: DynamicCache | PreallocatedCache | StaticCache = PreallocatedCache(
                 text_config.num_hidden_layers, capacity=prompt_length + n_new
             )
         elif cache == "dynamic":
@@ -132,6 +144,15 @@ class ArDecoder:
         return self._step == self.n_new
 
     @property
+    def cache_bytes(self) -> int:
+        """Bytes the KV cache holds (its peak: the preallocated and static caches never grow)."""
+        if self._compiled is not None:
+            return self._compiled.cache_bytes
+        if isinstance(self.cache, PreallocatedCache):
+            return self.cache.nbytes
+        return sum(t.nbytes for layer in self.cache.layers for t in (layer.keys, layer.values) if t is not None)
+
+    @property
     def sequences(self) -> Tensor:
         """Prompt then the tokens generated so far: `[B, P + steps done]`, like `generate`'s output."""
         return torch.cat([self.prompt_ids, self.tokens[:, : self._step]], dim=-1)
@@ -156,6 +177,10 @@ class ArDecoder:
 
     def _forward(self, input_ids: Tensor, position_ids: Tensor, length: int) -> Tensor:
         """One forward over `input_ids` `[B, q]` that extends the cache to `length` tokens."""
+        if self._compiled is not None:  # the static cache spans every position: so does its padding mask
+            if length == self.prompt_length:
+                return self._compiled.prefill(input_ids, position_ids, self._mask)
+            return self._compiled.decode(input_ids, position_ids, self._mask)
         if self._mask is None:
             mask = None
         elif self._decode_mask is not None and input_ids.shape[1] == 1:
@@ -192,6 +217,7 @@ def ar_steps(
     generator: torch.Generator | None = None,
     logits_suppress_ids: Sequence[int] = (),
     cache: KvCache = KV_CACHE,
+    compiled: CompiledDecode | None = None,
 ) -> ArDecoder:
     """Set up an autoregressive generation of exactly `n_new` tokens; iterating runs prefill, then decodes.
 
@@ -199,10 +225,12 @@ def ar_steps(
     greedy; > 0 samples from softmax(logits / T) with `generator` (None: torch's global generator).
     logits_suppress_ids: ids never to be picked (the EOS ids, to match `generate(min_new_tokens=N)`).
     cache: "preallocated" (written in place, what the runner measures) or "dynamic" (generate's own).
+    compiled: the compile variant's decode step and static cache (replaces `cache`), reused across
+        generations of its shape.
     """
     return ArDecoder(
         model, prompt_ids, attention_mask, n_new=n_new, temperature=temperature, generator=generator,
-        logits_suppress_ids=logits_suppress_ids, cache=cache,
+        logits_suppress_ids=logits_suppress_ids, cache=cache, compiled=compiled,
     )  # fmt: skip
 
 

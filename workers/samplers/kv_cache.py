@@ -70,6 +70,11 @@ class PreallocatedLayer(DynamicLayer):
             self.keys = self._key_buffer[:, :, :0]
             self.values = self._value_buffer[:, :, :0]
 
+    @property
+    def nbytes(self) -> int:
+        buffers = (self._key_buffer, self._value_buffer)
+        return sum(b.nbytes for b in buffers if b is not None)
+
     def crop(self, tokens_to_remove: int) -> None:
         raise NotImplementedError("the decode loop never crops its cache")
 
@@ -79,3 +84,8 @@ class PreallocatedCache(Cache):
 
     def __init__(self, num_layers: int, capacity: int) -> None:
         super().__init__(layers=[PreallocatedLayer(capacity) for _ in range(num_layers)])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of every layer's buffers: allocated whole at the prefill, so also the cache's peak."""
+        return sum(layer.nbytes for layer in self.layers)
