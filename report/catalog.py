@@ -21,9 +21,13 @@ from report.figures.quality import (
 )
 from report.figures.roofline import measured_vs_predicted, roofline_figure
 from report.figures.throughput import throughput_by_batch
+from report.figures.variant_pareto import variant_pareto
+from report.figures.variant_speedup import variant_speedup
+from report.figures.variant_tokens_per_forward import variant_quality_vs_tokens_per_forward
 from report.predictions import ProfileChoice, model_shapes, prediction_table
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import quality_notes
+from report.variants import variant_points
 from roofline.operators import element_bytes_of
 from roofline.plotdata import operator_points
 
@@ -33,12 +37,15 @@ class GroupContext:
     """Everything a figure may need about one hardware kind's runs."""
 
     hardware: str
-    table: pl.DataFrame  # this hardware's rows of the flat table
-    results: list  # this hardware's RunResults (for roofline predictions)
+    table: pl.DataFrame  # this hardware's vanilla rows of the flat table (every LLaMA-vs-LLaDA figure)
+    all_table: pl.DataFrame  # this hardware's rows, variants included
+    results: list  # this hardware's RunResults, variants included (for roofline predictions)
     quality: QualityData
     profile: ProfileChoice
     crossovers: pl.DataFrame  # report.findings.crossover_table, every hardware
     predicted_throughput: pl.DataFrame  # report.findings.predicted_throughput, every hardware
+    variants: pl.DataFrame  # report.variants.variant_table, this hardware's rows
+    variant_quality: pl.DataFrame  # report.quality.quality_by_run of every run, variants included
     _predictions: pl.DataFrame | None = field(default=None, repr=False)
 
     def metrics(self) -> list[str]:
@@ -50,7 +57,7 @@ class GroupContext:
         if self.profile.profile is None:
             raise FigureSkipped(self.profile.reason or f"no roofline profile for hardware {self.hardware}")
         if self._predictions is None:
-            self._predictions = prediction_table(self.results, self.table, self.profile.profile)
+            self._predictions = prediction_table(self.results, self.all_table, self.profile.profile)
         return self._predictions
 
 
@@ -127,6 +134,44 @@ def _measured_vs_predicted(ctx: GroupContext) -> Made:
     return _one("measured_vs_predicted", build)
 
 
+def _variant_metrics(ctx: GroupContext) -> list[str]:
+    """The headline metrics some variant run of this hardware has."""
+    runs = ctx.variants["run_id"].to_list()
+    present = set(ctx.variant_quality.filter(pl.col("run_id").is_in(runs))["metric"].to_list())
+    return [m for m in FIGURE_METRICS if m in present]
+
+
+# A sweep without variant runs has no variant figures at all (not a list of skipped ones): its Variants section
+# says so in one line.
+
+
+def _variant_speedup(ctx: GroupContext) -> Made:
+    if not ctx.variants.height:
+        return []
+    return _one("variant_speedup", lambda: variant_speedup(ctx.all_table, ctx.variants))
+
+
+def _variant_pareto(ctx: GroupContext) -> Made:
+    if not ctx.variants.height:
+        return []
+    metrics = _variant_metrics(ctx)
+    if not metrics:
+        return [("variant_pareto", FigureSkipped("no variant run has a quality value"))]
+    return [item for m in metrics for item in _one(f"variant_pareto_{m}", lambda m=m: variant_pareto(
+        ctx.all_table, variant_points(ctx.all_table, ctx.variant_quality, m), m))]
+
+
+def _variant_tokens_per_forward(ctx: GroupContext) -> Made:
+    slug = "variant_quality_vs_tokens_per_forward"
+    if not ctx.variants.height:
+        return []
+    metrics = _variant_metrics(ctx)
+    if not metrics:
+        return [(slug, FigureSkipped("no variant run has a quality value"))]
+    return _one(slug, lambda: variant_quality_vs_tokens_per_forward(
+        ctx.all_table, {m: variant_points(ctx.all_table, ctx.variant_quality, m) for m in metrics}))
+
+
 def _metric_for_ablation(ctx: GroupContext) -> str | None:
     metrics = ctx.metrics()
     return metrics[0] if metrics else None
@@ -180,4 +225,17 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "Each run's median measured latency against the roofline's prediction on the device that ran "
                 "(study and faithful models; with and without the dispatch floor), with the y = x line.",
                 _measured_vs_predicted),
+    FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
+                "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
+                "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",
+                _variant_speedup),
+    FigureEntry(13, "variant_pareto", "Latency-quality Pareto frontier with every variant", "variants",
+                "Median latency against quality for vanilla and every variant, one panel per generation length and "
+                "batch size, the Pareto frontier dashed; one figure per metric.",
+                _variant_pareto),
+    FigureEntry(14, "variant_quality_vs_tokens_per_forward", "Quality vs tokens per forward with every variant",
+                "variants",
+                "Quality against tokens per forward pass (N_out over the forwards that ran) for vanilla and every "
+                "variant at its smallest batch size, one panel per metric.",
+                _variant_tokens_per_forward),
 )

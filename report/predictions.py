@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from report import stats
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
@@ -18,11 +19,11 @@ from specs.shapes import ModelShape, preset_shape
 
 PREDICTION_SCHEMA = {
     "run_id": pl.String, "hardware": pl.String, "profile": pl.String, "fidelity": pl.String, "arch": pl.String,
-    "model": pl.String, "batch_size": pl.Int64, "predicted_latency_s": pl.Float64,
+    "model": pl.String, "impl": pl.String, "batch_size": pl.Int64, "predicted_latency_s": pl.Float64,
     "predicted_latency_roofs_s": pl.Float64, "predicted_flops": pl.Float64,
     "predicted_bytes": pl.Float64, "predicted_peak_memory_bytes": pl.Int64, "predicted_fits": pl.Boolean,
     "measured_latency_s": pl.Float64, "arithmetic_intensity": pl.Float64, "measured_flops_per_s": pl.Float64,
-    "out_of_scope": pl.String,
+    "out_of_scope": pl.String, "predicted_forwards": pl.Int64, "forwards_source": pl.String,
 }
 
 
@@ -97,9 +98,10 @@ def choose_profile(hardware: str, roofs: MeasuredRoofs | None = None, override: 
 
 def prediction_table(results: Iterable[RunResult], table: pl.DataFrame, profile: HardwareProfile) -> pl.DataFrame:
     """One row per (successful run, fidelity) on `profile`, with and without the profile's dispatch floor. The
-    study's model covers batch 1 without CFG; other runs get null predictions under it and the reason in
-    `out_of_scope`. The operating point uses the faithful FLOPs and bytes: intensity = FLOPs / bytes,
-    achieved = FLOPs / measured median latency."""
+    study's model covers batch 1 without CFG and the vanilla implementations; other runs get null predictions
+    under it and the reason in `out_of_scope`. A variant whose forwards vary is costed at its measured median
+    forwards when the artifact has them, else at the step cap (`forwards_source`). The operating point uses the
+    faithful FLOPs and bytes: intensity = FLOPs / bytes, achieved = FLOPs / measured median latency."""
     measured = {r["run_id"]: r for r in table.select("run_id", "latency_e2e_s_median", "hardware").iter_rows(named=True)}
     roofs_only = profile.model_copy(update={"dispatch_s": 0.0})
     rows = []
@@ -110,18 +112,35 @@ def prediction_table(results: Iterable[RunResult], table: pl.DataFrame, profile:
         latency = run["latency_e2e_s_median"]
         for fidelity in FIDELITIES:
             base = (result.run_id, run["hardware"], profile.name, fidelity, result.config.model.arch,
-                    result.config.model.name, result.config.batch_size)
+                    result.config.model.name, result.config.impl_name, result.config.batch_size)
+            forwards = result.samples.forwards if result.samples else None
+            median_forwards = stats.median([float(f) for f in forwards]) if forwards else None
             try:
-                p = predict_run(result.config, profile, fidelity, shape=result.model_shape)
-                bare = predict_run(result.config, roofs_only, fidelity, shape=result.model_shape)
+                p = predict_run(result.config, profile, fidelity, shape=result.model_shape,
+                                measured_forwards=median_forwards)
+                bare = predict_run(result.config, roofs_only, fidelity, shape=result.model_shape,
+                                   measured_forwards=median_forwards)
             except RooflineInputError as exc:
-                rows.append((*base, None, None, None, None, None, None, latency, None, None, str(exc)))
+                rows.append((*base, None, None, None, None, None, None, latency, None, None, str(exc), None, None))
                 continue
             intensity = p.flops / p.bytes_ if p.bytes_ else None
             achieved = p.flops / latency if latency else None
             rows.append((*base, p.latency_s, bare.latency_s, float(p.flops), float(p.bytes_), p.peak_memory_bytes,
-                         p.fits, latency, intensity, achieved, None))
+                         p.fits, latency, intensity, achieved, None, p.forwards, p.forwards_source))
     return pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
+
+
+def sweep_predictions(
+    results: Iterable[RunResult], table: pl.DataFrame, profiles: dict[str, HardwareProfile]
+) -> pl.DataFrame:
+    """`prediction_table` of every hardware kind that has a profile, each kind's runs on its own profile."""
+    results = list(results)
+    frames = [
+        prediction_table([r for r in results if r.environment is not None and r.environment.device == kind],
+                         table.filter(pl.col("hardware") == kind), profile)
+        for kind, profile in sorted(profiles.items())
+    ]
+    return pl.concat(frames) if frames else pl.DataFrame(schema=PREDICTION_SCHEMA)
 
 
 def model_shapes(results: Iterable[RunResult]) -> dict[str, ModelShape]:

@@ -23,12 +23,12 @@ from report.html import render_html
 from report.markdown import render_markdown
 from report.parity import parity_markers, parity_table
 from report.predictions import (
-    PREDICTION_SCHEMA,
     ProfileChoice,
     UnknownHardwareError,
     choose_profile,
     measured_roofs_of,
     model_shapes,
+    sweep_predictions,
 )
 from report.quality import (
     QualityData,
@@ -39,11 +39,12 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.table import UNKNOWN_HARDWARE, results_table, unlearned_warnings
+from report.table import UNKNOWN_HARDWARE, has_variants, results_table, unlearned_warnings, vanilla_runs
+from report.variants import VARIANT_SCHEMA, variant_table
 from roofline.hardware import HARDWARE
 from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
 from specs.results import RunResult
-from specs.schema import ExperimentSpec
+from specs.schema import VANILLA, ExperimentSpec
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"
@@ -102,6 +103,9 @@ def render_report(
     carries the failures in a warning. Runs are predicted against the roofs their worker measured, else their
     GPU's datasheet profile; `hardware` names a datasheet profile for a GPU whose name matches none (a run is
     never predicted against another device). Prints a short results table, then the Findings.
+
+    Accelerated variants (runs whose `impl_name` is not vanilla) appear in the per-run tables, the roofline's
+    predictions and their own section and figures; every LLaMA-vs-LLaDA analysis reads the vanilla runs only.
     """
     layout = SweepLayout(Path(sweep_dir))
     if not layout.root.is_dir():
@@ -120,21 +124,29 @@ def render_report(
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     _write_parquet(table, layout.results)
-    quality = analyse_quality(results, table)
+    # LLaMA against LLaDA: vanilla against vanilla, whatever variants the sweep also ran.
+    base = vanilla_runs(table)
+    quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
-    crossovers = crossover_table(table, available, shapes)
-    predicted = predicted_throughput(table, available, shapes)
-    findings = findings_table(quality.parity, crossovers, unlearned_warnings(table))
-    written, skipped, predictions, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers,
-                                                             predicted)
+    crossovers = crossover_table(base, available, shapes)
+    predicted = predicted_throughput(base, available, shapes)
+    findings = findings_table(quality.parity, crossovers, unlearned_warnings(base))
+    predictions = sweep_predictions(results, table, available)
+    if has_variants(table):
+        every_long = quality_long_table(results)
+        variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
+    else:
+        variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
+    written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
+                                                predictions, variants, variant_quality)
     blocks = _figure_blocks(layout, written, skipped)
     spec_text = layout.spec.read_text(encoding="utf-8") if layout.spec.is_file() else None
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
-        roofline_notes=roofline_notes, findings=findings, crossovers=crossovers,
+        roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
     )
     document = build_document(inputs)
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
@@ -204,7 +216,8 @@ def hardware_slug(hardware: str) -> str:
 
 
 def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality: QualityData,
-             profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame):
+             profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame,
+             predictions: pl.DataFrame, variants: pl.DataFrame, variant_quality: pl.DataFrame):
     figures_dir = layout.figures
     figures_dir.mkdir(parents=True, exist_ok=True)
     for stale in list(figures_dir.glob("*.png")) + list(figures_dir.glob("*.svg")):
@@ -212,15 +225,18 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
     kinds = sorted(profiles)
     written: list[WrittenFigure] = []
     skipped: list[SkippedFigure] = []
-    predictions: list[pl.DataFrame] = []
     notes: list[str] = []
     if not kinds:
-        skipped += [SkippedFigure(e.number, e.slug, "", "no runs with a recorded environment") for e in FIGURES]
+        skipped += [SkippedFigure(e.number, e.slug, "", "no runs with a recorded environment") for e in FIGURES
+                    if e.section != "variants"]
     for kind in kinds:
+        every = table.filter(pl.col("hardware") == kind)
         ctx = GroupContext(
-            hardware=kind, table=table.filter(pl.col("hardware") == kind),
+            hardware=kind, table=vanilla_runs(every), all_table=every,
             results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
             quality=quality, profile=profiles[kind], crossovers=crossovers, predicted_throughput=predicted,
+            variants=variants.filter(pl.col("hardware") == kind), variant_quality=variant_quality,
+            _predictions=predictions.filter(pl.col("hardware") == kind) if profiles[kind].profile else None,
         )
         if ctx.profile.reason:
             notes.append(f"{kind}: {ctx.profile.reason}.")
@@ -235,13 +251,7 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
                     skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
                 else:
                     written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
-        if ctx.profile.profile is not None:
-            try:
-                predictions.append(ctx.predictions())
-            except FigureSkipped:
-                pass
-    frame = pl.concat(predictions) if predictions else pl.DataFrame(schema=PREDICTION_SCHEMA)
-    return written, skipped, frame, tuple(notes)
+    return written, skipped, tuple(notes)
 
 
 def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
@@ -310,15 +320,15 @@ def _atomic_text(path: Path, text: str) -> None:
 def summary_table(table: pl.DataFrame, html: Path, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> str:
     """A short plain-text table of the runs for the end of a sweep, then where the report is."""
     multi = table["hardware"].n_unique() > 1
-    header = (["hardware"] if multi else []) + ["model", "B", "P", "N_out", "steps", "block", "status", "latency",
-                                                "tokens/s", "peak memory"]
+    header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block", "status",
+                                                "latency", "tokens/s", "forwards", "peak memory"]
     rows = []
     for r in table.head(SUMMARY_ROWS).iter_rows(named=True):
         rows.append(([r["hardware"][:24]] if multi else []) + [
-            r["model"], str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
+            r["model"], r["impl"] or VANILLA, str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
             "–" if r["steps"] is None else str(r["steps"]), "–" if r["block_length"] is None else str(r["block_length"]),
             r["status"], fmt_seconds(r["latency_e2e_s_median"]),
-            fmt_rate(r["tokens_per_s_median"]),
+            fmt_rate(r["tokens_per_s_median"]), "–" if r["forwards"] is None else f"{r['forwards']:g}",
             fmt_bytes(r["peak_memory_bytes"]),
         ])
     widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]

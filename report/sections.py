@@ -23,7 +23,16 @@ from report.document import (
 )
 from report.findings import CROSSOVER_ANCHOR, PARITY_ANCHOR
 from report.quality import FIGURE_METRICS, QualityData
-from report.table import UNKNOWN_HARDWARE, USEFUL_FRACTION_FLAG, provenance_notes, quality_notes, unlearned_warnings
+from report.table import (
+    UNKNOWN_HARDWARE,
+    USEFUL_FRACTION_FLAG,
+    has_variants,
+    provenance_notes,
+    quality_notes,
+    unlearned_warnings,
+    vanilla_runs,
+)
+from report.variants import DELTA_METRICS, UNPAIRED, payoff_table
 from specs.artifacts import Manifest
 from specs.schema import ExperimentSpec
 
@@ -34,8 +43,9 @@ SECTIONS = (
     ("throughput", "4. Throughput"),
     ("memory", "5. Memory"),
     ("quality", "6. Quality vs computation"),
-    ("roofline", "7. Roofline"),
-    ("provenance", "8. Environment and provenance"),
+    ("variants", "7. Accelerated variants"),
+    ("roofline", "8. Roofline"),
+    ("provenance", "9. Environment and provenance"),
 )
 BERTSCORE_WINDOW_NOTE = (
     "BERTScore scores the whole text: a continuation or reference longer than the scorer's window (510 subword "
@@ -58,6 +68,7 @@ class ReportInputs:
     roofline_notes: tuple[str, ...]
     findings: pl.DataFrame  # report.findings.FINDINGS_SCHEMA
     crossovers: pl.DataFrame  # report.findings.CROSSOVER_SCHEMA
+    variants: pl.DataFrame  # report.variants.VARIANT_SCHEMA (empty without variant runs)
 
 
 def build_document(inputs: ReportInputs) -> Document:
@@ -66,7 +77,7 @@ def build_document(inputs: ReportInputs) -> Document:
     multi = table.filter(pl.col("hardware") != UNKNOWN_HARDWARE)["hardware"].n_unique() > 1
     _findings(sections["findings"], inputs, multi)
     _setup(sections["setup"], inputs)
-    sections["quality"].blocks += [Paragraph(note, warning=True) for note in unlearned_warnings(table)]
+    sections["quality"].blocks += [Paragraph(note, warning=True) for note in unlearned_warnings(vanilla_runs(table))]
     sections["quality"].blocks += [
         Paragraph(f"Quality note from the runs: {note}", warning=True) for note in quality_notes(table)
     ]
@@ -80,6 +91,7 @@ def build_document(inputs: ReportInputs) -> Document:
         sections["throughput"].blocks.append(_crossover_table(inputs.crossovers, multi))
     sections["memory"].blocks.append(_memory_table(table, multi))
     _quality(sections["quality"], inputs, multi)
+    _variants(sections["variants"], inputs, multi)
     _roofline(sections["roofline"], inputs)
     _provenance(sections["provenance"], inputs)
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
@@ -89,8 +101,8 @@ def build_document(inputs: ReportInputs) -> Document:
 
 def _key_columns(multi: bool) -> list[tuple[str, str]]:
     cols = [("hardware", "hardware")] if multi else []
-    return cols + [("model", "model"), ("batch_size", "B"), ("prompt_length", "P"), ("generation_length", "N_out"),
-                   ("steps", "steps"), ("block_length", "block")]
+    return cols + [("model", "model"), ("impl", "impl"), ("batch_size", "B"), ("prompt_length", "P"),
+                   ("generation_length", "N_out"), ("steps", "steps"), ("block_length", "block")]
 
 
 def _rows(df: pl.DataFrame, columns: Sequence[tuple[str, object]]) -> tuple[tuple[str, ...], ...]:
@@ -258,12 +270,14 @@ def _latency_table(ok: pl.DataFrame, multi: bool) -> Table:
         ("decode pass p50 / p90 / p99", lambda r: _tails(r, "itl_token_s")),
         ("step p50 / p90 / p99", lambda r: _tails(r, "step_s")),
         ("reps", lambda r: str(r["latency_e2e_s_n"])),
+        ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"])),
     ]
     return Table(tuple(c for c, _ in columns), _rows(ok, columns),
                  "Latency per run: median over repetitions with the interval of the median (a 95% BCa bootstrap CI "
                  f"from {stats.MIN_CI_SAMPLES} repetitions up, else the range), mean ± sd and CV. ITL (study) is "
                  "(L_e2e - TTFT) / (N_out - 1), the study's definition (3.1.1); the decode-pass and step percentiles "
-                 "are over every timed pass of every repetition")
+                 "are over every timed pass of every repetition; compile: torch.compile time spent in the warm-ups "
+                 "of a compiled variant, never in the latency")
 
 
 def _throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
@@ -274,12 +288,14 @@ def _throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
         ("goodput tokens/s", lambda r: fmt_rate(r["goodput_tokens_per_s_median"])),
         ("useful / N_out", lambda r: fmt_float(r["useful_fraction"], 3)
          + (" FLAG" if r["low_useful"] else "")),
+        ("forwards", lambda r: fmt_float(r["forwards"], 4)),
         ("tokens per forward", lambda r: fmt_float(r["tokens_per_forward"], 3)),
     ]
     return Table(tuple(c for c, _ in columns), _rows(ok, columns),
                  "Throughput per run: B x N_out / latency, and goodput B x useful tokens / latency (useful: tokens "
                  f"before the first EOS; FLAG below {USEFUL_FRACTION_FLAG:.0%} of N_out). Tokens per forward: N_out "
-                 "over model forward passes per sequence (LLaMA 1; a CFG step counts two)")
+                 "over model forward passes per sequence (LLaMA 1; a CFG step counts two); forwards: the median over "
+                 "repetitions where a variant's confidence rule made them vary, else the schedule's count")
 
 
 def _crossover_table(crossovers: pl.DataFrame, multi: bool) -> Table:
@@ -311,8 +327,11 @@ def _memory_table(table: pl.DataFrame, multi: bool) -> Table:
         ("RSS growth", lambda r: fmt_bytes(r["peak_rss_delta_bytes"])),
         ("weights", lambda r: fmt_bytes(r["weights_bytes"])),
         ("held at OOM", lambda r: fmt_bytes(r["at_failure_allocated_bytes"])),
+        ("KV cache", lambda r: fmt_bytes(r["cache_bytes"])),
     ]
-    return Table(tuple(c for c, _ in columns), _rows(rows, columns), "Peak memory per run")
+    return Table(tuple(c for c, _ in columns), _rows(rows, columns),
+                 "Peak memory per run; KV cache: the peak bytes a variant's cache held (LLaDA's prefix or dual "
+                 "cache; '–' where the run reports none)")
 
 
 # ------------------------------------------------------------------ 6. quality
@@ -455,7 +474,91 @@ def _elbo_table(precision: pl.DataFrame, multi: bool) -> Table:
                  "step-to-step difference")
 
 
-# ------------------------------------------------------------------ 7. roofline
+# ------------------------------------------------------------------ 7. variants
+
+
+def _variants(section: Section, inputs: ReportInputs, multi: bool) -> None:
+    """Each variant against vanilla at the same point, then where each stops paying off as the batch grows."""
+    variants = inputs.variants
+    if not has_variants(inputs.table):
+        section.blocks.append(Paragraph("No accelerated variants in this sweep: every run is the vanilla "
+                                        "implementation (grid.llada.impl and grid.llama.impl add them)."))
+        return
+    section.blocks.insert(0, Paragraph(
+        "Every other section compares vanilla LLaMA with vanilla LLaDA; this one sets each implementation variant "
+        "beside the vanilla run of the same model at the same point (lengths, steps, block, batch)."))
+    if not variants.height:
+        section.blocks.append(Paragraph("No variant run succeeded.", warning=True))
+        return
+    hw = [("hardware", "hardware")] if multi else []
+    columns = [*hw, ("model", "model"), ("impl", "impl"), ("P", "prompt_length"), ("N_out", "generation_length"),
+               ("steps", "steps"), ("block", "block_length"), ("B", "batch_size"),
+               ("speedup [interval]", _variant_speedup_cell),
+               ("roofline speedup", lambda r: _predicted_cell(r)),
+               ("forwards (vanilla → variant)", lambda r: f"{fmt_float(r['vanilla_forwards'], 4)} → "
+                f"{fmt_float(r['forwards'], 4)}"),
+               ("tokens per forward", lambda r: fmt_float(r["tokens_per_forward"], 3)),
+               *((f"Δ {_DELTA_LABEL[m]} [interval]", lambda r, m=m: _delta_cell(r, m)) for m in DELTA_METRICS),
+               ("KV cache", lambda r: fmt_bytes(r["cache_bytes"])),
+               ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"]))]
+    section.blocks.append(Table(
+        tuple(c for c, _ in columns), _rows(variants, columns),
+        "Each variant against vanilla at the same point. Speedup: vanilla's median end-to-end latency over the "
+        f"variant's (> 1: the variant is faster), with a 95% BCa bootstrap CI of the ratio of medians when both "
+        f"runs have {stats.MIN_CI_SAMPLES} repetitions, else the range of the ratio; n counts vanilla + variant "
+        "repetitions. Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
+        "its measured forwards, else at the step cap). Forwards: per generation (a confidence rule's median over "
+        "repetitions). Δ quality: variant minus vanilla per prompt, the median over the prompts both ran with a "
+        "percentile bootstrap CI over prompts (the range below six); lower perplexity and higher BERTScore are "
+        "better. KV cache: the peak bytes the variant's cache held",
+        fold=False, anchor="variants-table"))
+    payoff = payoff_table(variants)
+    if payoff.height:
+        columns = [*hw, ("model", "model"), ("impl", "impl"), ("P", "prompt_length"), ("N_out", "generation_length"),
+                   ("steps", "steps"), ("block", "block_length"), ("batch sizes", "batch_sizes"),
+                   ("speedup", "speedups"), ("roofline speedup", "predicted_speedups"), ("as batch grows", "statement")]
+        section.blocks.append(Table(
+            tuple(c for c, _ in columns), _rows(payoff, columns),
+            "Where each variant stops paying off as the batch grows: the first measured batch size whose speedup "
+            "(point estimate) falls below 1, measured and predicted by the roofline at the same batch sizes",
+            fold=False))
+    missing = variants.filter(pl.col("speedup").is_null())
+    if missing.height:
+        section.blocks.append(Paragraph(
+            f"{missing.height} variant run(s) have no successful vanilla run at the same point, so no speedup or "
+            "quality delta: " + ", ".join(sorted(set(missing["run_id"].to_list()))), warning=True))
+
+
+_DELTA_LABEL = {"gen_ppl": "perplexity", "bertscore_f1": "BERTScore F1"}
+
+
+def _variant_speedup_cell(r: dict) -> str:
+    if r["speedup"] is None:
+        return "no vanilla run"
+    kind = stats.INTERVAL_LABEL.get(r["speedup_interval"], r["speedup_interval"])
+    return (f"{r['speedup']:.3g}x [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}] "
+            f"({kind}, n={r['vanilla_repetitions']}+{r['repetitions']})")
+
+
+def _predicted_cell(r: dict) -> str:
+    if r["predicted_speedup"] is None:
+        return "–"
+    source = f" (forwards: {r['forwards_source']})" if r["forwards_source"] not in (None, "schedule") else ""
+    return f"{r['predicted_speedup']:.3g}x{source}"
+
+
+def _delta_cell(r: dict, metric: str) -> str:
+    value = r[f"{metric}_delta"]
+    if value is None:
+        return "–"
+    if r[f"{metric}_delta_interval"] == UNPAIRED:
+        return f"{value:+.3g} (unpaired: no shared prompt, difference of medians, no interval)"
+    kind = stats.INTERVAL_LABEL.get(r[f"{metric}_delta_interval"], r[f"{metric}_delta_interval"])
+    return (f"{value:+.3g} [{r[f'{metric}_delta_low']:+.3g}, {r[f'{metric}_delta_high']:+.3g}] "
+            f"({kind}, {r[f'{metric}_pairs']} prompts paired)")
+
+
+# ------------------------------------------------------------------ 8. roofline
 
 
 def _roofline(section: Section, inputs: ReportInputs) -> None:
@@ -465,25 +568,25 @@ def _roofline(section: Section, inputs: ReportInputs) -> None:
     ratios = (
         pred.with_columns((pl.col("measured_latency_s") / pl.col("predicted_latency_s")).alias("ratio"),
                           (pl.col("measured_latency_s") / pl.col("predicted_latency_roofs_s")).alias("ratio_roofs"))
-        .group_by(["hardware", "profile", "fidelity", "model"])
+        .group_by(["hardware", "profile", "fidelity", "model", "impl"])
         .agg(pl.col("ratio").median().alias("median"), pl.col("ratio").min().alias("min"),
              pl.col("ratio").max().alias("max"), pl.col("ratio_roofs").median().alias("roofs_median"),
              pl.col("ratio_roofs").min().alias("roofs_min"), pl.col("ratio_roofs").max().alias("roofs_max"),
              pl.len().alias("runs"))
-        .sort(["hardware", "fidelity", "model"])
+        .sort(["hardware", "fidelity", "model", pl.col("impl") != "vanilla", "impl"])
     )
     section.blocks.append(Table(
-        ("hardware", "profile", "fidelity", "model", "measured / predicted, roofs + dispatch (median)", "min", "max",
-         "measured / predicted, roofs only (median)", "min", "max", "runs"),
-        tuple((h, p, f, m, fmt_float(md), fmt_float(lo), fmt_float(hi), fmt_float(rmd), fmt_float(rlo),
+        ("hardware", "profile", "fidelity", "model", "impl", "measured / predicted, roofs + dispatch (median)", "min",
+         "max", "measured / predicted, roofs only (median)", "min", "max", "runs"),
+        tuple((h, p, f, m, i, fmt_float(md), fmt_float(lo), fmt_float(hi), fmt_float(rmd), fmt_float(rlo),
                fmt_float(rhi), str(n))
-              for h, p, f, m, md, lo, hi, rmd, rlo, rhi, n in ratios.iter_rows()),
+              for h, p, f, m, i, md, lo, hi, rmd, rlo, rhi, n in ratios.iter_rows()),
         "How far each model runs from its roofline on the device that ran (1 = at the roof), with the profile's "
         "per-kernel dispatch floor and without it (the two agree on datasheet profiles, whose floor is 0)",
     ))
 
 
-# ------------------------------------------------------------------ 7. provenance
+# ------------------------------------------------------------------ 9. provenance
 
 
 def _provenance(section: Section, inputs: ReportInputs) -> None:

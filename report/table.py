@@ -9,6 +9,7 @@ import polars as pl
 
 from report import stats
 from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
+from specs.schema import VANILLA
 
 UNKNOWN_HARDWARE = "unknown"
 
@@ -37,7 +38,7 @@ _TAILS = ("itl_token_s", "step_s")
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 SCHEMA: dict[str, pl.DataType] = {
-    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "weights": _STR, "status": _STR,
+    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "status": _STR,
     "error": _STR, "attempts": _I64,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
@@ -57,7 +58,8 @@ SCHEMA: dict[str, pl.DataType] = {
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64,
     "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
-    "nfe": _I64, "forwards": _I64, "tokens_per_forward": _F64, "model_load_s": _F64,
+    "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "compile_s": _F64,
+    "model_load_s": _F64,
     **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
     "quality_prompts": _I64, "quality_note": _STR,
     "useful_tokens_mean": _F64, "useful_tokens_total": _I64, "useful_fraction": _F64, "low_useful": _BOOL,
@@ -67,20 +69,33 @@ SCHEMA: dict[str, pl.DataType] = {
     "latency_e2e_s_samples": pl.List(_F64), "warmup_latency_s_samples": pl.List(_F64),
     "tokens_per_s_samples": pl.List(_F64), "ttft_s_samples": pl.List(_F64),
     "itl_s_samples": pl.List(pl.List(_F64)), "step_s_samples": pl.List(pl.List(_F64)),
-    "tokens_committed_samples": pl.List(pl.List(_I64)),
+    "tokens_committed_samples": pl.List(pl.List(_I64)), "forwards_samples": pl.List(_I64),
     **{f"{metric}_samples": pl.List(_F64) for metric in QUALITY_METRICS},
 }
 
 
 def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
-    """One flat row per run (schema `SCHEMA`): the LLaMA baseline first, then by model, hardware and the grid."""
+    """One flat row per run (schema `SCHEMA`): the LLaMA baseline first, then by model, hardware and the grid,
+    each grid point's vanilla run before its variants."""
     rows = [_row(result) for result in results]
     table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
     return table.sort(
         [pl.col("arch") != "llama", "model", "hardware", "generation_length", "prompt_length", "batch_size", "steps",
-         "block_length", "run_id"],
+         "block_length", pl.col("impl") != VANILLA, "impl", "run_id"],
         nulls_last=True,
     )
+
+
+def vanilla_runs(table: pl.DataFrame) -> pl.DataFrame:
+    """The rows of the vanilla implementations: every analysis that compares LLaMA with LLaDA (Findings, parity,
+    crossover, Pareto, throughput and latency figures) reads these only, so adding variant runs to a sweep
+    never moves them; the Variants section compares each variant with these."""
+    return table.filter(pl.col("impl").is_null() | (pl.col("impl") == VANILLA))
+
+
+def has_variants(table: pl.DataFrame) -> bool:
+    """Whether any run is an accelerated variant (not the vanilla implementation)."""
+    return vanilla_runs(table).height < table.height
 
 
 def _row(result: RunResult) -> dict[str, Any]:
@@ -107,10 +122,14 @@ def _row(result: RunResult) -> dict[str, Any]:
         "num_blocks": config.num_blocks, "remasking": config.remasking, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions,
-        "nfe": result.nfe, "model_load_s": result.model_load_s,
+        "impl": config.impl_name, "nfe": result.nfe, "model_load_s": result.model_load_s,
+        "cache_bytes": result.cache_bytes, "compile_s": result.compile_s,
     }
-    forwards = forwards_per_generation(config.model.arch, config.generation_length, result.nfe, config.cfg_scale)
+    measured = list(samples.forwards) if samples and samples.forwards else []
+    forwards = forwards_per_generation(config.model.arch, config.generation_length, result.nfe, config.cfg_scale,
+                                       measured)
     row["forwards"] = forwards
+    row["forwards_samples"] = measured
     row["tokens_per_forward"] = config.generation_length / forwards if forwards else None
     useful = [g.useful_tokens for g in result.generations]
     useful_mean = stats.mean(useful)
@@ -125,14 +144,20 @@ def _row(result: RunResult) -> dict[str, Any]:
     return row
 
 
-def forwards_per_generation(arch: str, generation_length: int, nfe: int | None, cfg_scale: float | None) -> int:
+def forwards_per_generation(
+    arch: str, generation_length: int, nfe: int | None, cfg_scale: float | None, measured: Sequence[int] = ()
+) -> float:
     """Model forward passes per generated sequence: LLaMA's prefill and N_out - 1 decode passes give N_out tokens
     from N_out forwards; LLaDA runs one per step, two with classifier-free guidance (the conditional and the
-    unconditional pass, batched together)."""
-    if arch == "llama":
-        return generation_length
-    passes = nfe or 0
-    return passes * (2 if cfg_scale else 1)
+    unconditional pass, batched together). A variant whose confidence rule ends blocks early records the
+    forwards of each repetition (`measured`): their median stands for the schedule's count."""
+    if measured:
+        passes = float(stats.median([float(m) for m in measured]) or 0.0)
+    elif arch == "llama":
+        return float(generation_length)
+    else:
+        passes = float(nfe or 0)
+    return passes * (2 if cfg_scale and arch == "llada" else 1)
 
 
 def _provenance_columns(result: RunResult) -> dict[str, Any]:

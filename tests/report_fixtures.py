@@ -31,6 +31,8 @@ from specs.schema import (
     CheckpointSource,
     Controls,
     HardwareRequirement,
+    LladaImpl,
+    LlamaImpl,
     ModelSpec,
     PerplexitySpec,
     Prompts,
@@ -38,6 +40,7 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
+from roofline.memory import llada_cache_bytes
 from specs.shapes import preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -79,7 +82,21 @@ class FixtureGrid:
     )
     extra_failures: bool = True  # one error run and one crashed run (no environment)
     unlearned_llada: bool = False  # both models ship a training log; LLaDA's held-out loss is at unigram level
+    # Accelerated variants run beside every vanilla point of their arch (cost laws in `_variant_factor`).
+    llada_impls: tuple[LladaImpl, ...] = ()
+    llama_impls: tuple[LlamaImpl, ...] = ()
 
+
+DUAL = LladaImpl(name="dual-cache", cache="dual")
+PREFIX_THRESHOLD = LladaImpl(name="prefix-t09", cache="prefix", threshold=0.9)
+COMPILE = LlamaImpl(name="static-compile", compile=True)
+# One hardware with quality, six repetitions (a CI on each side of a speedup), two batch sizes where the variants
+# pay off and one (B = 32) where the dual cache and the compiled step are slower than vanilla.
+VARIANTS = FixtureGrid(
+    name="variants", batch_sizes=(1, 8, 32), generation_lengths=(64,), steps=(16, 32), block_lengths=(32,),
+    repetitions=6, hardware=(HardwareKind(A100, "A100", speed=1.0, quality=True),), extra_failures=False,
+    llada_impls=(DUAL, PREFIX_THRESHOLD), llama_impls=(COMPILE,),
+)
 
 SMOKE_LIKE = FixtureGrid(
     name="smoke", batch_sizes=(1, 4), prompt_length=32, generation_lengths=(32, 64), steps=(8, 16, 32),
@@ -147,17 +164,19 @@ def _configs(grid: FixtureGrid, kind: HardwareKind) -> list[RunConfig]:
     configs: list[RunConfig] = []
     for gen in grid.generation_lengths:
         for batch in grid.batch_sizes:
-            configs.append(RunConfig(model=_model(grid, "llama"), batch_size=batch, generation_length=gen, **common))
+            llama = RunConfig(model=_model(grid, "llama"), batch_size=batch, generation_length=gen, **common)
+            configs += [llama, *(llama.model_copy(update={"llama_impl": impl}) for impl in grid.llama_impls)]
             for block in grid.block_lengths:
                 if gen % block:
                     continue
                 for steps in grid.steps:
                     if steps > gen or steps % (gen // block):
                         continue
-                    configs.append(RunConfig(
+                    llada = RunConfig(
                         model=_model(grid, "llada"), batch_size=batch, generation_length=gen, steps=steps,
                         block_length=block, remasking="low_confidence", **common,
-                    ))
+                    )
+                    configs += [llada, *(llada.model_copy(update={"llada_impl": impl}) for impl in grid.llada_impls)]
     return configs
 
 
@@ -233,7 +252,39 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
     ]
     nfe = config.steps if config.model.arch == "llada" else config.generation_length
     return RunResult(status=RunStatus.OK, samples=samples, memory=memory, nfe=nfe, generations=generations,
-                     quality=quality, quality_note=note, **base)
+                     quality=quality, quality_note=note, cache_bytes=_cache_bytes(config),
+                     compile_s=12.0 if config.llama_impl is not None else None, **base)
+
+
+def _cache_bytes(config: RunConfig) -> int | None:
+    impl = config.llada_impl
+    if impl is None or impl.cache == "none":
+        return None
+    return llada_cache_bytes(preset_shape("llada", "8b"), cache=impl.cache, batch=config.batch_size,
+                             prompt_len=config.prompt_length, gen_len=config.generation_length,
+                             block_length=config.block_length)
+
+
+def _variant_factor(config: RunConfig) -> float:
+    """A variant's cost relative to vanilla: LLaDA's cached step (dual 0.2, prefix 0.5 of a full step at B = 1)
+    and LLaMA's compiled decode pass (0.6) grow with the batch, so the dual cache and the compiled step are
+    slower than vanilla at B = 32 (0.2 + 0.03 x 32 > 1; 0.6 + 0.015 x 32 > 1)."""
+    b = config.batch_size
+    if config.llama_impl is not None:
+        return 0.6 + 0.015 * b
+    impl = config.llada_impl
+    if impl is None or impl.cache == "none":
+        return 1.0
+    return (0.2 + 0.03 * b) if impl.cache == "dual" else (0.5 + 0.01 * b)
+
+
+def variant_forwards(config: RunConfig, rep: int) -> int:
+    """Forwards of repetition `rep`: the schedule's steps, or about half of them under a confidence rule."""
+    steps = config.steps or 1
+    impl = config.llada_impl
+    if impl is None or not impl.parallel:
+        return steps
+    return max(config.num_blocks or 1, steps // 2 - rep % 2)
 
 
 def _noise(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
@@ -242,33 +293,49 @@ def _noise(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
 
 def _samples(kind: HardwareKind, config: RunConfig, rng: np.random.Generator, *, timer: str, reps: int) -> Samples:
     b, p, g = config.batch_size, config.prompt_length, config.generation_length
+    factor = _variant_factor(config)
     if config.model.arch == "llama":
         ttft = (0.02 + 2e-5 * b * p) * kind.speed * _noise(rng, reps)
         itl = np.array([
-            [(0.022 + 3e-4 * b + 4e-7 * b * (p + i)) * kind.speed for i in range(1, g)] for _ in range(reps)
+            [(0.022 + 3e-4 * b + 4e-7 * b * (p + i)) * kind.speed * factor for i in range(1, g)] for _ in range(reps)
         ]) * _noise(rng, (reps, g - 1))
         latency = ttft + itl.sum(axis=1)
         return Samples(timer=timer, warmup_latency_s=[float(latency[0]) * 1.3] * 2, latency_e2e_s=latency.tolist(),
                        batch_index=list(range(reps)), ttft_s=ttft.tolist(), itl_s=itl.tolist())
     steps = config.steps or 1
     step_time = (0.03 + 8e-5 * b * config.sequence_length) * kind.speed
-    step = step_time * _noise(rng, (reps, steps))
-    per_step_tokens = [b * g // steps] * steps
-    return Samples(timer=timer, warmup_latency_s=[float(step[0].sum()) * 1.3] * 2,
-                   latency_e2e_s=step.sum(axis=1).tolist(), batch_index=list(range(reps)), step_s=step.tolist(),
-                   tokens_committed=[per_step_tokens] * reps)
+    if config.llada_impl is None:
+        step = step_time * _noise(rng, (reps, steps))
+        per_step_tokens = [b * g // steps] * steps
+        return Samples(timer=timer, warmup_latency_s=[float(step[0].sum()) * 1.3] * 2,
+                       latency_e2e_s=step.sum(axis=1).tolist(), batch_index=list(range(reps)), step_s=step.tolist(),
+                       tokens_committed=[per_step_tokens] * reps)
+    # A variant: each block's first forward is a full step, its others cost `factor` of one.
+    blocks = config.num_blocks or 1
+    forwards = [variant_forwards(config, rep) for rep in range(reps)]
+    step_s, committed = [], []
+    for count in forwards:
+        first = {round(i * count / blocks) for i in range(blocks)}
+        times = [step_time * (1.0 if i in first else factor) for i in range(count)] * _noise(rng, count)
+        step_s.append(times.tolist())
+        committed.append([b * g // count + (1 if i < b * g % count else 0) for i in range(count)])
+    latency = [float(sum(t)) for t in step_s]
+    return Samples(timer=timer, warmup_latency_s=[latency[0] * 1.3] * 2, latency_e2e_s=latency,
+                   batch_index=list(range(reps)), step_s=step_s, tokens_committed=committed, forwards=forwards)
 
 
 def _quality(config: RunConfig, rng: np.random.Generator) -> list[QualityRecord]:
     """LLaMA sits at F1 0.85 / PPL 8; LLaDA climbs past it between 32 and 64 steps (smaller blocks help)."""
     records = []
+    # A confidence rule costs quality: BERTScore F1 0.02 lower, perplexity 10% higher (before the noise).
+    parallel = config.llada_impl is not None and config.llada_impl.parallel
     for prompt in config.prompt_ids:
         if config.model.arch == "llama":
             f1, ppl = 0.85, 8.0
         else:
             block_bonus = 0.01 * (64 - (config.block_length or 64)) / 32
-            f1 = 0.90 + block_bonus - 0.25 * math.exp(-(config.steps or 1) / 20)
-            ppl = 6.0 + 20.0 * math.exp(-(config.steps or 1) / 20)
+            f1 = 0.90 + block_bonus - 0.25 * math.exp(-(config.steps or 1) / 20) - (0.02 if parallel else 0.0)
+            ppl = (6.0 + 20.0 * math.exp(-(config.steps or 1) / 20)) * (1.1 if parallel else 1.0)
         f1 += float(rng.normal(0, 0.01))
         ppl *= float(np.exp(rng.normal(0, 0.05)))
         records.append(QualityRecord(
@@ -299,6 +366,13 @@ def _failures(grid: FixtureGrid, kind: HardwareKind) -> list[RunResult]:
     return out
 
 
+def _impl_axis(impls: tuple[LladaImpl, ...] | tuple[LlamaImpl, ...]) -> dict:
+    """`impl: [vanilla, variants...]` as a spec writes it (nothing when the grid has no variants)."""
+    if not impls:
+        return {}
+    return {"impl": [{"name": "vanilla"}, *(impl.model_dump(exclude_defaults=True) for impl in impls)]}
+
+
 def _spec_dict(grid: FixtureGrid) -> dict:
     source = {"synthetic": grid.synthetic} if grid.synthetic else None
     models = []
@@ -313,7 +387,9 @@ def _spec_dict(grid: FixtureGrid) -> dict:
         "grid": {
             "batch_sizes": list(grid.batch_sizes), "prompt_lengths": [grid.prompt_length],
             "generation_lengths": list(grid.generation_lengths),
-            "llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths)},
+            "llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths),
+                      **_impl_axis(grid.llada_impls)},
+            **({"llama": _impl_axis(grid.llama_impls)} if grid.llama_impls else {}),
         },
         "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,
                      "repetitions": grid.repetitions},

@@ -56,7 +56,7 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
     root = write_sweep(tmp_path, SMOKE_LIKE)
     assert main([str(root)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:4] == ["model", "B", "P", "N_out"]  # the summary the driver shows
+    assert out.splitlines()[0].split()[:5] == ["model", "impl", "B", "P", "N_out"]  # the summary the driver shows
     assert "llama-tiny" in out and f"report: {root / 'report.html'}" in out
     # The answer is the last thing printed: the Findings table after the runs and the report's path.
     lines = out.rstrip().splitlines()

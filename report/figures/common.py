@@ -25,6 +25,21 @@ LLADA_AXES = ("steps", "block_length", "remasking", "cfg_scale")
 AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "cfg_scale": "cfg"}
 
 
+# Implementation variants (report.variants): vanilla keeps its arch's colour, each variant one of these, by name.
+VARIANT_PALETTE = ("#2a9d8f", "#9b5de5", "#e9c46a", "#d62828", "#6a994e", "#f15bb5", "#577590", "#8d6e63")
+VARIANT_MARKERS = ("D", "^", "v", "P", "X", "*", "<", ">")
+
+
+def impl_styles(impls: Iterable[str], vanilla: str = "vanilla") -> dict[str, tuple[str | None, str]]:
+    """(colour, marker) of each implementation name: vanilla (None: its arch's colour and marker) first, then the
+    variants in sorted order, so one variant looks the same in every variant figure."""
+    names = sorted({name for name in impls if name != vanilla})
+    styles: dict[str, tuple[str | None, str]] = {vanilla: (None, "")}
+    for i, name in enumerate(names):
+        styles[name] = (VARIANT_PALETTE[i % len(VARIANT_PALETTE)], VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
+    return styles
+
+
 class FigureSkipped(Exception):
     """The data this figure needs is absent; the report shows the reason instead of the figure."""
 

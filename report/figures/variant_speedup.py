@@ -1,0 +1,86 @@
+"""Figure 12: each accelerated variant's speedup over vanilla against batch size, measured with its interval and
+the faithful roofline's prediction dashed."""
+
+from __future__ import annotations
+
+import polars as pl
+from matplotlib.figure import Figure
+
+from report.figures.common import (
+    ARCH_LABEL,
+    FigureData,
+    FigureSkipped,
+    Panel,
+    Series,
+    attach,
+    caption,
+    figure_legend,
+    impl_styles,
+    new_figure,
+    one_hardware,
+    power_of_two_axis,
+    tuple_of,
+    value_axis,
+    varying,
+)
+
+PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length")
+LINE_KEYS = ("impl", "steps", "block_length")
+
+
+def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
+    """Speedup over vanilla (vanilla's median latency / the variant's, > 1: the variant is faster) against batch
+    size (log2): one line per variant (and LLaDA step count and block where they vary) with its interval, the
+    roofline's predicted speedup at the same points dashed, y = 1 drawn. One panel per model and lengths.
+    `df`: this hardware's rows of the flat table (for the caption); `variants`: report.variants.variant_table."""
+    name = "variant_speedup"
+    hardware = one_hardware(df, name)
+    rows = variants.filter((pl.col("hardware") == hardware) & pl.col("speedup").is_not_null())
+    if not rows.height:
+        raise FigureSkipped("no variant run has a vanilla run at the same grid point"
+                            if variants.height else "no variant runs in this sweep")
+    styles = impl_styles(rows["impl"].to_list())
+    keys = rows.select(PANEL_KEYS).unique().sort(list(PANEL_KEYS)).rows(named=True)
+    fig, axes = new_figure(len(keys), columns=2, panel_size=(5.2, 4.0))
+    panels = []
+    for ax, key in zip(axes, keys):
+        sub = rows.filter(pl.all_horizontal(pl.col(k) == v for k, v in key.items()))
+        shown = [k for k in varying(sub, LINE_KEYS[1:])]
+        series = []
+        for line in sub.select(LINE_KEYS).unique().sort(list(LINE_KEYS), nulls_last=True).rows(named=True):
+            points = sub.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in line.items())).sort("batch_size")
+            label = line["impl"] + "".join(f", {'block' if k == 'block_length' else k} {line[k]}" for k in shown)
+            color, marker = styles[line["impl"]]
+            measured = Series(label, "line", tuple_of(points["batch_size"]), tuple_of(points["speedup"]),
+                              tuple_of(points["speedup_low"]), tuple_of(points["speedup_high"]), arch=key["arch"],
+                              model=key["model"], markers=tuple(points["speedup_interval"].fill_null("").to_list()))
+            series.append(measured)
+            err = [[max(y - lo, 0.0) for y, lo in zip(measured.y, measured.y_low)],
+                   [max(hi - y, 0.0) for y, hi in zip(measured.y, measured.y_high)]]
+            ax.errorbar(measured.x, measured.y, yerr=err, color=color, marker=marker, linestyle="-", capsize=3,
+                        label=label, zorder=3)
+            predicted = points.filter(pl.col("predicted_speedup").is_not_null())
+            if predicted.height:
+                roofline = Series(f"{label}: roofline", "line", tuple_of(predicted["batch_size"]),
+                                  tuple_of(predicted["predicted_speedup"]), arch=key["arch"], model=key["model"],
+                                  markers=tuple(predicted["forwards_source"].fill_null("").to_list()))
+                series.append(roofline)
+                ax.plot(roofline.x, roofline.y, color=color, linestyle="--", linewidth=1.0, label=roofline.label,
+                        zorder=2)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":", label="vanilla (speedup 1)")
+        series.append(Series("vanilla (speedup 1)", "hline", (), (1.0,)))
+        power_of_two_axis(ax, "x", rows["batch_size"].to_list())
+        yscale = value_axis(ax, [v for s in series for v in (*s.y, *(s.y_high or ()))], log_above_ratio=8.0)
+        title = (f"{key['model']} ({ARCH_LABEL.get(key['arch'], key['arch'])}), prompt {key['prompt_length']}, "
+                 f"N_out = {key['generation_length']}")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("batch size B (sequences)")
+        ax.set_ylabel("speedup over vanilla (x)")
+        panels.append(Panel(title, ax.get_xlabel(), ax.get_ylabel(), "log2", yscale, tuple(series)))
+    figure_legend(fig, axes)
+    fig.suptitle("Speedup of each variant over vanilla by batch size")
+    notes = ("Speedup: vanilla's median end-to-end latency over the variant's at the same model, lengths, steps and "
+             "batch. Error bars: the 95% BCa bootstrap CI of the ratio of medians when both runs have six "
+             "repetitions, else the range of the ratio. Dashed: the faithful roofline's predicted speedup on this "
+             "device's profile (a confidence rule costed at its measured forwards, else at the step cap).",)
+    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes))
