@@ -117,7 +117,9 @@ class Environment(Record):
     nvml: dict[str, float | int | str] | None = None  # clocks, temperature, power
     other_gpu_processes: bool | None = None
     cpu_threads: int | None = None
-    kv_cache: Literal["preallocated", "dynamic", "none"] | None = None  # the KV cache the decode loop used
+    # The KV cache the generation used: LLaMA "preallocated" (or "static", the compile variant's), LLaDA
+    # "none" (vanilla) or a cached variant's "prefix" / "dual"; "dynamic" is transformers' own.
+    kv_cache: Literal["preallocated", "dynamic", "static", "none", "prefix", "dual"] | None = None
     measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/calibrate.py)
 
 

@@ -234,7 +234,8 @@ def test_quality_sees_every_prompt_once_reusing_measured_outputs(monkeypatch: py
     real_untimed = scenario.generate_untimed
     monkeypatch.setattr(
         "workers.runner.generate_untimed",
-        lambda loaded, config, batch, *, seed, temperature: untimed.append(seed) or real_untimed(loaded, config, batch, seed=seed, temperature=temperature),
+        lambda loaded, config, batch, *, seed, temperature, compiled=None: untimed.append(seed)
+        or real_untimed(loaded, config, batch, seed=seed, temperature=temperature, compiled=compiled),
     )
     evaluator = ModelSpec(name="llama-tiny", arch="llama", source={"synthetic": "tiny"})
     quality = QualitySpec(perplexity={"evaluator": "llama-tiny"}, llama_sampled_temperature=0.7)

@@ -33,7 +33,7 @@ from workers.hardware import check_hardware, configure_threads, resolve_device
 from workers.memory import free_device_memory, memory_at_failure
 from workers.models import LoadedModel, load_model, shape_of_config
 from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
-from workers.scenario import batch_seed, generate_untimed, measure
+from workers.scenario import CompiledSteps, batch_seed, generate_untimed, measure
 from workers.tokenization import decode_generation, model_input_ids
 
 SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
@@ -164,12 +164,14 @@ class Worker:
             "memory": measurement.memory,
             "energy": measurement.energy,
             "nfe": measurement.nfe,
+            "cache_bytes": measurement.cache_bytes,
+            "compile_s": measurement.compile_s,
             "model_shape": shape_of_config(loaded.model.config),
         }
         result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)
         if config.quality.enabled:
             try:
-                result.update(self._score(config, loaded, examples, inputs, measurement.outputs))
+                result.update(self._score(config, loaded, examples, inputs, measurement.outputs, measurement.compiled))
             except Exception as exc:  # the measurement is good: keep it, and say that scoring failed
                 result.update(self._quality_failure(exc, loaded))
                 traceback.clear_frames(exc.__traceback__)
@@ -206,20 +208,26 @@ class Worker:
         examples: list[PromptExample],
         inputs: list[torch.Tensor],
         outputs: dict[int, torch.Tensor],
+        compiled: CompiledSteps | None = None,
     ) -> dict[str, Any]:
-        """Generations of every prompt and their quality, after (never inside) the measurement."""
+        """Generations of every prompt and their quality, after (never inside) the measurement; the compile
+        variant's generations reuse the measurement's compiled steps."""
         # Quality needs every prompt once: reuse the measured repetitions, generate the rest untimed,
         # each batch with its own seed so a sampled batch gives the same tokens as when it was measured.
         seed, temperature = config.controls.seed, config.controls.temperature
         for b, batch in enumerate(inputs):
             if b not in outputs:
-                outputs[b] = generate_untimed(loaded, config, batch, seed=batch_seed(seed, b), temperature=temperature)
+                outputs[b] = generate_untimed(
+                    loaded, config, batch, seed=batch_seed(seed, b), temperature=temperature, compiled=compiled
+                )
         generations = self._generations(loaded, examples, config.batch_size, outputs)
         sampled = None
         sampled_temperature = config.quality.llama_sampled_temperature
         if config.model.arch == "llama" and sampled_temperature is not None:
             sampled_outputs = {
-                b: generate_untimed(loaded, config, batch, seed=batch_seed(seed, b), temperature=sampled_temperature)
+                b: generate_untimed(
+                    loaded, config, batch, seed=batch_seed(seed, b), temperature=sampled_temperature, compiled=compiled
+                )
                 for b, batch in enumerate(inputs)
             }
             sampled = self._generations(loaded, examples, config.batch_size, sampled_outputs)

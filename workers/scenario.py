@@ -11,6 +11,13 @@ A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, a
 memory and energy trackers around the measured repetitions. With `RunConfig.timed_steps` (LLaDA,
 controls.extrapolation) each generation stops after that many steps and its end-to-end latency is
 extrapolated from them; the samples say so (`Samples.extrapolated`).
+
+Implementation variants (`RunConfig.llada_impl` / `llama_impl`) run the same scenario: a LLaDA variant's
+sampler takes its cache and confidence rule, and a generation runs until the sampler is done (with a
+confidence rule the steps vary; the plan never extrapolates such runs); the LLaMA `compile` variant
+compiles its decode step once per batch shape inside the warm-ups (an extra untimed warm-up where the
+configured ones do not reach a shape the repetitions use), and the compile time is recorded. Every run
+records the forwards of each repetition and the bytes its KV cache held.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ from workers.energy import EnergyMeter
 from workers.memory import MemoryTracker, free_device_memory
 from workers.models import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
+from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada import llada_steps
 from workers.timing import Interval, PerfCounterTimer, Timer, timer_for
 
@@ -38,11 +46,28 @@ class TimedGeneration:
     e2e: Interval
     steps: list[Interval]
     committed: list[int] = field(default_factory=list)  # LLaDA: tokens committed per step, whole batch
+    forwards: int = 0  # model forwards this generation ran (CFG widens a forward, it does not repeat it)
+    cache_bytes: int | None = None  # bytes its KV cache held; None: no cache (vanilla LLaDA)
+
+
+class CompiledSteps:
+    """The compile variant's decode steps of one run, one compilation per batch shape, kept for its
+    untimed quality generations too."""
+
+    def __init__(self) -> None:
+        self._steps: dict[tuple[int, int], CompiledDecode] = {}
+
+    def for_batch(self, loaded: LoadedModel, input_ids: torch.Tensor, n_new: int) -> CompiledDecode:
+        batch, prompt = input_ids.shape
+        key = (batch, prompt + n_new)
+        if key not in self._steps:
+            self._steps[key] = CompiledDecode(loaded.model, batch=batch, capacity=prompt + n_new)
+        return self._steps[key]
 
     @property
-    def nfe(self) -> int:
-        """Model forwards of this generation: one per step for both samplers (CFG widens, not repeats)."""
-        return len(self.steps)
+    def compile_s(self) -> float | None:
+        times = [s.compile_s for s in self._steps.values() if s.compile_s is not None]
+        return sum(times) if times else None
 
 
 @dataclass
@@ -51,8 +76,11 @@ class Measurement:
     memory: Memory
     outputs: dict[int, torch.Tensor]  # batch index -> new tokens [B, N_out] on the CPU (first rep of it)
     nfe: int
-    kv_cache: str  # the decode loop's KV cache ("preallocated"), or "none" (LLaDA has none)
+    kv_cache: str  # the KV cache: "preallocated" or "static" (LLaMA), "none", "prefix" or "dual" (LLaDA)
     energy: Energy | None = None
+    cache_bytes: int | None = None  # peak bytes the KV cache held over the repetitions
+    compile_s: float | None = None  # the compile variant's compile time, spent in the warm-ups
+    compiled: CompiledSteps | None = None  # the compile variant's steps, for the run's untimed generations
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -69,12 +97,15 @@ def generate(
     timer: Timer,
     seed: int,
     temperature: float,
+    compiled: CompiledSteps | None = None,
 ) -> TimedGeneration:
     """Generate `config.generation_length` tokens for one batch `[B, P']`, timing the whole and each step.
-    With `config.timed_steps` a LLaDA generation stops after that many steps (its tokens are unfinished)."""
+    With `config.timed_steps` a LLaDA generation stops after that many steps (its tokens are unfinished).
+    `compiled` holds the LLaMA compile variant's decode steps (required for that variant)."""
     generator = torch.Generator(device=loaded.device).manual_seed(seed)
     step_intervals: list[Interval] = []
     committed: list[int] = []
+    llada_impl, llama_impl = config.llada_impl, config.llama_impl
     with torch.inference_mode(), timer.measure() as e2e:
         if config.model.arch == "llada":
             assert config.steps is not None and config.block_length is not None and loaded.mask_token_id is not None
@@ -88,8 +119,12 @@ def generate(
                 cfg_scale=config.cfg_scale,
                 remasking=config.remasking or "low_confidence",
                 generator=generator,
+                cache=llada_impl.cache if llada_impl else "none",
+                threshold=llada_impl.threshold if llada_impl else None,
+                factor=llada_impl.factor if llada_impl else None,
             )  # fmt: skip
-            for _ in range(config.timed_steps or config.steps):
+            limit = config.timed_steps or config.steps
+            while not sampler.done and len(step_intervals) < limit:
                 sampler.prepare_step()  # the per-block host sync, outside the step's timer
                 with timer.measure() as interval:
                     record = next(sampler)
@@ -97,24 +132,43 @@ def generate(
                 committed.append(record.committed)
             assert sampler.done or config.timed_steps is not None
             tokens = sampler.generation  # [B, N_out]
+            forwards, cache_bytes = sampler.forwards, sampler.cache_bytes
         else:
+            step = None
+            if llama_impl is not None and llama_impl.compile:
+                assert compiled is not None, "the compile variant needs its CompiledSteps"
+                step = compiled.for_batch(loaded, input_ids, config.generation_length)
             decoder = ar_steps(
-                loaded.model, input_ids, n_new=config.generation_length, temperature=temperature, generator=generator
-            )
+                loaded.model, input_ids, n_new=config.generation_length, temperature=temperature, generator=generator,
+                compiled=step,
+            )  # fmt: skip
             for _ in range(config.generation_length):
                 with timer.measure() as interval:
                     next(decoder)
                 step_intervals.append(interval)
             assert decoder.done
             tokens = decoder.tokens  # [B, N_out]
-    return TimedGeneration(tokens=tokens, e2e=e2e, steps=step_intervals, committed=committed)
+            forwards, cache_bytes = len(step_intervals), decoder.cache_bytes
+    return TimedGeneration(
+        tokens=tokens, e2e=e2e, steps=step_intervals, committed=committed, forwards=forwards, cache_bytes=cache_bytes
+    )
 
 
 def generate_untimed(
-    loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor, *, seed: int, temperature: float
+    loaded: LoadedModel,
+    config: RunConfig,
+    input_ids: torch.Tensor,
+    *,
+    seed: int,
+    temperature: float,
+    compiled: CompiledSteps | None = None,
 ) -> torch.Tensor:
     """A generation outside the measurement (quality of batches no repetition ran): tokens on the CPU."""
-    return generate(loaded, config, input_ids, timer=PerfCounterTimer(), seed=seed, temperature=temperature).tokens.cpu()
+    if compiled is None and config.llama_impl is not None and config.llama_impl.compile:
+        compiled = CompiledSteps()
+    return generate(
+        loaded, config, input_ids, timer=PerfCounterTimer(), seed=seed, temperature=temperature, compiled=compiled
+    ).tokens.cpu()
 
 
 def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor]) -> Measurement:
@@ -122,36 +176,48 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     controls = config.controls
     free_device_memory(loaded.device)  # nothing cached or peaked by earlier runs carries into this one
     timer = timer_for(loaded.device)
+    compiled = CompiledSteps() if config.llama_impl is not None and config.llama_impl.compile else None
     warmup_s: list[float] = []
-    for w in range(controls.warmup):
-        b = w % len(batches)
-        run = generate(loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b), temperature=controls.temperature)
+    for b in _warmup_batches(controls.warmup, controls.repetitions, batches, compiled, config.generation_length):
+        run = generate(
+            loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b),
+            temperature=controls.temperature, compiled=compiled,
+        )  # fmt: skip
         warmup_s.append(run.e2e.seconds())
     latency: list[float] = []
     batch_index: list[int] = []
     steps_s: list[list[float]] = []
     committed: list[list[int]] = []
+    forwards: list[int] = []
+    cache_bytes: int | None = None
     outputs: dict[int, torch.Tensor] = {}
-    nfe = 0
     with MemoryTracker(loaded.device, loaded.weights_bytes) as memory, EnergyMeter(loaded.device) as energy:
         for r in range(controls.repetitions):
             b = r % len(batches)
             timer.synchronize()  # start every repetition from an idle device
-            run = generate(loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b), temperature=controls.temperature)
+            run = generate(
+                loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b),
+                temperature=controls.temperature, compiled=compiled,
+            )  # fmt: skip
             latency.append(run.e2e.seconds())  # reading syncs: after the timed region, never inside it
             steps_s.append([interval.seconds() for interval in run.steps])
             committed.append(run.committed)
+            forwards.append(run.forwards)
+            if run.cache_bytes is not None:
+                cache_bytes = max(cache_bytes or 0, run.cache_bytes)
             batch_index.append(b)
             if b not in outputs:
                 outputs[b] = run.tokens.cpu()
-            nfe = run.nfe
     llada = config.model.arch == "llada"
+    # The schedule's forwards per generation; where a confidence rule ends blocks early, samples.forwards
+    # holds what each repetition ran.
+    nfe = config.steps if llada and config.steps is not None else config.generation_length
     extrapolated = None
     if config.timed_steps is not None:
         assert config.steps is not None
         extrapolated = ExtrapolatedLatency(timed_steps=config.timed_steps, steps=config.steps, measured_e2e_s=latency)
         latency = extrapolate_latency(latency, steps_s, config.steps)
-        nfe = config.steps  # the forwards of the generation the latency stands for
+        forwards = [config.steps] * len(latency)  # the forwards of the generation the latency stands for
         outputs = {}  # unfinished generations are not outputs
     samples = Samples(
         timer=timer.kind,
@@ -162,6 +228,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         itl_s=None if llada else [steps[1:] for steps in steps_s],
         step_s=steps_s if llada else None,
         tokens_committed=committed if llada else None,
+        forwards=forwards,
         extrapolated=extrapolated,
     )
     return Measurement(
@@ -169,9 +236,34 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         memory=memory.result(),
         outputs=outputs,
         nfe=nfe,
-        kv_cache="none" if llada else KV_CACHE,
+        kv_cache=_kv_cache_name(config),
         energy=energy_record(energy, config, samples),
+        cache_bytes=cache_bytes,
+        compile_s=compiled.compile_s if compiled is not None else None,
+        compiled=compiled,
     )
+
+
+def _warmup_batches(
+    warmup: int, repetitions: int, batches: list[torch.Tensor], compiled: CompiledSteps | None, n_new: int
+) -> list[int]:
+    """The batch index of each warm-up: W of them, round robin; for the compile variant one more for every
+    batch shape the repetitions use that those W did not compile, so no compilation is ever timed."""
+    chosen = [w % len(batches) for w in range(warmup)]
+    if compiled is None:
+        return chosen
+    shapes = {(batches[b].shape, n_new) for b in chosen}
+    for b in sorted({r % len(batches) for r in range(repetitions)}):
+        if (batches[b].shape, n_new) not in shapes:
+            chosen.append(b)
+            shapes.add((batches[b].shape, n_new))
+    return chosen
+
+
+def _kv_cache_name(config: RunConfig) -> str:
+    if config.model.arch == "llada":
+        return config.llada_impl.cache if config.llada_impl is not None else "none"
+    return "static" if config.llama_impl is not None and config.llama_impl.compile else KV_CACHE
 
 
 def extrapolate_latency(measured_e2e_s: list[float], steps_s: list[list[float]], steps: int) -> list[float]:
