@@ -150,7 +150,7 @@ def format_estimate(estimate: PlanEstimate | None, warmup: int, repetitions: int
 
 
 def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None = None) -> str:
-    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg", "timed")
+    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg", "impl", "timed")
     if predicted_s is not None:
         header += ("predicted",)
     rows = [header] + [
@@ -158,7 +158,7 @@ def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None 
             run.run_id, run.config.model.name, run.config.model.arch, str(run.config.batch_size),
             str(run.config.prompt_length), str(run.config.generation_length), _dash(run.config.steps),
             _dash(run.config.block_length), _dash(run.config.remasking),
-            _dash(run.config.cfg_scale if run.config.steps is not None else None),
+            _dash(run.config.cfg_scale if run.config.steps is not None else None), run.config.impl_name,
             _dash(run.config.timed_steps or (run.config.steps and "all")),
         )
         + ((format_duration(predicted_s[run.run_id]),) if predicted_s is not None else ())

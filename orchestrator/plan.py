@@ -10,7 +10,7 @@ from typing import Any
 from specs.artifacts import canonical_json
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.schema import ExperimentSpec, ModelSpec, RunConfig
+from specs.schema import VANILLA, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, RunConfig
 
 RUN_ID_LENGTH = 12
 # Fields added after sweeps were first run enter the run id only when set, so those sweeps keep their ids
@@ -81,7 +81,11 @@ def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
 
 
 def _with_extrapolation(spec: ExperimentSpec, configs: list[RunConfig]) -> list[RunConfig]:
-    """controls.extrapolation: LLaDA runs longer than K steps time K steps; the check points also run in full."""
+    """controls.extrapolation: LLaDA runs longer than K steps time K steps; the check points also run in full.
+
+    Accelerated LLaDA variants always run in full: a cached variant's first step of a block costs a full
+    forward and its later steps less, and a confidence rule decides how many steps run at all, so the
+    first K steps say nothing reliable about the rest."""
     extrapolation = spec.controls.extrapolation
     if extrapolation is None:
         return configs
@@ -92,6 +96,9 @@ def _with_extrapolation(spec: ExperimentSpec, configs: list[RunConfig]) -> list[
     for config in configs:
         if config.steps is None or config.steps <= k:
             out.append(config)  # LLaMA, or a LLaDA run no longer than K steps: measured in full anyway
+            continue
+        if config.llada_impl is not None and config.llada_impl.is_accelerated:
+            out.append(config)  # steps of unequal cost or number: never extrapolated
             continue
         out.append(config.model_copy(update={"timed_steps": k}))
         if config.steps in checks and config.batch_size in check_batches:
@@ -118,17 +125,24 @@ def check_prompt_supply(spec: ExperimentSpec) -> None:
 
 
 def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, object]]:
-    """LLaDA's own axes; a LLaMA model gets exactly one setting, so these never multiply its runs."""
+    """Each architecture's own axes (LLaDA's sampler settings and implementation variants, LLaMA's variants):
+    they never multiply the other architecture's runs. The vanilla variant is stored as None."""
     axes = spec.llada_axes(model)
     if axes is None:
-        return [{}]
+        llama_impls = spec.grid.llama.impl if spec.grid.llama is not None else [None]
+        return [{"llama_impl": _unless_vanilla(impl)} for impl in llama_impls]
     return [
-        {"steps": steps, "block_length": block, "remasking": remasking, "cfg_scale": cfg}
+        {"steps": steps, "block_length": block, "remasking": remasking, "cfg_scale": cfg, "llada_impl": _unless_vanilla(impl)}
         for block in axes.block_lengths
         for steps in axes.steps
         for remasking in axes.remasking
         for cfg in axes.cfg_scales
+        for impl in axes.impl
     ]
+
+
+def _unless_vanilla(impl: LladaImpl | LlamaImpl | None) -> LladaImpl | LlamaImpl | None:
+    return None if impl is None or impl.name == VANILLA else impl
 
 
 def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int, int]:

@@ -167,6 +167,16 @@ class LladaAxes(Frozen):
     _distinct = field_validator("steps", "block_lengths", "remasking", "cfg_scales")(_distinct)
     _distinct_impl = field_validator("impl")(_distinct_names)
 
+    @model_validator(mode="after")
+    def _rules_rank_confidence(self) -> LladaAxes:
+        ranked = [impl.name for impl in self.impl if impl.parallel]
+        if ranked and "random" in self.remasking:
+            raise ValueError(
+                f"impl: {', '.join(map(repr, ranked))} commit by the model's confidence (threshold or factor), which "
+                "random remasking does not compute; use remasking [low_confidence] or drop those variants"
+            )
+        return self
+
 
 class LlamaAxes(Frozen):
     """Axes that apply to LLaMA models only; they never multiply LLaDA runs."""
@@ -423,6 +433,8 @@ class ExperimentSpec(Frozen):
         has_llada = any(m.arch == "llada" for m in self.models)
         if self.grid.llada is not None and not has_llada:
             raise ValueError("grid.llada: given but no model has arch 'llada'")
+        if self.grid.llama is not None and not any(m.arch == "llama" for m in self.models):
+            raise ValueError("grid.llama: given but no model has arch 'llama'")
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
         if self.controls.extrapolation is not None:
@@ -525,6 +537,22 @@ class RunConfig(Frozen):
     # The implementation variant; None is vanilla (so vanilla runs keep the ids they had before variants).
     llada_impl: LladaImpl | None = None
     llama_impl: LlamaImpl | None = None
+
+    @field_validator("llada_impl", "llama_impl")
+    @classmethod
+    def _vanilla_is_none(cls, impl: LladaImpl | LlamaImpl | None) -> LladaImpl | LlamaImpl | None:
+        """The plain implementation is stored as None, however it was given: one config, one run id."""
+        return None if impl is not None and impl.name == VANILLA else impl
+
+    @model_validator(mode="after")
+    def _impl_matches_arch(self) -> RunConfig:
+        if self.llada_impl is not None and self.model.arch != "llada":
+            raise ValueError(f"llada_impl: applies to llada models only; {self.model.name!r} is {self.model.arch}")
+        if self.llama_impl is not None and self.model.arch != "llama":
+            raise ValueError(f"llama_impl: applies to llama models only; {self.model.name!r} is {self.model.arch}")
+        if self.llada_impl is not None and self.llada_impl.parallel and self.remasking == "random":
+            raise ValueError("llada_impl: threshold and factor rank confidence; they need remasking low_confidence")
+        return self
 
     @property
     def impl_name(self) -> str:

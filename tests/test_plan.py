@@ -108,3 +108,95 @@ def test_skip_predicted_oom_needs_a_profile() -> None:
 
     with pytest.raises(SpecError, match="controls.hardware.profile: skip_predicted_oom needs a roofline hardware profile"):
         spec_from(mutated(lambda d: d["controls"].update(skip_predicted_oom=True)))
+
+
+# ---------------------------------------------------------------- implementation variants
+
+LLADA_IMPLS = [
+    {"name": "vanilla"},
+    {"name": "dual-cache", "cache": "dual"},
+    {"name": "threshold-0.9", "threshold": 0.9},
+    {"name": "same-as-vanilla"},  # named, nothing accelerated: extrapolated like vanilla
+]
+
+
+def _with_impls(d: dict) -> None:
+    d["grid"]["llada"]["impl"] = LLADA_IMPLS
+    d["grid"]["llama"] = {"impl": [{"name": "vanilla"}, {"name": "static-compile", "compile": True}]}
+
+
+def test_variants_multiply_only_their_own_architecture_and_keep_vanilla_ids() -> None:
+    vanilla = plan_runs(spec_from(tiny_dict()))
+    planned = plan_runs(spec_from(mutated(_with_impls)))
+    llama = [r for r in planned if r.config.model.arch == "llama"]
+    llada = [r for r in planned if r.config.model.arch == "llada"]
+    assert len(llama) == 2 * 4 and len(llada) == 4 * 2 * 2 * 3  # impls x (pairs x batches [x steps])
+    plain = [r for r in planned if r.config.llada_impl is None and r.config.llama_impl is None]
+    assert {r.run_id for r in plain} == {r.run_id for r in vanilla}  # vanilla keeps the ids it had
+    assert {r.config.impl_name for r in llada} == {i["name"] for i in LLADA_IMPLS}
+    assert {r.config.impl_name for r in llama} == {"vanilla", "static-compile"}
+    assert all(r.config.llama_impl.compile for r in llama if r.config.llama_impl is not None)
+    assert len({r.run_id for r in planned}) == len(planned)
+
+
+def test_per_model_llada_axes_carry_their_own_impls() -> None:
+    def per_model(d: dict) -> None:
+        d["models"][1]["llada"] = {"steps": [8], "block_lengths": [32], "impl": [{"name": "prefix-cache", "cache": "prefix"}]}
+
+    llada = [r for r in plan_runs(spec_from(mutated(per_model))) if r.config.model.arch == "llada"]
+    assert llada and all(r.config.impl_name == "prefix-cache" and r.config.llada_impl.cache == "prefix" for r in llada)
+
+
+def test_extrapolation_skips_variants_whose_steps_differ() -> None:
+    def extrapolated(d: dict) -> None:
+        _with_impls(d)
+        d.pop("quality")
+        d["controls"]["extrapolation"] = {"timed_steps": 4, "check_steps": [16]}
+
+    llada = [r.config for r in plan_runs(spec_from(mutated(extrapolated))) if r.config.model.arch == "llada"]
+    for name in ("dual-cache", "threshold-0.9"):
+        assert all(c.timed_steps is None for c in llada if c.impl_name == name)
+    for name in ("vanilla", "same-as-vanilla"):
+        assert any(c.timed_steps == 4 for c in llada if c.impl_name == name)
+
+
+def test_bad_variants_name_the_field(tmp_path, capsys) -> None:
+    import pytest
+    from specs.loader import SpecError
+
+    cases = [
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "vanilla", "cache": "dual"}]), "name: 'vanilla' names"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "a", "cache": "full"}]), "cache"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "a", "threshold": 1.5}]), "threshold"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "a", "threshold": 0.9, "factor": 1}]), "factor"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "a"}, {"name": "a", "cache": "dual"}]), "impl"),
+        (
+            lambda d: d["grid"]["llada"].update(impl=[{"name": "t", "threshold": 0.9}], remasking=["random"]),
+            "impl: 't' commit by the model's confidence",
+        ),
+        (lambda d: d["grid"].update(llama={"impl": [{"name": "c", "compiled": True}]}), "compiled"),
+    ]
+    for mutate, message in cases:
+        with pytest.raises(SpecError, match=message):
+            spec_from(mutated(mutate))
+
+    def no_llama(d: dict) -> None:
+        d["models"] = [d["models"][1]]
+        d["grid"]["llama"] = {"impl": [{"name": "c", "compile": True}]}
+        d["quality"].pop("perplexity")
+
+    with pytest.raises(SpecError, match="grid.llama: given but no model has arch 'llama'"):
+        spec_from(mutated(no_llama))
+
+
+def test_run_config_stores_vanilla_as_none_and_checks_the_arch() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from specs.schema import RunConfig
+
+    llama = next(r.config for r in plan_runs(spec_from(tiny_dict())) if r.config.model.arch == "llama")
+    explicit = RunConfig.model_validate({**llama.model_dump(), "llama_impl": {"name": "vanilla"}})
+    assert explicit.llama_impl is None and run_id_for(explicit) == run_id_for(llama)
+    with pytest.raises(ValidationError, match="llada_impl: applies to llada models only"):
+        RunConfig.model_validate({**llama.model_dump(), "llada_impl": {"name": "d", "cache": "dual"}})
