@@ -17,6 +17,7 @@ from report.figures.common import (
     Panel,
     Series,
     attach,
+    impl_styles,
     caption,
     new_figure,
     one_hardware,
@@ -148,13 +149,14 @@ def roofline_figure(
         chosen = [p for p in operator_points if p.phase == phase]
         series.append(Series(f"operators: {phase}", "points", tuple(p.arithmetic_intensity for p in chosen),
                              tuple(p.attainable_flops_per_s for p in chosen), markers=tuple(p.name for p in chosen)))
-    for (arch, model), rows in points.sort("arch", "model").group_by(["arch", "model"], maintain_order=True):
-        label = f"measured: {model} ({rows.height} runs)"
+    styles = impl_styles(points["impl"].to_list())
+    for (arch, model, impl), rows in _by_implementation(points):
+        label = f"measured: {_model_label(model, impl)} ({rows.height} runs)"
         s = Series(label, "points", tuple_of(rows["arithmetic_intensity"]), tuple_of(rows["measured_flops_per_s"]),
                    arch=arch, model=model, markers=tuple(rows["run_id"].to_list()))
         series.append(s)
-        ax.scatter(s.x, s.y, marker=MEASURED_MARKER.get(arch, "o"), s=70, color=ARCH_COLOR.get(arch, "black"),
-                   edgecolors="black", linewidths=0.6, label=label, zorder=5)
+        ax.scatter(s.x, s.y, marker=styles[impl][1] or MEASURED_MARKER.get(arch, "o"), s=70,
+                   color=ARCH_COLOR.get(arch, "black"), edgecolors="black", linewidths=0.6, label=label, zorder=5)
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
     ax.set_xlim(min(low, min(xs) / 2), max(high, max(xs) * 2))
@@ -171,6 +173,16 @@ def roofline_figure(
         *_profile_notes(profile),
     )
     return attach(fig, FigureData(name, hardware, _profile_caption(df, hardware, profile, overridden), (panel,), notes))
+
+
+def _by_implementation(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
+    """Groups of (arch, model, impl): each model's vanilla runs first, then its variants (a distinct marker)."""
+    ordered = rows.sort("arch", "model", pl.col("impl") != "vanilla", "impl")
+    return list(ordered.group_by(["arch", "model", "impl"], maintain_order=True))
+
+
+def _model_label(model: str, impl: str) -> str:
+    return model if impl == "vanilla" else f"{model} {impl}"
 
 
 def measured_vs_predicted(
@@ -192,13 +204,15 @@ def measured_vs_predicted(
     for ax, fidelity in zip(axes, fidelities):
         sub = rows.filter((pl.col("fidelity") == fidelity) & pl.col("predicted_latency_s").is_not_null())
         series = []
-        for (arch, model), group in sub.sort("arch", "model").group_by(["arch", "model"], maintain_order=True):
-            marker = "s" if arch == "llama" else "o"
+        styles = impl_styles(sub["impl"].to_list())
+        for (arch, model, impl), group in _by_implementation(sub):
+            marker = styles[impl][1] or ("s" if arch == "llama" else "o")
             variants = [("predicted_latency_s", " + dispatch" if dispatch else "", True)]
             if dispatch:
                 variants.append(("predicted_latency_roofs_s", ", roofs only", False))
             for column, suffix, filled in variants:
-                s = Series(f"{model} ({ARCH_LABEL.get(arch, arch)}){suffix}", "points", tuple_of(group[column]),
+                s = Series(f"{_model_label(model, impl)} ({ARCH_LABEL.get(arch, arch)}){suffix}", "points",
+                           tuple_of(group[column]),
                            tuple_of(group["measured_latency_s"]), arch=arch, model=model,
                            markers=tuple(group["run_id"].to_list()))
                 series.append(s)
