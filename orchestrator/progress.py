@@ -19,10 +19,14 @@ def describe_run(result: RunResult) -> str:
         point += f" steps={c.steps} block={c.block_length}"
         if c.cfg_scale:
             point += f" cfg={c.cfg_scale:g}"
+    if c.llada_impl is not None or c.llama_impl is not None:
+        point += f" {c.impl_name}"
     if result.samples and result.samples.latency_e2e_s:
         outcome = f"e2e {statistics.median(result.samples.latency_e2e_s):.4f} s"
     else:
         outcome = (result.error or "").splitlines()[0][:80] if result.error else ""
+    if result.samples and result.samples.forwards and c.llada_impl is not None and c.llada_impl.parallel:
+        outcome += f", {statistics.median(result.samples.forwards):g} forwards"
     return f"{result.status.value:<8} {c.model.name:<14} {point:<36} {outcome}  ({result.run_id})"
 
 
