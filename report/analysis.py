@@ -1,12 +1,16 @@
 """Derived data the figures plot: Pareto frontiers, ITL by context, step time by length, the memory grid.
 
-Pure functions of the flat results table; the figure modules only select and draw what these return.
+Pure functions of the flat results table; the figure modules only select and draw what these return. The per-run
+views (ITL by context, step time, the memory grid) read the vanilla runs only: variants are compared in
+report.variants.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import polars as pl
+
+from report.table import vanilla_runs
 
 
 def pareto_front(points: pl.DataFrame, *, x: str, y: str, higher_is_better: bool = True) -> pl.DataFrame:
@@ -34,7 +38,8 @@ def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
     (model, batch size, prompt length) the run with the longest generation is used (it covers the shorter
     contexts); its per-pass times are reduced to the median over repetitions.
     """
-    llama = df.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok") & (pl.col("itl_s_samples").list.len() > 0))
+    llama = vanilla_runs(df).filter(
+        (pl.col("arch") == "llama") & (pl.col("status") == "ok") & (pl.col("itl_s_samples").list.len() > 0))
     schema = {"model": pl.String, "batch_size": pl.Int64, "prompt_length": pl.Int64, "generation_length": pl.Int64,
               "run_id": pl.String, "context_length": pl.Int64, "itl_s_median": pl.Float64}
     if not llama.height:
@@ -56,7 +61,8 @@ def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
 def step_time_by_length(df: pl.DataFrame) -> pl.DataFrame:
     """LLaDA time per diffusion step by (model, batch size, sequence length): the median over the runs that
     share them (different step counts and block lengths run the same full-sequence forward each step)."""
-    llada = df.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
+    llada = vanilla_runs(df).filter(
+        (pl.col("arch") == "llada") & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
     return (
         llada.group_by(["model", "batch_size", "sequence_length"])
         .agg(
@@ -76,7 +82,7 @@ def memory_grid(df: pl.DataFrame) -> pl.DataFrame:
     "error" (the runs failed for another reason). LLaDA's steps and block lengths share a cell: they do not
     change what is held in memory at once.
     """
-    keyed = df.filter(pl.col("status").is_in(["ok", "oom", "error", "crashed"]))
+    keyed = vanilla_runs(df).filter(pl.col("status").is_in(["ok", "oom", "error", "crashed"]))
     return (
         keyed.group_by(["model", "arch", "sequence_length", "batch_size"])
         .agg(

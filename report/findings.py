@@ -12,6 +12,7 @@ import polars as pl
 
 from report.document import fmt_float
 from report.quality import FIGURE_METRICS
+from report.table import vanilla_runs
 from roofline.crossover import predicted_crossover
 from roofline.hardware import HardwareProfile
 from roofline.operators import element_bytes_of
@@ -64,8 +65,9 @@ def crossover_table(
     table: pl.DataFrame, profiles: dict[str, HardwareProfile], shapes: dict[str, ModelShape]
 ) -> pl.DataFrame:
     """One row per (hardware, lengths, LLaDA step count and block): the measured B* and the faithful roofline's
-    B* on that hardware's profile (with and without its dispatch floor), schema CROSSOVER_SCHEMA."""
-    ok = table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+    B* on that hardware's profile (with and without its dispatch floor), schema CROSSOVER_SCHEMA. Vanilla runs
+    only: B* compares the two architectures, not their variants."""
+    ok = vanilla_runs(table).filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
     llama = ok.filter(pl.col("arch") == "llama")
     llada = ok.filter(pl.col("arch") == "llada")
     rows = []
@@ -112,8 +114,8 @@ def predicted_throughput(
     table: pl.DataFrame, profiles: dict[str, HardwareProfile], shapes: dict[str, ModelShape], *, points: int = 12
 ) -> pl.DataFrame:
     """The faithful roofline's tokens/s of each model setting over the measured batch range (schema
-    PREDICTED_THROUGHPUT_SCHEMA): the curves the Findings figure overlays on the measured throughput."""
-    ok = table.filter(pl.col("status") == "ok")
+    PREDICTED_THROUGHPUT_SCHEMA): the curves the Findings figure overlays on the measured throughput (vanilla)."""
+    ok = vanilla_runs(table).filter(pl.col("status") == "ok")
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "arch", "model", "steps", "block_length", "dtype"]
     for key, runs in ok.filter(pl.col("cfg_scale").is_null() | (pl.col("cfg_scale") == 0)).group_by(

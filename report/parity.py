@@ -25,6 +25,7 @@ from scipy import stats as scipy_stats
 
 from report import stats
 from report.quality import GENERATED, LIKELIHOOD, METRICS, REFERENCE, REPETITION, SAMPLED, _groups, notes_of
+from report.table import vanilla_runs
 
 NO_PARITY = "no parity within the swept steps"
 GREEDY, SAMPLED_REF, HUMAN = "llama greedy", "llama sampled", "human continuation"
@@ -72,7 +73,8 @@ def parity_table(
 ) -> pl.DataFrame:
     """Parity rows (schema PARITY_SCHEMA): one per metric with a LLaMA counterpart x LLaDA curve x reference x
     batch size measured. `long`: report.quality.quality_long_table; `table`: the flat results table (latency
-    repetitions and goodput at every batch size)."""
+    repetitions and goodput at every batch size). Vanilla runs only: variants never move S_parity."""
+    long, table = vanilla_runs(long), vanilla_runs(table)
     rows: list[dict[str, Any]] = []
     generated = long.filter(pl.col("continuation") == GENERATED)
     llada = generated.filter((pl.col("arch") == "llada") & pl.col("steps").is_not_null())

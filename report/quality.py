@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from report import stats
+from report.table import vanilla_runs
 from specs.results import QualityRecord, RunResult, RunStatus
 
 SYNTHETIC_NOTE = "synthetic weights: quality not meaningful"
@@ -75,7 +76,7 @@ CALIBRATION_TEXT = {REFERENCE: "human continuation", UNRELATED: "unrelated passa
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 LONG_SCHEMA: dict[str, pl.DataType] = {
-    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "weights": _STR, "quality_note": _STR,
+    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "quality_note": _STR,
     "evaluator": _STR, "hardware": _STR, "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64,
     "block_length": _I64, "steps": _I64, "remasking": _STR, "cfg_scale": _F64, "continuation": _STR,
     "temperature": _F64, "prompt_id": _I64, "metric": _STR, "value": _F64, "empty": _BOOL, "stderr": _F64,
@@ -188,7 +189,7 @@ def _run_columns(result: RunResult) -> dict[str, Any]:
     evaluator = config.evaluator.name if config.evaluator is not None else None
     return {
         "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
-        "weights": result.weights, "quality_note": result.quality_note, "evaluator": evaluator,
+        "impl": config.impl_name, "weights": result.weights, "quality_note": result.quality_note, "evaluator": evaluator,
         "hardware": result.environment.device if result.environment else UNKNOWN_HARDWARE,
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "block_length": config.block_length,
@@ -225,8 +226,8 @@ def quality_by_setting(long: pl.DataFrame) -> pl.DataFrame:
     """Median over prompts per setting (SETTING_KEYS) at its smallest batch size, with its interval, the number
     of continuations ranked worst, the repetition rate of the same texts (shown beside every perplexity) and,
     for the ELBO, the median Monte-Carlo SE (schema BY_SETTING_SCHEMA). Generated and sampled continuations
-    only; the calibration texts are in `calibration_table`."""
-    own = long.filter(pl.col("continuation").is_in([GENERATED, SAMPLED]))
+    only; the calibration texts are in `calibration_table`. Vanilla runs only (variants: report.variants)."""
+    own = vanilla_runs(long).filter(pl.col("continuation").is_in([GENERATED, SAMPLED]))
     if not own.height:
         return pl.DataFrame(schema=BY_SETTING_SCHEMA)
     keys = [k for k in SETTING_KEYS if k != "metric"]
@@ -274,7 +275,7 @@ def calibration_table(long: pl.DataFrame) -> pl.DataFrame:
     Perplexity and the ELBO: the human text is a level, not the best end (greedy text of the judge scores far
     lower). Degeneracy: only the human level (the unrelated texts are the same texts rotated)."""
     rows = []
-    texts = long.filter(pl.col("continuation").is_in([REFERENCE, UNRELATED]))
+    texts = vanilla_runs(long).filter(pl.col("continuation").is_in([REFERENCE, UNRELATED]))
     for key, group in _groups(texts, ("sweep", "hardware", "prompt_length", "generation_length", "metric",
                                       "continuation")):
         metric = METRICS[key["metric"]]

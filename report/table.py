@@ -90,6 +90,8 @@ def vanilla_runs(table: pl.DataFrame) -> pl.DataFrame:
     """The rows of the vanilla implementations: every analysis that compares LLaMA with LLaDA (Findings, parity,
     crossover, Pareto, throughput and latency figures) reads these only, so adding variant runs to a sweep
     never moves them; the Variants section compares each variant with these."""
+    if "impl" not in table.columns:  # a frame built before variants (or for one analysis) holds vanilla only
+        return table
     return table.filter(pl.col("impl").is_null() | (pl.col("impl") == VANILLA))
 
 

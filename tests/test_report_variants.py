@@ -220,3 +220,26 @@ def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> No
     outputs = render_report(root, echo=False)
     assert "No accelerated variants in this sweep" in outputs.markdown.read_text(encoding="utf-8")
     assert "S_parity" in outputs.findings
+
+
+def test_every_vanilla_analysis_ignores_variant_rows_it_is_handed(sweep) -> None:
+    from report.analysis import itl_by_context, memory_grid, step_time_by_length
+    from report.findings import crossover_table, predicted_throughput
+    from report.parity import parity_table
+    from report.predictions import model_shapes
+    from report.quality import calibration_table, quality_by_setting
+
+    _, results = sweep
+    table = results_table(results)
+    base = vanilla_runs(table)
+    long = quality_long_table(results)
+    vanilla_long = long.filter(pl.col("impl") == "vanilla")
+    assert vanilla_long.height < long.height
+    profiles, shapes = {A100: A100_PROFILE}, model_shapes(results)
+    assert crossover_table(table, profiles, shapes).equals(crossover_table(base, profiles, shapes))
+    assert predicted_throughput(table, profiles, shapes).equals(predicted_throughput(base, profiles, shapes))
+    assert parity_table(long, table).equals(parity_table(vanilla_long, base))
+    assert quality_by_setting(long).equals(quality_by_setting(vanilla_long))
+    assert calibration_table(long).equals(calibration_table(vanilla_long))
+    for view in (itl_by_context, step_time_by_length, memory_grid):
+        assert view(table).equals(view(base)), view.__name__

@@ -26,7 +26,7 @@ from report.figures.common import (
     steps_colors,
     tuple_of,
 )
-from report.table import unlearned_warnings
+from report.table import unlearned_warnings, vanilla_runs
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
@@ -35,6 +35,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     report.findings.predicted_throughput), and each step count's measured B* marked where LLaMA's line overtakes
     it (`crossovers`: report.findings.crossover_table)."""
     name = "findings_throughput"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     runs, block_note = at_primary_block(df.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     if not runs.height or runs["arch"].n_unique() < 2:

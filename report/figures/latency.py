@@ -31,6 +31,7 @@ from report.figures.common import (
     value_axis,
     varying,
 )
+from report.table import vanilla_runs
 
 IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 
@@ -43,6 +44,7 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     length (a prompt fraction), each line runs over the (prompt, N_out) pairs; when it crosses several prompt
     lengths with each N_out, each prompt length gets its own line."""
     name = "latency_vs_generation_length"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     runs = ok_runs(df).filter(pl.col("latency_e2e_s_median").is_not_null())
     if runs.height == 0:
@@ -122,6 +124,7 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
     """Figure 7: LLaDA time per diffusion step vs sequence length (left) and LLaMA inter-token latency vs the
     context each decode pass attends (right), one line per batch size."""
     name = "step_time_vs_length"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     runs = ok_runs(df)
     steps = step_time_by_length(runs)

@@ -21,6 +21,7 @@ from report.figures.common import (
     new_figure,
     one_hardware,
 )
+from report.table import vanilla_runs
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 KIND_LABEL = {"reserved": "peak reserved memory", "rss_delta": "peak RSS growth, CPU"}
@@ -33,6 +34,7 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     panel per model on one shared colour scale. OOM cells are hatched and labelled; cells never run are blank.
     A cell is the largest peak of its runs (LLaDA's step counts and block lengths share a cell)."""
     name = "memory_heatmap"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     grid = memory_grid(df)
     if not grid.filter(pl.col("state").is_in(["ok", "oom"])).height:

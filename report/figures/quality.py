@@ -34,7 +34,7 @@ from report.figures.common import (
     value_axis,
     varying,
 )
-from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings
+from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, vanilla_runs
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -68,6 +68,7 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
     """Median end-to-end latency (x, log) vs quality (y): LLaMA a point per batch size, LLaDA a curve over
     diffusion steps per batch size, and the Pareto frontier of all of them; one panel per generation length."""
     name = f"pareto_frontier_{metric}"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     quality = quality_by_run.filter(pl.col("metric") == metric).select(
         "run_id", pl.col("value").alias("quality"), pl.col("interval_low").alias("quality_low"),
@@ -158,6 +159,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
     name = f"quality_vs_steps_{metric}"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     setting = quality_by_setting.filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
     llada = setting.filter((pl.col("arch") == "llada") & (pl.col("continuation") == "generated"))
@@ -258,6 +260,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     """LLaDA latency (left, at the smallest batch size) and quality (right) vs block length, one line per step
     count (fixed steps); one row per generation length that swept two or more block lengths."""
     name = "block_length_ablation"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     llada = ok_runs(df).filter((pl.col("arch") == "llada") & pl.col("latency_e2e_s_median").is_not_null())
     if not llada.height:
@@ -340,6 +343,7 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
     per metric, one line per LLaDA model and generation length; the view the dLLM literature uses to compare
     samplers independently of the hardware."""
     name = "quality_vs_tokens_per_forward"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     setting = quality_by_setting.filter((pl.col("hardware") == hardware) & (pl.col("continuation") == "generated")
                                         & pl.col("metric").is_in(metrics) & pl.col("tokens_per_forward").is_not_null())

@@ -27,6 +27,7 @@ from report.figures.common import (
     value_axis,
     varying,
 )
+from report.table import vanilla_runs
 
 STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
 
@@ -36,6 +37,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
     count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
     (OOM, error). One panel per generation length."""
     name = "throughput_by_batch"
+    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
     hardware = one_hardware(df, name)
     runs, block_note = at_primary_block(df)
     ok = runs.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
