@@ -172,6 +172,15 @@ def _source(spec: ExperimentSpec | None, model: str) -> str:
     return f"synthetic {synthetic if isinstance(synthetic, str) else 'custom shape'}"
 
 
+def _impl_names(impls: Sequence) -> str:
+    """'vanilla, dual-cache (cache dual), static-compile (compile)': each implementation with what it changes."""
+    def knobs(impl) -> str:
+        changed = impl.model_dump(exclude_defaults=True, exclude={"name"})
+        return f" ({', '.join(k if v is True else f'{k} {v}' for k, v in changed.items())})" if changed else ""
+
+    return ", ".join(f"{impl.name}{knobs(impl)}" for impl in impls)
+
+
 def _grid_table(spec: ExperimentSpec) -> Table:
     grid = spec.grid
     pairs = ", ".join(f"{p.prompt}+{p.generation}" for p in grid.length_pairs())
@@ -184,7 +193,10 @@ def _grid_table(spec: ExperimentSpec) -> Table:
                 (f"{model.name}: block lengths", ", ".join(map(str, axes.block_lengths))),
                 (f"{model.name}: remasking", ", ".join(axes.remasking)),
                 (f"{model.name}: cfg scales", ", ".join(f"{v:g}" for v in axes.cfg_scales)),
+                (f"{model.name}: implementations", _impl_names(axes.impl)),
             ]
+        elif spec.grid.llama is not None:
+            rows.append((f"{model.name}: implementations", _impl_names(spec.grid.llama.impl)))
     rows.append(("prompts", f"{spec.prompts.count} from {spec.prompts.dataset}"))
     return Table(("axis", "values"), tuple(rows), "Grid")
 

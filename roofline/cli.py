@@ -76,6 +76,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="faithful: feed only prompt + blocks so far (the official sampler feeds the whole length)",
     )
+    llada.add_argument(
+        "--cache", default="none", help="faithful: none | prefix | dual (an accelerated variant's KV cache)"
+    )
+    llada.add_argument(
+        "--forwards", type=int, default=None,
+        help="faithful: the forwards a confidence rule ran (<= steps; default: the schedule's steps)",
+    )
+    llama.add_argument(
+        "--compile", action="store_true", help="faithful: the decode step compiled (no per-operator dispatch floor)"
+    )
     subs.add_parser("hardware", help="list the hardware profiles and their sources")
     return parser
 
@@ -104,6 +114,7 @@ def _run(args: argparse.Namespace) -> str:
             gen_len=args.gen_len,
             batch=args.batch,
             fidelity=args.fidelity,
+            compiled_decode=args.compile,
         )
         memory = llama_memory(shape, batch=args.batch, prompt_len=args.prompt_len, gen_len=args.gen_len)
         if args.json:
@@ -122,6 +133,8 @@ def _run(args: argparse.Namespace) -> str:
         truncate_blocks=args.truncate_blocks,
         temperature=args.temperature,
         remasking=args.remasking,
+        cache=args.cache,
+        forwards=args.forwards,
     )
     memory = llada_memory(
         shape,
@@ -131,6 +144,8 @@ def _run(args: argparse.Namespace) -> str:
         cfg_scale=args.cfg_scale,
         temperature=args.temperature,
         remasking=args.remasking,
+        cache=args.cache,
+        block_length=args.block_length,
     )
     if args.json:
         return json.dumps(llada_json(est_llada, memory), indent=2) + "\n"

@@ -71,10 +71,23 @@ def llama_text(est: LlamaEstimate, memory: MemoryFootprint, hardware: HardwarePr
             "--- Faithful Model (beyond the study) ---",
             f"Hardware: {hardware.name}",
             f"Batch: {est.batch}, Prompt: {est.prompt_len}, Generation: {est.gen_len}, Decode Passes: {est.decode_passes}",
-            f"TTFT: {est.ttft_s:.6f} s, Mean Decode Pass: " + ("n/a" if itl is None else f"{itl:.6f} s"),
+            f"TTFT: {est.ttft_s:.6f} s, Mean Decode Pass: " + ("n/a" if itl is None else f"{itl:.6f} s")
+            + (" (compiled: no dispatch floor)" if est.compiled_decode else ""),
             _memory_line(memory, hardware),
         ]
     return "\n".join(lines) + "\n"
+
+
+def _variant_lines(est: LladaEstimate) -> list[str]:
+    """A variant's cache and forwards (nothing for the vanilla sampler)."""
+    if est.cache == "none" and est.forwards == est.steps:
+        return []
+    lines = [f"Variant: cache {est.cache}, forwards {est.forwards} of {est.steps} steps"]
+    first = est.blocks[0]
+    if first.cached_step_s is not None:
+        lines.append(f"Block 1: full step {first.time_per_step_s * 1e3:.4f} ms, cached step over "
+                     f"{first.cached_query_len} positions {first.cached_step_s * 1e3:.4f} ms")
+    return lines
 
 
 def llada_text(est: LladaEstimate, memory: MemoryFootprint, hardware: HardwareProfile) -> str:
@@ -111,6 +124,7 @@ def llada_text(est: LladaEstimate, memory: MemoryFootprint, hardware: HardwarePr
             f"Hardware: {hardware.name}",
             f"Batch: {est.batch}, CFG: {cfg}, SeqLen: {feed}",
             f"LM head over every position; sampler: temperature {est.temperature:g}, {est.remasking} remasking",
+            *_variant_lines(est),
             f"Mean Time/Step: {est.mean_step_s * 1e3:.4f} ms",
             "Total Runtime Breakdown:",
             *_breakdown_lines(est.breakdown_s, est.total_s, scale=1e3, unit="ms", digits=4),
@@ -171,6 +185,7 @@ def llada_json(est: LladaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
         "remasking": est.remasking,
         "truncate_blocks": est.truncate_blocks,
         "mean_step_s": est.mean_step_s,
+        **({"cache": est.cache, "forwards": est.forwards} if est.cache != "none" or est.forwards != est.steps else {}),
         "breakdown_s": dict(est.breakdown_s),
         "memory": memory.model_dump(),
     }

@@ -179,6 +179,7 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     row = _row(variants, DUAL.name, 1, 16)
     assert f"{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] (95% BCa CI, n=6+6)" in section
     assert "16 → 7.5" in section and "8 prompts paired" in section
+    assert "vanilla, dual-cache (cache dual), prefix-t09 (cache prefix, threshold 0.9)" in markdown  # the grid
     speedup = plotted(next(f.figure for f in with_variants.figures if f.stem == "variant_speedup"))
     line = speedup.panel("llada-8b").get("dual-cache, steps 16")
     assert line.x == (1.0, 8.0, 32.0)

@@ -160,3 +160,20 @@ def test_predict_run_reads_the_variant_and_says_where_the_forwards_come_from() -
     assert compiled.latency_s < eager.latency_s and compiled.ttft_s == eager.ttft_s
     with pytest.raises(RooflineInputError, match="vanilla sampler only"):
         predict_run(_run(llada, llada_impl=fast, **grid), FLOORED, "study")
+
+
+def test_the_cli_costs_a_variant(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from roofline.cli import main
+
+    args = ["llada", "--prompt-len", "512", "--gen-len", "512", "--block-length", "32", "--steps", "256"]
+    assert main([*args, "--cache", "dual", "--forwards", "64", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    expected = estimate_llada(LLADA, get_hardware("a100-sxm4-80gb"), cache="dual", forwards=64, **RUN)
+    assert (doc["cache"], doc["forwards"], doc["total_s"]) == ("dual", 64, expected.total_s)
+    assert doc["memory"]["kv_cache_bytes"] == kv_cache_bytes(LLADA, batch=1, positions=1024)
+    assert main([*args, "--cache", "prefix"]) == 0
+    assert "Variant: cache prefix, forwards 256 of 256 steps" in capsys.readouterr().out
+    assert main(["llama", "--prompt-len", "64", "--gen-len", "64", "--compile"]) == 0
+    assert "(compiled: no dispatch floor)" in capsys.readouterr().out
