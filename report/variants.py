@@ -12,6 +12,7 @@ metric rank worst) or the range below six prompts.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -145,7 +146,7 @@ def payoff_table(variants: pl.DataFrame) -> pl.DataFrame:
         predicted_stops = first_below_one(batches, predicted) if has_prediction else None
         rows.append((*key, ", ".join(map(str, batches)), ", ".join(f"{s:.3g}" for s in measured),
                      ", ".join("–" if p is None else f"{p:.3g}" for p in predicted), stops, predicted_stops,
-                     payoff_statement(batches, stops, predicted_stops, has_prediction=has_prediction)))
+                     payoff_statement(batches, measured, predicted if has_prediction else None)))
     frame = pl.DataFrame(rows, schema=PAYOFF_SCHEMA, orient="row")
     return frame.sort(["hardware", "arch", "model", "generation_length", "impl", "steps", "block_length"],
                       nulls_last=True)
@@ -156,16 +157,18 @@ def first_below_one(batches: list[int], speedups: list[float | None]) -> int | N
     return next((b for b, s in zip(batches, speedups) if s is not None and s < 1), None)
 
 
-def payoff_statement(
-    batches: list[int], stops: int | None, predicted_stops: int | None, *, has_prediction: bool
-) -> str:
+def payoff_statement(batches: list[int], measured: list[float], predicted: list[float] | None) -> str:
     """'pays off at every batch measured (B = 1, 8)', 'stops paying off at B = 8' or 'slower than vanilla
     already at B = 1', then the roofline's verdict at the same batch sizes (or that there is none)."""
-    roofline = _verdict(batches, predicted_stops) if has_prediction else "no prediction (no profile for the device)"
-    return f"measured: {_verdict(batches, stops)}; roofline: {roofline}"
+    roofline = _verdict(batches, predicted) if predicted is not None else "no prediction (no profile for the device)"
+    return f"measured: {_verdict(batches, measured)}; roofline: {roofline}"
 
 
-def _verdict(batches: list[int], stops: int | None) -> str:
+def _verdict(batches: list[int], speedups: list[float]) -> str:
+    stops = first_below_one(batches, speedups)
+    if stops is None and all(math.isclose(s, 1.0) for s in speedups):
+        # A compiled decode step on a datasheet profile: the same operators, no dispatch floor to remove.
+        return "no change at any batch measured (speedup 1)"
     if stops is None:
         return f"pays off at every batch measured (B = {', '.join(map(str, batches))})"
     if stops == batches[0]:

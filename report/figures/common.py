@@ -40,6 +40,23 @@ def impl_styles(impls: Iterable[str], vanilla: str = "vanilla") -> dict[str, tup
     return styles
 
 
+def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: bool = True) -> None:
+    """One series of a variant figure: its points with their intervals as error bars, joined when it is a line,
+    in its implementation's colour and marker (`impl_styles`; vanilla: its arch's), each point labelled with its
+    text mark (LLaDA's step count) when `annotate`."""
+    color, marker = style
+    arch = s.arch or ""
+    low, high = s.y_low or s.y, s.y_high or s.y
+    yerr = [[max(y - lo, 0.0) for y, lo in zip(s.y, low)], [max(hi - y, 0.0) for y, hi in zip(s.y, high)]]
+    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color or ARCH_COLOR.get(arch, "black"),
+                marker=marker or ARCH_MARKER.get(arch, "o"), linestyle="-" if s.kind == "line" else "none",
+                markersize=6, capsize=2, zorder=3)
+    if annotate:
+        for x, y, mark in zip(s.x, s.y, s.markers):
+            if mark:
+                ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
+
+
 class FigureSkipped(Exception):
     """The data this figure needs is absent; the report shows the reason instead of the figure."""
 

@@ -7,14 +7,13 @@ from matplotlib.figure import Figure
 
 from report.analysis import pareto_front
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_MARKER,
     FigureData,
     FigureSkipped,
     Panel,
     Series,
     attach,
     caption,
+    draw_impl_series,
     figure_legend,
     impl_styles,
     new_figure,
@@ -52,14 +51,7 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
                        arch=arch, model=model,
                        markers=tuple("" if k is None else str(k) for k in rows["steps"].to_list()))
             series.append(s)
-            color, marker = styles[impl]
-            err = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
-            ax.errorbar(s.x, s.y, yerr=err, label=s.label, color=color or ARCH_COLOR.get(arch, "black"),
-                        marker=marker or ARCH_MARKER.get(arch, "o"), linestyle="-" if arch == "llada" else "none",
-                        markersize=6, capsize=2, zorder=3)
-            for x, y, mark in zip(s.x, s.y, s.markers):
-                if mark:
-                    ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
+            draw_impl_series(ax, s, styles[impl])
         front = pareto_front(sub, x="latency_s", y="quality", higher_is_better=HIGHER_IS_BETTER.get(metric, True))
         frontier = Series("Pareto frontier", "frontier", tuple_of(front["latency_s"]), tuple_of(front["quality"]),
                           markers=tuple(front["run_id"].to_list()))

@@ -14,6 +14,7 @@ from report.figures.common import (
     Series,
     attach,
     caption,
+    draw_impl_series,
     figure_legend,
     impl_styles,
     new_figure,
@@ -45,7 +46,7 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
     panels = []
     for ax, key in zip(axes, keys):
         sub = rows.filter(pl.all_horizontal(pl.col(k) == v for k, v in key.items()))
-        shown = [k for k in varying(sub, LINE_KEYS[1:])]
+        shown = varying(sub, LINE_KEYS[1:])
         series = []
         for line in sub.select(LINE_KEYS).unique().sort(list(LINE_KEYS), nulls_last=True).rows(named=True):
             points = sub.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in line.items())).sort("batch_size")
@@ -55,10 +56,7 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
                               tuple_of(points["speedup_low"]), tuple_of(points["speedup_high"]), arch=key["arch"],
                               model=key["model"], markers=tuple(points["speedup_interval"].fill_null("").to_list()))
             series.append(measured)
-            err = [[max(y - lo, 0.0) for y, lo in zip(measured.y, measured.y_low)],
-                   [max(hi - y, 0.0) for y, hi in zip(measured.y, measured.y_high)]]
-            ax.errorbar(measured.x, measured.y, yerr=err, color=color, marker=marker, linestyle="-", capsize=3,
-                        label=label, zorder=3)
+            draw_impl_series(ax, measured, (color, marker), annotate=False)  # marks: the interval kinds
             predicted = points.filter(pl.col("predicted_speedup").is_not_null())
             if predicted.height:
                 roofline = Series(f"{label}: roofline", "line", tuple_of(predicted["batch_size"]),

@@ -6,14 +6,13 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_MARKER,
     FigureData,
     FigureSkipped,
     Panel,
     Series,
     attach,
     caption,
+    draw_impl_series,
     figure_legend,
     impl_styles,
     new_figure,
@@ -51,14 +50,7 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
                        arch=key["arch"], model=key["model"],
                        markers=tuple("" if k is None else str(k) for k in rows["steps"].to_list()))
             series.append(s)
-            color, marker = styles[key["impl"]]
-            err = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
-            ax.errorbar(s.x, s.y, yerr=err, label=label, color=color or ARCH_COLOR.get(key["arch"], "black"),
-                        marker=marker or ARCH_MARKER.get(key["arch"], "o"),
-                        linestyle="-" if key["arch"] == "llada" else "none", capsize=2, zorder=3)
-            for x, y, mark in zip(s.x, s.y, s.markers):
-                if mark:
-                    ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
+            draw_impl_series(ax, s, styles[key["impl"]])
         power_of_two_axis(ax, "x", [x for s in series for x in s.x])
         ax.set_title(METRIC_LABEL.get(metric, metric))
         ax.set_xlabel("tokens per forward pass (N_out / forwards)")
