@@ -184,11 +184,11 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     assert "16 → 7.5" in section and "8 prompts paired" in section
     assert "vanilla, dual-cache (cache dual), prefix-t09 (cache prefix, threshold 0.9)" in markdown  # the grid
     speedup = plotted(next(f.figure for f in with_variants.figures if f.stem == "variant_speedup"))
-    line = speedup.panel("llada-8b").get("dual-cache, steps 16")
+    line = speedup.panel("llada-8b (LLaDA), 16 steps").get("dual-cache")
     assert line.x == (1.0, 8.0, 32.0)
     dual = variants.filter((pl.col("impl") == DUAL.name) & (pl.col("steps") == 16)).sort("batch_size")
     assert line.y == pytest.approx(dual["speedup"].to_list())
-    assert speedup.panel("llada-8b").get("dual-cache, steps 16: roofline").y == pytest.approx(
+    assert speedup.panel("llada-8b (LLaDA), 16 steps").get("dual-cache: roofline").y == pytest.approx(
         dual["predicted_speedup"].to_list())
     per_forward = plotted(next(f.figure for f in with_variants.figures
                                if f.stem == "variant_quality_vs_tokens_per_forward"))

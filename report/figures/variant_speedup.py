@@ -22,17 +22,17 @@ from report.figures.common import (
     power_of_two_axis,
     tuple_of,
     value_axis,
-    varying,
 )
 
-PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length")
-LINE_KEYS = ("impl", "steps", "block_length")
+# One panel per model, lengths and LLaDA schedule (steps, block): one line per variant in its own colour.
+PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length", "steps", "block_length")
+ROOFLINE_LABEL = "roofline prediction (dashed, the variant's colour)"
 
 
 def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
     """Speedup over vanilla (vanilla's median latency / the variant's, > 1: the variant is faster) against batch
-    size (log2): one line per variant (and LLaDA step count and block where they vary) with its interval, the
-    roofline's predicted speedup at the same points dashed, y = 1 drawn. One panel per model and lengths.
+    size (log2): one line per variant with its interval, the roofline's predicted speedup at the same points
+    dashed, y = 1 drawn. One panel per model, lengths and LLaDA step count and block.
     `df`: this hardware's rows of the flat table (for the caption); `variants`: report.variants.variant_table."""
     name = "variant_speedup"
     hardware = one_hardware(df, name)
@@ -41,17 +41,16 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
         raise FigureSkipped("no variant run has a vanilla run at the same grid point"
                             if variants.height else "no variant runs in this sweep")
     styles = impl_styles(rows["impl"].to_list())
-    keys = rows.select(PANEL_KEYS).unique().sort(list(PANEL_KEYS)).rows(named=True)
+    keys = rows.select(PANEL_KEYS).unique().sort(list(PANEL_KEYS), nulls_last=True).rows(named=True)
     fig, axes = new_figure(len(keys), columns=2, panel_size=(5.2, 4.0))
     panels = []
     for ax, key in zip(axes, keys):
-        sub = rows.filter(pl.all_horizontal(pl.col(k) == v for k, v in key.items()))
-        shown = varying(sub, LINE_KEYS[1:])
+        sub = rows.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in key.items()))
         series = []
-        for line in sub.select(LINE_KEYS).unique().sort(list(LINE_KEYS), nulls_last=True).rows(named=True):
-            points = sub.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in line.items())).sort("batch_size")
-            label = line["impl"] + "".join(f", {'block' if k == 'block_length' else k} {line[k]}" for k in shown)
-            color, marker = styles[line["impl"]]
+        for impl in sorted(sub["impl"].unique().to_list()):
+            points = sub.filter(pl.col("impl") == impl).sort("batch_size")
+            label = impl
+            color, marker = styles[impl]
             measured = Series(label, "line", tuple_of(points["batch_size"]), tuple_of(points["speedup"]),
                               tuple_of(points["speedup_low"]), tuple_of(points["speedup_high"]), arch=key["arch"],
                               model=key["model"], markers=tuple(points["speedup_interval"].fill_null("").to_list()))
@@ -63,14 +62,16 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
                                   tuple_of(predicted["predicted_speedup"]), arch=key["arch"], model=key["model"],
                                   markers=tuple(predicted["forwards_source"].fill_null("").to_list()))
                 series.append(roofline)
-                ax.plot(roofline.x, roofline.y, color=color, linestyle="--", linewidth=1.0, label=roofline.label,
-                        zorder=2)
+                ax.plot(roofline.x, roofline.y, color=color, linestyle="--", linewidth=1.0, zorder=2)
+        if any(s.label.endswith(": roofline") for s in series):
+            ax.plot([], [], color="#666666", linestyle="--", linewidth=1.0, label=ROOFLINE_LABEL)
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":", label="vanilla (speedup 1)")
         series.append(Series("vanilla (speedup 1)", "hline", (), (1.0,)))
         power_of_two_axis(ax, "x", rows["batch_size"].to_list())
         yscale = value_axis(ax, [v for s in series for v in (*s.y, *(s.y_high or ()))], log_above_ratio=8.0)
-        title = (f"{key['model']} ({ARCH_LABEL.get(key['arch'], key['arch'])}), prompt {key['prompt_length']}, "
-                 f"N_out = {key['generation_length']}")
+        schedule = f", {key['steps']} steps, block {key['block_length']}" if key["steps"] is not None else ""
+        title = (f"{key['model']} ({ARCH_LABEL.get(key['arch'], key['arch'])}){schedule}\n"
+                 f"prompt {key['prompt_length']}, N_out = {key['generation_length']}")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("batch size B (sequences)")
         ax.set_ylabel("speedup over vanilla (x)")
