@@ -40,7 +40,7 @@ from report.quality import (
 )
 from report.sections import ReportInputs, build_document
 from report.table import UNKNOWN_HARDWARE, has_variants, results_table, unlearned_warnings, vanilla_runs
-from report.variants import VARIANT_SCHEMA, variant_table
+from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from roofline.hardware import HARDWARE
 from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
 from specs.results import RunResult
@@ -87,7 +87,8 @@ class ReportOutputs:
     skipped: tuple[SkippedFigure, ...]
     problems: tuple[str, ...]  # verification failures (only with allow_unverified)
     summary: str
-    findings: str  # the Findings as text, the last thing `render_report` prints
+    findings: str  # the Findings as text, printed after the summary
+    variants: str = ""  # the variants against vanilla as text (empty without variants), printed last
 
 
 def render_report(
@@ -154,11 +155,14 @@ def render_report(
     _atomic_text(md_path, render_markdown(document))
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
+    versus = variants_text(variants)
     if echo:
         print(summary)
         print(answer)
+        if versus:
+            print(versus)
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
-                         summary, answer)
+                         summary, answer, versus)
 
 
 def analyse_quality(results: list[RunResult], table: pl.DataFrame) -> QualityData:

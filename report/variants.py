@@ -19,6 +19,7 @@ import numpy as np
 import polars as pl
 
 from report import stats
+from report.document import fmt_bytes
 from report.parity import ratio_interval
 from report.quality import GENERATED
 from report.table import vanilla_runs
@@ -200,3 +201,37 @@ def variant_points(table: pl.DataFrame, quality_by_run: pl.DataFrame, metric: st
     return joined.select(list(POINT_SCHEMA)).cast(POINT_SCHEMA).sort(
         ["arch", "model", pl.col("impl") != VANILLA, "impl", "generation_length", "batch_size", "steps"],
         nulls_last=True)
+
+
+# ---------------------------------------------------------------- for the terminal
+
+
+def variants_text(variants: pl.DataFrame) -> str:
+    """The Variants section in a few lines for the terminal, printed after the Findings: per variant curve the
+    speedup at the smallest and the largest batch with their intervals, forwards, the quality deltas there, the
+    cache, and where it stops paying off. Empty without variant runs."""
+    compared = variants.filter(pl.col("speedup").is_not_null())
+    if not compared.height:
+        return ""
+    lines = ["Variants (speedup over vanilla at the same point; > 1: faster)"]
+    verdicts = {tuple(r[k] for k in CURVE_KEYS): r["statement"] for r in payoff_table(variants).iter_rows(named=True)}
+    for key, curve in compared.group_by(list(CURVE_KEYS), maintain_order=True):
+        curve = curve.sort("batch_size")
+        steps = "" if key[CURVE_KEYS.index("steps")] is None else f", {key[CURVE_KEYS.index('steps')]} steps"
+        lines.append(f"  {key[1]} {key[3]} (N_out {key[5]}{steps})")
+        ends = [curve.row(0, named=True)] + ([curve.row(-1, named=True)] if curve.height > 1 else [])
+        for r in ends:
+            kind = stats.INTERVAL_LABEL.get(r["speedup_interval"], r["speedup_interval"])
+            deltas = "; ".join(
+                f"Δ {m} {r[f'{m}_delta']:+.3g} [{r[f'{m}_delta_low']:+.3g}, {r[f'{m}_delta_high']:+.3g}]"
+                for m in DELTA_METRICS
+                if r[f"{m}_delta"] is not None and r[f"{m}_delta_low"] is not None
+            )
+            cache = f"; KV cache {fmt_bytes(r['cache_bytes'])}" if r["cache_bytes"] is not None else ""
+            predicted = f"; roofline {r['predicted_speedup']:.3g}x" if r["predicted_speedup"] is not None else ""
+            lines.append(
+                f"    B = {r['batch_size']}: {r['speedup']:.3g}x [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}] "
+                f"({kind}, n={r['vanilla_repetitions']}+{r['repetitions']}){predicted}; forwards "
+                f"{r['vanilla_forwards']:g} -> {r['forwards']:g}" + (f"; {deltas}" if deltas else "") + cache)
+        lines.append(f"    {verdicts[key]}")
+    return "\n".join(lines)

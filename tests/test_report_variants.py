@@ -198,10 +198,15 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     labels = {s.label for s in pareto.panel("B = 1").series}
     assert {"llada-8b: vanilla", "llada-8b: dual-cache", "llada-8b: prefix-t09", "llama-8b: vanilla",
             "llama-8b: static-compile", "Pareto frontier"} <= labels
+    lines = with_variants.variants.splitlines()
+    at = lines.index("  llada-8b dual-cache (N_out 64, 16 steps)")
+    assert lines[at + 1].startswith(f"    B = 1: {row['speedup']:.3g}x [") and "KV cache 64 MiB" in lines[at + 1]
+    assert lines[at + 2].startswith("    B = 32: ") and lines[at + 3] == (
+        "    measured: stops paying off at B = 32; roofline: pays off at every batch measured (B = 1, 8, 32)")
     # Without variants: one line, no variant figure.
     plain_md = plain.markdown.read_text(encoding="utf-8")
     assert "No accelerated variants in this sweep" in plain_md
-    assert not [f for f in plain.figures + plain.skipped if f.stem.startswith("variant_")]
+    assert not [f for f in plain.figures + plain.skipped if f.stem.startswith("variant_")] and plain.variants == ""
 
 
 def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> None:
