@@ -145,7 +145,6 @@ def _run(args: argparse.Namespace) -> str:
         temperature=args.temperature,
         remasking=args.remasking,
         cache=args.cache,
-        block_length=args.block_length,
     )
     if args.json:
         return json.dumps(llada_json(est_llada, memory), indent=2) + "\n"

@@ -86,7 +86,6 @@ def llada_memory(
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
     cache: LladaCache = "none",
-    block_length: int | None = None,
 ) -> MemoryFootprint:
     """Peak = weights + the KV cache + the larger of one step's layer activations and its logits stage.
 
@@ -106,7 +105,7 @@ def llada_memory(
         + batch * sampler_buffer_bytes_per_element(temperature=temperature, remasking=remasking)
     )
     kv = llada_cache_bytes(shape, cache=cache, batch=model_batch, prompt_len=prompt_len, gen_len=gen_len,
-                           block_length=block_length, element_bytes=element_bytes)
+                           element_bytes=element_bytes)
     return MemoryFootprint(
         weights_bytes=weights,
         kv_cache_bytes=kv,
@@ -124,17 +123,17 @@ def llada_cache_bytes(
     batch: int,
     prompt_len: int,
     gen_len: int,
-    block_length: int | None,
     element_bytes: int = BYTES_PER_ELEMENT,
 ) -> int:
-    """Peak KV bytes of a LLaDA variant's cache (`batch` is the model's: doubled with CFG): `prefix` holds what
-    lies left of the last block (prompt + generation - one block), `dual` the whole sequence; `none` nothing."""
+    """Peak KV bytes of a LLaDA variant's cache (`batch` is the model's: doubled with CFG); `none` holds nothing.
+
+    Both caches hold every position of the sequence, as the workers' BlockCache does (workers/samplers/
+    block_cache.py: one [B, H_kv, L, D] buffer per layer, allocated at the first refresh): the block's first step
+    writes them all, and a prefix-cached step overwrites the block and what lies right of it in place. A prefix
+    cache could keep only what lies left of the block (at most prompt + generation - one block): a lower bound
+    this model does not use, since it is not what the runs hold."""
     if cache == "none":
         return 0
-    if cache == "prefix":
-        if block_length is None:
-            raise ValueError("a prefix cache needs the block length (its largest prefix ends one block short)")
-        positions = prompt_len + gen_len - block_length
-    else:
-        positions = prompt_len + gen_len
-    return kv_cache_bytes(shape, batch=batch, positions=positions, element_bytes=element_bytes)
+    if cache not in ("prefix", "dual"):
+        raise ValueError(f"unknown cache {cache!r}; allowed: none, prefix, dual")
+    return kv_cache_bytes(shape, batch=batch, positions=prompt_len + gen_len, element_bytes=element_bytes)

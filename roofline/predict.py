@@ -121,7 +121,6 @@ def predict(
             logits_positions=logits_positions,
             element_bytes=element_bytes,
             cache=llada_cache,
-            block_length=block_length,
         )
         latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
         ttft_s, itl_s, step_s = None, None, llada.mean_step_s

@@ -264,8 +264,7 @@ def _cache_bytes(config: RunConfig) -> int | None:
     if impl is None or impl.cache == "none":
         return None
     return llada_cache_bytes(preset_shape("llada", "8b"), cache=impl.cache, batch=config.batch_size,
-                             prompt_len=config.prompt_length, gen_len=config.generation_length,
-                             block_length=config.block_length)
+                             prompt_len=config.prompt_length, gen_len=config.generation_length)
 
 
 def _variant_factor(config: RunConfig) -> float:

@@ -122,12 +122,13 @@ def test_compiled_decode_drops_the_dispatch_floor_of_the_decode_passes_only() ->
 def test_cache_memory() -> None:
     common = {"batch": 2, "prompt_len": 128, "gen_len": 64}
     vanilla = llada_memory(LLADA, **common)
-    dual = llada_memory(LLADA, cache="dual", block_length=32, **common)
-    prefix = llada_memory(LLADA, cache="prefix", block_length=32, **common)
+    dual = llada_memory(LLADA, cache="dual", **common)
+    prefix = llada_memory(LLADA, cache="prefix", **common)
     assert dual.kv_cache_bytes == kv_cache_bytes(LLADA, batch=2, positions=192)
-    assert prefix.kv_cache_bytes == kv_cache_bytes(LLADA, batch=2, positions=160)  # all but the last block
+    # The workers' BlockCache holds every position for either cache (a prefix is overwritten right of the block).
+    assert prefix.kv_cache_bytes == dual.kv_cache_bytes
     assert dual.peak_bytes == vanilla.peak_bytes + dual.kv_cache_bytes
-    cfg = llada_memory(LLADA, cache="dual", block_length=32, cfg_scale=1.0, **common)
+    cfg = llada_memory(LLADA, cache="dual", cfg_scale=1.0, **common)
     assert cfg.kv_cache_bytes == 2 * dual.kv_cache_bytes  # the unconditional pass has its own cache
 
 
