@@ -32,7 +32,7 @@ from report.table import (
     unlearned_warnings,
     vanilla_runs,
 )
-from report.variants import DELTA_METRICS, UNPAIRED, payoff_table
+from report.variants import DELTA_METRICS, UNPAIRED, idle_confidence_rules, payoff_table
 from specs.artifacts import Manifest
 from specs.schema import ExperimentSpec
 
@@ -534,6 +534,13 @@ def _variants(section: Section, inputs: ReportInputs, multi: bool) -> None:
             "Where each variant stops paying off as the batch grows: the first measured batch size whose speedup "
             "(point estimate) falls below 1, measured and predicted by the roofline at the same batch sizes",
             fold=False))
+    idle = idle_confidence_rules(variants)
+    if idle:
+        section.blocks.append(Paragraph(
+            "The confidence rule of " + ", ".join(idle) + " never ended a block early (as many forwards as vanilla "
+            "at every point): no speedup or quality change measured there comes from the rule (a cache it carries "
+            "still acts).",
+            warning=True))
     missing = variants.filter(pl.col("speedup").is_null())
     if missing.height:
         section.blocks.append(Paragraph(

@@ -203,6 +203,14 @@ def variant_points(table: pl.DataFrame, quality_by_run: pl.DataFrame, metric: st
         nulls_last=True)
 
 
+def idle_confidence_rules(variants: pl.DataFrame) -> list[str]:
+    """Variants whose confidence rule (threshold or factor: forwards measured per repetition) never ended a block
+    early: as many forwards as vanilla at every point they ran. Their speedup cannot come from the rule."""
+    ruled = variants.filter((pl.col("forwards_source") == "measured") & pl.col("vanilla_forwards").is_not_null())
+    idle = ruled.group_by("model", "impl").agg((pl.col("forwards") >= pl.col("vanilla_forwards")).all().alias("idle"))
+    return sorted(f"{m} {i}" for m, i, flag in idle.iter_rows() if flag)
+
+
 # ---------------------------------------------------------------- for the terminal
 
 

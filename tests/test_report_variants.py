@@ -252,3 +252,13 @@ def test_every_vanilla_analysis_ignores_variant_rows_it_is_handed(sweep) -> None
     assert calibration_table(long).equals(calibration_table(vanilla_long))
     for view in (itl_by_context, step_time_by_length, memory_grid):
         assert view(table).equals(view(base)), view.__name__
+
+
+def test_a_confidence_rule_that_never_fired_is_named(variants) -> None:
+    from report.variants import idle_confidence_rules
+
+    assert idle_confidence_rules(variants) == []  # the fixture's rule halves the forwards
+    idle = variants.with_columns(
+        pl.when(pl.col("impl") == PREFIX_THRESHOLD.name).then(pl.col("vanilla_forwards")).otherwise(pl.col("forwards"))
+        .alias("forwards"))
+    assert idle_confidence_rules(idle) == ["llada-8b prefix-t09"]
