@@ -39,7 +39,14 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.table import UNKNOWN_HARDWARE, has_variants, results_table, unlearned_warnings, vanilla_runs
+from report.table import (
+    UNKNOWN_HARDWARE,
+    full_where_measured,
+    has_variants,
+    results_table,
+    unlearned_warnings,
+    vanilla_runs,
+)
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from roofline.hardware import HARDWARE
 from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
@@ -126,7 +133,8 @@ def render_report(
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     _write_parquet(table, layout.results)
     # LLaMA against LLaDA: vanilla against vanilla, whatever variants the sweep also ran.
-    base = vanilla_runs(table)
+    # One row per grid point: a point timed in full and by extrapolation reads the full measurement.
+    base = full_where_measured(vanilla_runs(table))
     quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
@@ -236,7 +244,7 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
     for kind in kinds:
         every = table.filter(pl.col("hardware") == kind)
         ctx = GroupContext(
-            hardware=kind, table=vanilla_runs(every), all_table=every,
+            hardware=kind, table=full_where_measured(vanilla_runs(every)), all_table=full_where_measured(every),
             results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
             quality=quality, profile=profiles[kind], crossovers=crossovers, predicted_throughput=predicted,
             variants=variants.filter(pl.col("hardware") == kind), variant_quality=variant_quality,

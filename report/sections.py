@@ -21,6 +21,7 @@ from report.document import (
     fmt_seconds,
     fmt_value,
 )
+from report.extrapolation import extrapolated_share, extrapolation_checks
 from report.findings import CROSSOVER_ANCHOR, PARITY_ANCHOR
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import (
@@ -86,6 +87,7 @@ def build_document(inputs: ReportInputs) -> Document:
         sections[inputs.figure_sections[block.number]].blocks.append(block)
     ok = table.filter(pl.col("status") == "ok")
     sections["latency"].blocks.append(_latency_table(ok, multi))
+    sections["latency"].blocks += _extrapolation_blocks(table)
     sections["throughput"].blocks.append(_throughput_table(ok, multi))
     if inputs.crossovers.height:
         sections["throughput"].blocks.append(_crossover_table(inputs.crossovers, multi))
@@ -282,6 +284,7 @@ def _latency_table(ok: pl.DataFrame, multi: bool) -> Table:
         ("decode pass p50 / p90 / p99", lambda r: _tails(r, "itl_token_s")),
         ("step p50 / p90 / p99", lambda r: _tails(r, "step_s")),
         ("reps", lambda r: str(r["latency_e2e_s_n"])),
+        ("timed", _timed_cell),
         ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"])),
     ]
     return Table(tuple(c for c, _ in columns), _rows(ok, columns),
@@ -292,11 +295,46 @@ def _latency_table(ok: pl.DataFrame, multi: bool) -> Table:
                  "of a compiled variant, never in the latency")
 
 
+def _timed_cell(row: dict) -> str:
+    """Which steps the latency rests on: all of them, or the first K with the rest extrapolated."""
+    if row.get("extrapolated"):
+        return f"first {row['timed_steps']} of {row['steps']} steps, extrapolated"
+    return "in full"
+
+
+def _extrapolation_blocks(table: pl.DataFrame) -> list[Paragraph | Table]:
+    """Say how many latencies are extrapolated, and set each check point's extrapolation beside its full run."""
+    extrapolated, _ = extrapolated_share(table.filter(pl.col("status") == "ok"))
+    if not extrapolated:
+        return []
+    checks = extrapolation_checks(table)
+    blocks: list[Paragraph | Table] = [Paragraph(
+        f"{extrapolated} LLaDA run(s) timed only their first steps and extrapolated the rest from the mean timed step "
+        "(controls.extrapolation; column 'timed'). Where a point also ran in full, the full measurement is the one "
+        "every figure, the Findings and the throughput tables use." + (
+            "" if checks.height else " The sweep has no check point that ran both ways, so the extrapolation is "
+            "unchecked."))]
+    if checks.height:
+        columns = [
+            ("model", "model"), ("B", "batch_size"), ("P", "prompt_length"), ("N_out", "generation_length"),
+            ("steps", "steps"), ("timed steps", "timed_steps"),
+            ("extrapolated median", lambda r: fmt_seconds(r["extrapolated_median_s"])),
+            ("full median", lambda r: fmt_seconds(r["full_median_s"])),
+            ("extrapolated / full", lambda r: fmt_float(r["ratio"], 3)),
+            ("reps (extrapolated, full)", lambda r: f"{r['extrapolated_n']}, {r['full_n']}"),
+        ]
+        blocks.append(Table(tuple(c for c, _ in columns), _rows(checks, columns),
+                            "Extrapolation check: the same configuration timed from its first steps and in full; "
+                            "a ratio near 1 means the first steps stand for the whole generation"))
+    return blocks
+
+
 def _throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
     columns = [
         *_simple(_key_columns(multi)),
         ("tokens/s median", lambda r: fmt_rate(r["tokens_per_s_median"])),
         ("interval", lambda r: _interval_cell(r, "tokens_per_s", fmt_rate)),
+        ("timed", _timed_cell),
         ("goodput tokens/s", lambda r: fmt_rate(r["goodput_tokens_per_s_median"])),
         ("useful / N_out", lambda r: fmt_float(r["useful_fraction"], 3)
          + (" FLAG" if r["low_useful"] else "")),

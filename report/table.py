@@ -58,6 +58,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64,
     "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
+    "timed_steps": _I64, "extrapolated": _BOOL,
     "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "compile_s": _F64,
     "model_load_s": _F64,
     **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
@@ -100,6 +101,23 @@ def has_variants(table: pl.DataFrame) -> bool:
     return vanilla_runs(table).height < table.height
 
 
+# What makes two runs the same grid point, whichever way their latency was obtained.
+GRID_POINT = ("sweep", "hardware", "model", "arch", "impl", "prompt_length", "generation_length", "batch_size", "steps",
+              "block_length", "remasking", "cfg_scale", "temperature", "dtype")
+
+
+def full_where_measured(table: pl.DataFrame) -> pl.DataFrame:
+    """One row per grid point: where a sweep timed a point both ways (controls.extrapolation's check runs), the
+    full measurement stands and the extrapolated one is left to the extrapolation check, so an analysis never
+    averages an extrapolated latency with a measured one. A point timed only by extrapolation keeps its row (its
+    `extrapolated` column says so)."""
+    if "extrapolated" not in table.columns or not table.height:
+        return table
+    keys = [k for k in GRID_POINT if k in table.columns]
+    measured = (~pl.col("extrapolated").fill_null(False)).any().over(keys) if keys else pl.lit(False)
+    return table.filter(~pl.col("extrapolated").fill_null(False) | ~measured)
+
+
 def _row(result: RunResult) -> dict[str, Any]:
     config = result.config
     env = result.environment
@@ -124,7 +142,9 @@ def _row(result: RunResult) -> dict[str, Any]:
         "num_blocks": config.num_blocks, "remasking": config.remasking, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions,
-        "impl": config.impl_name, "nfe": result.nfe, "model_load_s": result.model_load_s,
+        "impl": config.impl_name, "timed_steps": config.timed_steps,
+        "extrapolated": bool(samples and samples.extrapolated is not None),
+        "nfe": result.nfe, "model_load_s": result.model_load_s,
         "cache_bytes": result.cache_bytes, "compile_s": result.compile_s,
     }
     measured = list(samples.forwards) if samples and samples.forwards else []

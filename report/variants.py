@@ -22,7 +22,7 @@ from report import stats
 from report.document import fmt_bytes
 from report.parity import ratio_interval
 from report.quality import GENERATED
-from report.table import vanilla_runs
+from report.table import GRID_POINT, full_where_measured, vanilla_runs
 from specs.schema import VANILLA
 
 # The quality metrics a variant's delta is reported for (DESIGN: generative perplexity and BERTScore F1).
@@ -30,8 +30,7 @@ DELTA_METRICS = ("gen_ppl", "bertscore_f1")
 UNPAIRED = "unpaired"  # interval kind of a delta whose runs share no prompt: the difference of medians, no interval
 
 # A variant run and its vanilla counterpart agree on everything but the implementation.
-MATCH_KEYS = ("sweep", "hardware", "model", "arch", "prompt_length", "generation_length", "batch_size", "steps",
-              "block_length", "remasking", "cfg_scale", "temperature", "dtype")
+MATCH_KEYS = tuple(k for k in GRID_POINT if k != "impl")
 # A payoff curve: one variant over batch sizes, everything else fixed.
 CURVE_KEYS = ("hardware", "model", "arch", "impl", "prompt_length", "generation_length", "steps", "block_length",
               "remasking", "cfg_scale")
@@ -66,7 +65,7 @@ def variant_table(table: pl.DataFrame, long: pl.DataFrame, predictions: pl.DataF
     variants = ok.filter(pl.col("impl").is_not_null() & (pl.col("impl") != VANILLA))
     if not variants.height:
         return pl.DataFrame(schema=VARIANT_SCHEMA)
-    vanilla = {tuple(r[k] for k in MATCH_KEYS): r for r in vanilla_runs(ok).iter_rows(named=True)}
+    vanilla = {tuple(r[k] for k in MATCH_KEYS): r for r in full_where_measured(vanilla_runs(ok)).iter_rows(named=True)}
     faithful = predictions.filter((pl.col("fidelity") == "faithful") & pl.col("predicted_latency_s").is_not_null())
     predicted = {r["run_id"]: r for r in faithful.iter_rows(named=True)}
     generated = long.filter(pl.col("continuation") == GENERATED)
