@@ -13,6 +13,9 @@ from typing import Literal
 
 from transformers import LlamaConfig
 
+from specs.shapes import ModelShape
+from workers.models import llama_config_for_shape
+
 Arch = Literal["llama", "llada"]
 
 
@@ -47,25 +50,18 @@ def miniature_shape(arch: Arch, vocab_size: int, hidden_size: int = 256, num_lay
 
 
 def llama_config(shape: MiniatureShape, special: dict[str, int]) -> LlamaConfig:
-    """The transformers config both members train as (LLaDA is made bidirectional on top of it)."""
-    return LlamaConfig(
-        vocab_size=shape.vocab_size,
-        hidden_size=shape.hidden_size,
-        intermediate_size=shape.intermediate_size,
-        num_hidden_layers=shape.num_layers,
-        num_attention_heads=shape.num_heads,
-        num_key_value_heads=shape.num_kv_heads,
-        hidden_act="silu",
-        max_position_embeddings=shape.context,
-        rms_norm_eps=shape.rms_norm_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": shape.rope_theta},
-        tie_word_embeddings=False,
-        bos_token_id=None,
-        eos_token_id=special["<|endoftext|>"],
-        pad_token_id=special["<|pad|>"],
-        use_cache=shape.arch == "llama",
-        is_causal=shape.arch == "llama",
-    )
+    """The transformers config both members train as (LLaDA is made bidirectional on top of it): the benchmark's
+    own shape-to-config mapping, plus the pair's special ids and each member's attention direction."""
+    config = llama_config_for_shape(ModelShape(
+        hidden_size=shape.hidden_size, num_layers=shape.num_layers, num_heads=shape.num_heads,
+        num_kv_heads=shape.num_kv_heads, intermediate_size=shape.intermediate_size, vocab_size=shape.vocab_size,
+        max_position_embeddings=shape.context, rope_theta=shape.rope_theta, rms_norm_eps=shape.rms_norm_eps,
+    ))  # fmt: skip
+    config.eos_token_id = special["<|endoftext|>"]
+    config.pad_token_id = special["<|pad|>"]
+    config.use_cache = shape.arch == "llama"
+    config.is_causal = shape.arch == "llama"
+    return config
 
 
 def parameter_count(shape: MiniatureShape) -> int:
