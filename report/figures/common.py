@@ -247,7 +247,7 @@ def figure_legend(fig: Figure, axes: Sequence, *, columns: int = 1) -> None:
         # The legend sits outside the panels: widen the figure by its width so the panels keep theirs.
         longest = max(len(label) for label in handles)
         fig.set_figwidth(fig.get_figwidth() + min(6.0, 0.3 + 0.065 * longest) * columns)
-        fig.legend(list(handles.values()), list(handles), loc="outside right upper", fontsize="small",
+        fig.legend(list(handles.values()), list(handles), loc="outside right center", fontsize="small",
                    ncols=columns, frameon=False)
 
 
