@@ -18,7 +18,7 @@ import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-from specs.schema import Controls, ModelSpec
+from specs.schema import Controls, LladaImpl, ModelSpec
 from tests.worker_fixtures import one_thread, run_config  # noqa: F401 (fixture)
 from workers.models import load_model
 from workers.scenario import generate
@@ -124,6 +124,29 @@ def test_timed_steps_never_sync_and_the_kernel_never_gets_position_ids(
     if kernel == "flash_attention_2":
         assert spy.kwargs, "the flash-attention stand-in was never called"
         assert all("position_ids" not in received for received in spy.kwargs)
+    assert [calls for calls in timer.per_step if calls] == []
+
+
+@pytest.mark.parametrize(
+    "impl",
+    [LladaImpl(name="prefix", cache="prefix"), LladaImpl(name="dual", cache="dual"),
+     LladaImpl(name="threshold", threshold=1e-9), LladaImpl(name="factor", factor=4.0),
+     LladaImpl(name="dual-threshold", cache="dual", threshold=1e-9)],
+    ids=lambda impl: impl.name,
+)  # fmt: skip
+def test_no_llada_variant_syncs_inside_a_timed_step(impl: LladaImpl, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A confidence rule ends blocks early, which the host must learn: it reads that between steps, never
+    inside one; the caches add no read either."""
+    loaded = _model("llada", "sdpa")
+    config = run_config("llada", batch_size=2, prompt_length=16, generation_length=16).model_copy(
+        update={"steps": 8, "block_length": 8, "llada_impl": impl})
+    counter = SyncCounter(monkeypatch)
+    timer = StepTimer(counter)
+    run = generate(loaded, config, torch.randint(1000, 2000, (2, 16)), timer=timer, seed=0, temperature=0.0)
+    assert len(run.steps) == len(timer.per_step) == run.forwards
+    if impl.threshold is not None:  # 1e-9 accepts every candidate: each block ends after its first step
+        assert run.forwards == 2
+    assert sum(run.committed) == 2 * 16  # every position filled, each counted once, read after the timing
     assert [calls for calls in timer.per_step if calls] == []
 
 

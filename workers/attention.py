@@ -33,14 +33,14 @@ class SyncFreeLlamaAttention(LlamaAttention):
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: object | None = None,
         **kwargs: object,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        # The KV cache travels in kwargs under whichever name the installed transformers uses
+        # (workers/cache_kwarg.py), so it reaches the parent's forward as the parent expects it.
         drop_host_read_kwargs(kwargs)
         return super().forward(
-            hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask,
-            past_key_values=past_key_values, **kwargs,
-        )  # fmt: skip
+            hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask, **kwargs
+        )
 
 
 def make_sync_free(model: LlamaForCausalLM) -> LlamaForCausalLM:

@@ -28,6 +28,7 @@ from transformers.models.llama.modeling_llama import (
 )
 
 from workers.attention import drop_host_read_kwargs
+from workers.cache_kwarg import pop_cache
 
 
 class Float32RotaryEmbedding(LlamaRotaryEmbedding):
@@ -62,9 +63,9 @@ class BidirectionalAttention(LlamaAttention):
         hidden_states: torch.Tensor,
         position_embeddings: tuple[torch.Tensor, torch.Tensor] | None = None,
         attention_mask: torch.Tensor | None = None,
-        past_key_values: object | None = None,
         **kwargs: object,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        cache = pop_cache(kwargs)  # `cache` from transformers 5.24, `past_key_values` before
         assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
         input_shape = hidden_states.shape[:-1]
         hidden_shape = (*input_shape, -1, self.head_dim)
@@ -72,8 +73,8 @@ class BidirectionalAttention(LlamaAttention):
         k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
         v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
         q, k = rotate_float32(q, k, *position_embeddings)
-        if past_key_values is not None:  # the cached variants' BlockCache: keys and values of every position
-            k, v = past_key_values.update(k, v, self.layer_idx)
+        if cache is not None:  # the cached variants' BlockCache: keys and values of every position
+            k, v = cache.update(k, v, self.layer_idx)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         kwargs.pop("is_causal", None)
         drop_host_read_kwargs(kwargs)  # position ids would make flash-attn sync once per layer (workers/attention.py)

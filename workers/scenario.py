@@ -33,6 +33,7 @@ from workers.energy import EnergyMeter
 from workers.memory import MemoryTracker, free_device_memory
 from workers.models import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
+from workers.samplers.cache_check import require_written
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada import llada_steps
 from workers.timing import Interval, PerfCounterTimer, Timer, timer_for
@@ -131,6 +132,7 @@ def generate(
                 step_intervals.append(interval)
                 committed.append(record.committed)
             assert sampler.done or config.timed_steps is not None
+            kv_cache = sampler.kv_cache
             tokens = sampler.generation  # [B, N_out]
             forwards, cache_bytes = sampler.forwards, sampler.cache_bytes
         else:
@@ -147,8 +149,13 @@ def generate(
                     next(decoder)
                 step_intervals.append(interval)
             assert decoder.done
+            kv_cache = decoder.cache
             tokens = decoder.tokens  # [B, N_out]
             forwards, cache_bytes = len(step_intervals), decoder.cache_bytes
+    # A confidence rule's counts stay on the device through the timed region; they are read here, after it,
+    # as is whether the cache the run measures was written at all (a bypassed cache fails the run).
+    committed = [int(c) for c in committed]
+    require_written(kv_cache, _kv_cache_name(config))
     return TimedGeneration(
         tokens=tokens, e2e=e2e, steps=step_intervals, committed=committed, forwards=forwards, cache_bytes=cache_bytes
     )

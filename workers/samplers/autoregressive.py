@@ -34,6 +34,7 @@ from torch import Tensor, nn
 from transformers import DynamicCache, StaticCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function
 
+from workers.cache_kwarg import cache_kwargs
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.kv_cache import PreallocatedCache
 
@@ -191,7 +192,7 @@ class ArDecoder:
             input_ids,
             attention_mask=mask,
             position_ids=position_ids,
-            past_key_values=self.cache,
+            **cache_kwargs(self.cache),
             use_cache=True,
             logits_to_keep=LAST_POSITION_ONLY,
         ).logits

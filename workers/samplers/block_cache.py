@@ -29,6 +29,7 @@ class BlockCacheLayer(CacheLayerMixin):
         super().__init__()
         self.length = length
         self.start = 0
+        self.writes = 0  # update() calls: a cached variant whose attention never called it measured no cache
 
     def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
         batch, heads, _, key_dim = key_states.shape
@@ -53,6 +54,7 @@ class BlockCacheLayer(CacheLayerMixin):
             raise ValueError(f"the cache holds {self.length} positions; positions up to {end} were fed")
         self.keys[:, :, self.start : end].copy_(key_states)
         self.values[:, :, self.start : end].copy_(value_states)
+        self.writes += 1
         return self.keys, self.values
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:

@@ -19,6 +19,8 @@ import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
+from workers.cache_kwarg import cache_kwargs
+
 LAST_POSITION_ONLY = 1
 
 
@@ -62,7 +64,7 @@ class CompiledDecode:
     def _forward(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         # The 2-D padding mask spans all `capacity` positions: the static cache's keys are always that long.
         return self.model(
-            input_ids, attention_mask=attention_mask, position_ids=position_ids, past_key_values=self.cache,
+            input_ids, attention_mask=attention_mask, position_ids=position_ids, **cache_kwargs(self.cache),
             use_cache=True, logits_to_keep=LAST_POSITION_ONLY,
         ).logits  # fmt: skip
 

@@ -39,8 +39,9 @@ among the positions a step chooses:
   it (prefix) or the window alone (dual), attending to the cached keys and values of the rest.
 * `threshold` / `factor`: each step commits every candidate the confidence rule accepts, at least the
   schedule's count (`parallel.parallel_commit`); a block ends as soon as no row has a candidate left, so
-  the forwards vary. Reading that costs one host sync at the end of every step, which the data-dependent
-  step count makes unavoidable.
+  the forwards vary. Whether the block is over is read once per step, but between steps: the step leaves
+  its flag on the device and `prepare_step` (or `done`) reads it, so the sync falls outside a step's timer
+  as the per-block one does, and the step's committed count stays a 0-d tensor until its reader wants it.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ import torch
 from torch import Tensor, nn
 from transformers.masking_utils import create_bidirectional_mask
 
+from workers.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
 from workers.samplers.parallel import parallel_commit
 
@@ -75,8 +77,9 @@ class LladaStep:
     block: int  # 0 .. num_blocks-1, the semi-autoregressive block being filled
     # Positions committed this step (the schedule's count), summed over the batch rows. A committed
     # prediction may itself be `mask_id`; the official algorithm allows that and revisits the position.
-    # With a threshold or factor rule it is what the rule chose, at least the schedule's count per open row.
-    committed: int
+    # With a threshold or factor rule it is what the rule chose, at least the schedule's count per open row,
+    # as a 0-d tensor: reading it syncs, so a timing caller reads it after its timed region.
+    committed: int | Tensor
     forwards: int = 1  # model forwards this step ran (2 only with the cache test option refresh_every_step)
 
 
@@ -188,6 +191,8 @@ class LladaSampler:
         self._block = 0  # the block the next step works on
         self._block_step = 0  # steps already run in that block
         self._forwards = 0
+        # A parallel step's (block, "the block still has masks" flag on the device), read between steps.
+        self._pending: tuple[int, Tensor] | None = None
         layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self._cache = BlockCache(layers, prompt_length + gen_length) if cache != "none" else None
         self._feed: tuple[int, int] = (0, 0)  # [start, end): positions a cached forward feeds
@@ -196,6 +201,8 @@ class LladaSampler:
 
     @property
     def done(self) -> bool:
+        """Whether every block is filled. After a parallel step this reads its pending flag (one host sync)."""
+        self._settle()
         return self._block == self.num_blocks
 
     @property
@@ -214,6 +221,11 @@ class LladaSampler:
         return self._forwards
 
     @property
+    def kv_cache(self) -> BlockCache | None:
+        """The block cache of a cached variant (None for vanilla), for the check that it was written."""
+        return self._cache
+
+    @property
     def cache_bytes(self) -> int | None:
         """Bytes the KV cache holds (allocated once, at the first step, so also its peak); None: no cache."""
         return None if self._cache is None else self._cache.nbytes
@@ -229,7 +241,8 @@ class LladaSampler:
     @torch.no_grad()
     def prepare_step(self) -> None:
         """Do the host-side work of the next step ahead of it: at a block's first step, find the block's
-        window (one host sync). Idempotent; `next()` calls it too, so plain iteration needs nothing else."""
+        window (one host sync); after a parallel step, read whether its block is over (one more). Idempotent;
+        `next()` calls it too, so plain iteration needs nothing else."""
         if self.done:
             return
         block = self._block
@@ -272,8 +285,9 @@ class LladaSampler:
         if hi > block_end:  # full_logits: nothing right of the current block may be committed yet
             candidate[:, block_end - lo :] = False
         if self.parallel:
-            committed, block_over = self._commit_parallel(x0, x0_p, candidate, k, lo, hi, block_end)
-            return self._record(block, committed, forwards, block_over)
+            committed, still_open = self._commit_parallel(x0, x0_p, candidate, k, lo, block_end)
+            self._pending = (block, still_open)
+            return self._record(block, committed, forwards)
         # The confidence row spans the whole sequence (-inf off the window) so that `topk` sees exactly the
         # row the official code gives it, and breaks ties among equal confidences the same way.
         confidence = torch.full((batch, length), NEG_INF, dtype=x0_p.dtype, device=x.device)  # [B, L]
@@ -282,31 +296,39 @@ class LladaSampler:
         # masked positions inside the window: the official `where(mask_index, x0, x)` is a no-op there.
         chosen = torch.topk(confidence, k, dim=-1).indices  # [B, k]
         x.scatter_(1, chosen, x0.gather(1, chosen - lo))
-        return self._record(block, k * batch, forwards, block_over=False)
+        return self._record(block, k * batch, forwards)
 
     def _commit_parallel(
-        self, x0: Tensor, x0_p: Tensor, candidate: Tensor, k: int, lo: int, hi: int, block_end: int
-    ) -> tuple[int, bool]:
-        """Commit what the confidence rule accepts in each row; returns (tokens committed, block finished).
-
-        The one host sync of a parallel step reads both numbers at once, at the step's end."""
+        self, x0: Tensor, x0_p: Tensor, candidate: Tensor, k: int, lo: int, block_end: int
+    ) -> tuple[Tensor, Tensor]:
+        """Commit what the confidence rule accepts in each row; returns (tokens committed, whether the block
+        still has masks), both 0-d tensors left on the device: nothing here reads them."""
         confidence = torch.where(candidate, x0_p, NEG_INF)  # [B, W]
         chosen, counts = parallel_commit(confidence, k, threshold=self.threshold, factor=self.factor)  # [B, W], [B]
-        window = self.x[:, lo:hi]  # [B, W], a view
+        window = self.x[:, lo : lo + confidence.shape[-1]]  # [B, W], a view
         window.copy_(torch.where(chosen, x0, window))
-        still_open = (self.x[:, lo:block_end] == self.mask_id).any()
-        committed, open_ = torch.stack([counts.sum(), still_open.long()]).tolist()
-        return int(committed), not open_
+        return counts.sum(), (self.x[:, lo:block_end] == self.mask_id).any()
 
-    def _record(self, block: int, committed: int, forwards: int, block_over: bool) -> LladaStep:
-        """Count the step and move to the next block once this one has had its steps or has no masks left."""
+    def _record(self, block: int, committed: int | Tensor, forwards: int) -> LladaStep:
+        """Count the step and move to the next block once this one has had its steps (a parallel step's
+        block may end earlier: `_settle` reads that between steps)."""
         record = LladaStep(step=self._step, block=block, committed=committed, forwards=forwards)
         self._step += 1
         self._forwards += forwards
         self._block_step += 1
-        if block_over or self._block_step == self.steps_per_block:
+        if self._block_step == self.steps_per_block:
             self._block, self._block_step = self._block + 1, 0
         return record
+
+    def _settle(self) -> None:
+        """Read the last parallel step's flag (a host sync, between steps) and end its block if no mask is left.
+        A block that already had all its steps has moved on, and its flag no longer matters."""
+        if self._pending is None:
+            return
+        block, still_open = self._pending
+        self._pending = None
+        if block == self._block and not bool(still_open):
+            self._block, self._block_step = self._block + 1, 0
 
     def _start_block(self, block_end: int) -> None:
         """Choose the positions `[lo, hi)` whose logits this block needs: those that can be committed.
@@ -359,12 +381,12 @@ class LladaSampler:
         elif refresh and not self.refresh_every_step:
             cache.feed_from(0)
             logits = self.model(
-                x, attention_mask=self._attn, past_key_values=cache, use_cache=False, logits_to_keep=self._keep
+                x, attention_mask=self._attn, **cache_kwargs(cache), use_cache=False, logits_to_keep=self._keep
             ).logits
         else:
             if self.refresh_every_step:
                 cache.feed_from(0)
-                self.model(x, attention_mask=self._attn, past_key_values=cache, use_cache=False, logits_to_keep=1)
+                self.model(x, attention_mask=self._attn, **cache_kwargs(cache), use_cache=False, logits_to_keep=1)
                 forwards = 2
             start, end = self._feed
             cache.feed_from(start)
@@ -372,7 +394,7 @@ class LladaSampler:
             if attn is not None and attn.ndim == 4:
                 attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
             logits = self.model(
-                x[:, start:end], attention_mask=attn, position_ids=self._feed_positions, past_key_values=cache,
+                x[:, start:end], attention_mask=attn, position_ids=self._feed_positions, **cache_kwargs(cache),
                 use_cache=False, logits_to_keep=self._feed_keep,
             ).logits  # fmt: skip
         if self.cfg_scale > 0:
