@@ -38,6 +38,13 @@ calibrate *ARGS:
 test *ARGS:
     python -m pytest {{ARGS}}
 
+# The fast tests against the newest releases pyproject.toml's ranges allow, in a scratch venv: finds the next break before a user does
+test-latest VENV="build/venv-latest" *ARGS:
+    python3 -m venv --clear {{VENV}}
+    {{VENV}}/bin/pip install -q --upgrade -e '.[test]'
+    {{VENV}}/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
+    {{VENV}}/bin/python -m pytest -m "not slow" -q {{ARGS}}
+
 # Speed benchmarks: samplers against their baselines, roofline evaluation cost
 bench:
     python -m workers.bench

@@ -59,6 +59,9 @@ def test_inline_sweep_writes_verified_artifacts_without_ray_and_resumes(tmp_path
     done = _run_without_ray(args)
     assert done.returncode == 0, done.stderr
     assert "ray modules: []" in done.stdout
+    # Quiet runs: no deprecation warning per forward, no tokenizer length warning per long prompt.
+    assert "FutureWarning" not in done.stdout + done.stderr
+    assert "Token indices sequence length" not in done.stdout + done.stderr
     assert verify(SweepLayout(out)) == []
     planned = plan_runs(spec_from(_extrapolating_spec()))
     results = load_results(SweepLayout(out))

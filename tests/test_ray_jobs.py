@@ -219,6 +219,7 @@ def test_job_submission_runs_the_smoke_sweep(head, tmp_path) -> None:
     check_job(head, "llada-tiny", done, out, "specs/tiny.yaml")
     runs = [json.loads(p.read_text()) for p in SweepLayout(out).run_files().values()]
     assert {r["status"] for r in runs} == {"ok"}
+    assert "FutureWarning" not in done.stdout + done.stderr  # no deprecation warning per forward
     assert all(r["environment"]["device"] == "cpu" for r in runs)
 
 

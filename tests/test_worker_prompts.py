@@ -215,3 +215,24 @@ def test_eos_ids_gather_config_tokenizer_and_turn_end(tokenizer) -> None:
     eot = extended.convert_tokens_to_ids("<|eot_id|>")
     assert eos_token_ids(extended, [7, 7, 9]) == (7, 9, eot)
     assert eos_token_ids(tokenizer) == (tokenizer.sep_token_id,)
+
+
+def test_the_synthetic_tokenizer_cuts_long_passages_without_a_length_warning(tokenizer) -> None:
+    """BERT's 512-position limit is not the synthetic model's: a 2048-token prompt must not log a warning."""
+    from transformers.utils import logging as hf_logging
+
+    records: list[str] = []
+
+    class Collect(__import__("logging").Handler):
+        def emit(self, record) -> None:  # noqa: ANN001
+            records.append(record.getMessage())
+
+    handler = Collect()
+    hf_logging.get_logger("transformers").addHandler(handler)
+    try:
+        ids = tokenizer(" ".join(["word"] * 1500), add_special_tokens=False)["input_ids"]
+    finally:
+        hf_logging.get_logger("transformers").removeHandler(handler)
+    assert len(ids) > 512
+    assert not [r for r in records if "sequence length is longer" in r]
+    assert tokenizer.model_max_length >= 1 << 20  # transformers warns once per tokenizer: earlier tests may have

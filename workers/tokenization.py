@@ -50,13 +50,20 @@ def minilm_model_dir() -> Path:
     return Path(str(root)) / MINILM_MODEL_DIR
 
 
+# BERT's own limit is 512 positions, but here the tokenizer only cuts text into ids for synthetic models whose
+# context the spec sets; without this every long prompt logs "Token indices sequence length is longer than
+# the specified maximum sequence length".
+SYNTHETIC_MAX_LENGTH = 1 << 30
+
+
 @functools.cache
 def _load_minilm() -> PreTrainedTokenizerBase:
-    return AutoTokenizer.from_pretrained(str(minilm_model_dir()))
+    return AutoTokenizer.from_pretrained(str(minilm_model_dir()), model_max_length=SYNTHETIC_MAX_LENGTH)
 
 
 def synthetic_tokenizer() -> PreTrainedTokenizerBase:
-    """The offline BERT tokenizer (30522 tokens, [MASK] = 103); loaded once per process."""
+    """The offline BERT tokenizer (30522 tokens, [MASK] = 103); loaded once per process, with no length limit
+    of its own (the synthetic model's context is the spec's)."""
     return _load_minilm()
 
 
