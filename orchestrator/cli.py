@@ -14,6 +14,7 @@ from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
 from orchestrator.extrapolation import extrapolation_checks, format_checks
 from orchestrator.lock import LockHeldError, SweepLock
+from orchestrator.feasibility import refuse_unmeasurable_batches
 from orchestrator.plan import (
     PlanEstimate,
     PlannedRun,
@@ -131,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
 def _plan(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
+    refuse_unmeasurable_batches(spec, planned)
     estimate = predict_plan(spec, planned)
     print(format_plan(planned, estimate.seconds if estimate else None))
     print(f"{len(planned)} runs planned for sweep {spec.name!r}")
@@ -203,6 +205,7 @@ def sweep_command(
             file=sys.stderr,
         )
     planned = plan_runs(spec)
+    refuse_unmeasurable_batches(spec, planned)
     skipped = predicted_not_to_fit(spec, planned)
     layout = SweepLayout(default_out_dir(spec, out))
     claim(layout.root)  # a new or empty directory, or a sweep's own: nothing of the user's is touched

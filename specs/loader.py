@@ -11,23 +11,16 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from specs.paths import PACKAGE_ROOT, resolve_path
+from specs.preflight import check_on_this_machine
 from specs.schema import ExperimentSpec
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+__all__ = ["DEFAULT_SPEC", "PACKAGE_ROOT", "SpecError", "load_spec", "parse_spec", "resolve_path"]
 DEFAULT_SPEC = "specs/smoke.yaml"
 
 
 class SpecError(ValueError):
     """A spec the user can fix; its message is one line naming the file, the field and what is allowed."""
-
-
-def resolve_path(path: str | Path) -> Path:
-    """A path as given, else relative to the installed package root (so shipped specs work anywhere)."""
-    candidate = Path(path)
-    if candidate.exists() or candidate.is_absolute():
-        return candidate
-    packaged = PACKAGE_ROOT / candidate
-    return packaged if packaged.exists() else candidate
 
 
 def load_spec(path: str | Path = DEFAULT_SPEC) -> ExperimentSpec:
@@ -62,8 +55,6 @@ def parse_spec(text: str, source: str = "<spec>", *, check_files: bool = True) -
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
     if check_files:
-        from specs.preflight import check_on_this_machine  # it resolves paths with this module
-
         problem = check_on_this_machine(spec)
         if problem is not None:
             raise SpecError(f"{source}: {problem}")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from pathlib import Path
 from typing import Any
 
-from specs.loader import resolve_path
+from specs.paths import resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
@@ -54,7 +55,7 @@ def _check_prompts(spec: ExperimentSpec) -> str | None:
     dataset = prompts.dataset
     file = resolve_path(dataset)
     if not is_local(dataset) and not file.is_file():
-        return None  # a hub dataset
+        return _not_a_hub_id(dataset, file)  # None: a hub dataset, checked by the workers
     if not file.exists():
         return f"prompts.dataset: no such file {dataset!r}"
     if not file.is_file():
@@ -72,6 +73,28 @@ def _check_prompts(spec: ExperimentSpec) -> str | None:
     found = count_spans(passages, words, join=prompts.join_passages, enough=prompts.count)
     if found < prompts.count:
         return shortage_message(dataset, found, words, prompts.count, join=prompts.join_passages)
+    return None
+
+
+# A hub dataset id: `name` or `owner/name` (letters, digits, '-', '_', '.').
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[A-Za-z0-9][\w.\-]*)?$")
+# Endings that name a file, never a hub dataset: a prompt file given with the wrong ending.
+_FILE_ENDINGS = (".text", ".txt", ".json", ".jsonl", ".csv", ".tsv", ".md", ".gz", ".parquet", ".yaml", ".yml")
+
+
+def _not_a_hub_id(dataset: str, file: Path) -> str | None:
+    """Why a dataset that is no local .txt/.jsonl file cannot be a hub id either, or None if it can be one."""
+    if file.is_dir():
+        return (
+            f"prompts.dataset: {dataset!r} is a directory; give a .txt (blank-line separated) or .jsonl file, "
+            "or a hub dataset id such as Salesforce/wikitext"
+        )
+    looks_like_a_file = dataset.lower().endswith(_FILE_ENDINGS) or dataset.startswith(("/", ".", "~"))
+    if looks_like_a_file or not _HUB_ID.match(dataset):
+        return (
+            f"prompts.dataset: {dataset!r} is neither a local prompt file (a .txt of blank-line separated "
+            "passages or a .jsonl, which must exist) nor a hub dataset id (name or owner/name)"
+        )
     return None
 
 

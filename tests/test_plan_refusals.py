@@ -1,0 +1,69 @@
+"""`plan` refuses what `sweep` would refuse: prompt datasets that are neither a file nor a hub id, and a batch
+no device could hold. One line naming the field, exit 2, before any run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli import main
+from orchestrator.feasibility import MEASURABLE_OVERSHOOT
+from specs.paths import PACKAGE_ROOT
+from tests.spec_fixtures import tiny_dict, tiny_spec, write_spec
+
+
+def _refusal(command: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("dataset, expected", [
+    ("specs/data/no-such-prompts.txt", "prompts.dataset: no such file 'specs/data/no-such-prompts.txt'"),
+    ("specs/data/prompts.text", "prompts.dataset: 'specs/data/prompts.text' is neither a local prompt file"),
+    ("specs/data", "prompts.dataset: 'specs/data' is a directory"),
+    ("owner/name/extra", "nor a hub dataset id (name or owner/name)"),
+], ids=["missing", "mistyped ending", "directory", "three parts"])  # fmt: skip
+def test_plan_refuses_a_prompt_dataset_sweep_could_not_read(
+    dataset: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tiny_dict()
+    data["prompts"]["dataset"] = dataset
+    assert expected in _refusal(["plan", str(write_spec(tmp_path, data))], capsys)
+
+
+def test_a_hub_id_still_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tiny_dict()
+    data["prompts"]["dataset"] = "Salesforce/wikitext"
+    assert main(["plan", str(write_spec(tmp_path, data))]) == 0
+
+
+@pytest.mark.parametrize("command", ["plan", "sweep"])
+def test_a_batch_far_beyond_the_devices_memory_is_refused_with_both_sizes(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """On the CPU the device is this machine's RAM; the message gives the prediction and the memory."""
+    path = write_spec(tmp_path, tiny_spec(batch_sizes=[1, 10**9]))
+    args = [command, str(path)] + (["--out", str(tmp_path / "out")] if command == "sweep" else [])
+    err = _refusal(args, capsys)
+    assert "grid.batch_sizes: batch 1000000000 of " in err
+    assert "GiB (the roofline's memory model) on this machine's RAM, which has " in err
+    assert f"beyond {MEASURABLE_OVERSHOOT:g}x the device's memory" in err
+    assert not (tmp_path / "out" / "runs").exists()  # refused before any run
+
+
+def test_on_a_profile_the_refusal_names_the_profile_and_a_batch_near_the_wall_still_plans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tiny_spec(batch_sizes=[1])
+    data["controls"].update(device="auto", hardware={"profile": "h100-sxm"})
+    assert main(["plan", str(write_spec(tmp_path, data))]) == 0
+    data["grid"]["batch_sizes"] = [10**9]
+    assert "on profile h100-sxm, which has 80.0 GiB" in _refusal(["plan", str(write_spec(tmp_path, data))], capsys)
+
+
+def test_every_shipped_spec_passes_the_memory_check(capsys: pytest.CaptureFixture[str]) -> None:
+    for spec in sorted((PACKAGE_ROOT / "specs").glob("*.yaml")):
+        assert main(["plan", str(spec)]) == 0, (spec.name, capsys.readouterr().err)
