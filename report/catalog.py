@@ -10,6 +10,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import FigureSkipped
+from report.figures.energy import energy_per_token
 from report.figures.findings import findings_throughput
 from report.figures.latency import latency_vs_generation_length, step_time_vs_length
 from report.figures.memory import memory_heatmap
@@ -172,6 +173,13 @@ def _variant_tokens_per_forward(ctx: GroupContext) -> Made:
         ctx.all_table, {m: variant_points(ctx.all_table, ctx.variant_quality, m) for m in metrics}))
 
 
+def _energy(ctx: GroupContext) -> Made:
+    # No counter, no figure (CPUs often expose none): the Energy section says so in one line.
+    if "joules_per_token" not in ctx.all_table.columns or ctx.all_table["joules_per_token"].is_null().all():
+        return []
+    return _one("energy_per_token", lambda: energy_per_token(ctx.all_table))
+
+
 def _metric_for_ablation(ctx: GroupContext) -> str | None:
     metrics = ctx.metrics()
     return metrics[0] if metrics else None
@@ -225,6 +233,11 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "Each run's median measured latency against the roofline's prediction on the device that ran "
                 "(study and faithful models; with and without the dispatch floor), with the y = x line.",
                 _measured_vs_predicted),
+    FigureEntry(15, "energy_per_token", "Energy per generated token by batch size", "energy",
+                "Joules per generated token against batch size for each model, implementation and LLaDA step "
+                "count, from the counter read around the measured repetitions (NVML's board, RAPL's packages); "
+                "points scaled from extrapolated steps hollow.",
+                _energy),
     FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
                 "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
                 "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",

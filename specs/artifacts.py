@@ -22,7 +22,8 @@ TEMP_SUFFIX = ".tmp"
 # file edited while the manifest was away is never adopted as a result.
 CHECKSUMS_FILE = "checksums.jsonl"
 LOCK_FILE = "sweep.lock"  # present while a sweep writes here: host, pid, start time
-REPORT_FILES = ("report.html", "report.md")
+# The report: the HTML, its Markdown, and the Findings as data (both pairings; report/pairings.py).
+REPORT_FILES = ("report.html", "report.md", "findings.json")
 FIGURE_SUFFIXES = (".png", ".svg")
 # What a sweep directory may hold; anything else is a stray that `verify` names.
 SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, *REPORT_FILES})

@@ -14,7 +14,7 @@ from report.render import render_report
 from specs.artifacts import SweepLayout
 
 SECTION_ORDER = ["Findings", "Setup and controls", "Latency", "Throughput", "Memory", "Quality vs computation",
-                 "Accelerated variants", "Roofline", "Environment and provenance"]
+                 "Accelerated variants", "Roofline", "Energy", "Environment and provenance"]
 
 
 @pytest.fixture(scope="module")

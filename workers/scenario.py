@@ -295,4 +295,5 @@ def energy_record(meter: EnergyMeter, config: RunConfig, samples: Samples) -> En
         seconds=reading.seconds,
         generated_tokens=tokens,
         joules_per_token=reading.joules * scale / tokens,
+        extrapolated=samples.extrapolated is not None,
     )

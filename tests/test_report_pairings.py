@@ -1,0 +1,179 @@
+"""The answer both ways: the vanilla pairing (the protocol) and the best pairing (each model's fastest measured
+implementation at each point), in findings.json, the Findings and the terminal; on fixture sweeps and on the
+H200 artifacts (tests/data/h200)."""
+
+from __future__ import annotations
+
+import json
+import math
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
+
+from report import stats
+from report.findings import measured_crossover
+from report.pairings import (
+    BEST_PAIRING,
+    NO_VARIANTS,
+    VANILLA_PAIRING,
+    FindingsFile,
+    crossing_batch,
+)
+from report.render import render_report
+from report.table import full_where_measured, results_table
+from specs.artifacts import SweepLayout, verify
+from specs.results import RunResult
+
+H200_DATA = Path(__file__).parent / "data" / "h200"
+
+
+def unpack(name: str, into: Path) -> Path:
+    """One of the H200 tarballs, unpacked: <into>/<name>/ (the sweep directory)."""
+    with tarfile.open(H200_DATA / f"{name}.tgz") as archive:
+        archive.extractall(into, filter="data")
+    return into / name
+
+
+def read_findings(root: Path) -> FindingsFile:
+    return FindingsFile.model_validate_json((root / "findings.json").read_text(encoding="utf-8"))
+
+
+# ---------------------------------------------------------------- fixture sweeps
+
+
+@pytest.fixture(scope="module")
+def variants(tmp_path_factory: pytest.TempPathFactory):
+    return render_report(write_sweep(tmp_path_factory.mktemp("pairings"), VARIANTS), echo=False)
+
+
+@pytest.fixture(scope="module")
+def vanilla_only(tmp_path_factory: pytest.TempPathFactory):
+    return render_report(write_sweep(tmp_path_factory.mktemp("vanilla"), SMOKE_LIKE), echo=False)
+
+
+def test_the_best_pairing_takes_each_models_fastest_run_at_each_batch(variants) -> None:
+    found = read_findings(variants.sweep_dir)
+    assert found.pairings == [VANILLA_PAIRING, BEST_PAIRING]
+    results = [RunResult.model_validate_json(p.read_text()) for p in SweepLayout(variants.sweep_dir).run_files().values()]
+    table = full_where_measured(results_table(results).filter(pl.col("status") == "ok"))
+    best = [p for p in found.findings if p.pairing == BEST_PAIRING]
+    assert {p.steps for p in best} == set(VARIANTS.steps)
+    for p in best:
+        for q in p.speedups:
+            at = table.filter(pl.col("batch_size") == q.batch_size)
+            llama = at.filter(pl.col("arch") == "llama").sort("latency_e2e_s_median").row(0, named=True)
+            llada = at.filter((pl.col("arch") == "llada") & (pl.col("steps") == p.steps)).sort(
+                "latency_e2e_s_median").row(0, named=True)
+            assert (q.llama_run_id, q.llada_run_id) == (llama["run_id"], llada["run_id"])
+            assert (q.llama_impl, q.llada_impl) == (llama["impl"], llada["impl"])
+            assert q.speedup == pytest.approx(np.median(llama["latency_e2e_s_samples"])
+                                              / np.median(llada["latency_e2e_s_samples"]))
+            # Six repetitions a side: a bootstrap CI, never the range; it contains the estimate.
+            assert q.interval in (stats.CI, stats.PERCENTILE_CI) and (q.llama_repetitions, q.llada_repetitions) == (6, 6)
+            assert q.speedup_low <= q.speedup <= q.speedup_high
+        # The compiled LLaMA step and the dual cache lose to vanilla at B = 32 (the fixture's cost law): the best
+        # pairing names a different implementation there than at B = 1.
+        by_batch = {q.batch_size: q for q in p.speedups}
+        assert by_batch[1].llama_impl == "static-compile" and by_batch[32].llama_impl == "vanilla"
+        assert p.llama_impls == ["static-compile", "vanilla"]
+        ratios = [q.throughput_ratio for q in p.speedups]
+        assert (p.b_star_measured, p.b_star_bound) == measured_crossover([q.batch_size for q in p.speedups], ratios)
+        assert p.roofline_profile is not None and p.roofline_implementations is not None
+
+
+def test_the_vanilla_pairing_reads_vanilla_runs_and_agrees_with_the_crossover_table(variants) -> None:
+    found = read_findings(variants.sweep_dir)
+    vanilla = [p for p in found.findings if p.pairing == VANILLA_PAIRING]
+    assert vanilla and all(p.llama_impls == ["vanilla"] and p.llada_impls == ["vanilla"] for p in vanilla)
+    crossings = {line for line in variants.findings.splitlines() if "B*:" in line}
+    for p in vanilla:
+        assert any(f"at {p.steps} steps" in line and f"{p.b_star_measured:.3g}" in line for line in crossings)
+
+
+def test_s_parity_is_carried_and_marks_its_step_count(variants) -> None:
+    found = read_findings(variants.sweep_dir)
+    vanilla = [p for p in found.findings if p.pairing == VANILLA_PAIRING]
+    parity = vanilla[0].s_parity
+    assert {s.metric for s in parity} == {"bertscore_f1", "gen_ppl"}
+    for p in vanilla:
+        assert p.s_parity == parity  # S_parity does not depend on the step count of the object
+        assert p.at_s_parity == [s.metric for s in parity if s.steps == p.steps]
+    assert any(p.at_s_parity for p in vanilla)
+
+
+def test_findings_json_report_md_and_the_terminal_give_both_pairings(variants) -> None:
+    raw = json.loads(variants.findings_json.read_text(encoding="utf-8"))
+    for obj in raw["findings"]:
+        for key in ("pairing", "prompt_length", "generation_length", "steps", "llama_model", "llada_model",
+                    "llama_impls", "llada_impls", "b_star_measured", "b_star_roofline", "speedups"):
+            assert key in obj
+    md = variants.markdown.read_text(encoding="utf-8")
+    findings = md[md.index("## 1. Findings"):md.index("## 2. Setup")]
+    assert "The answer both ways" in findings and "| vanilla |" in findings and "| best |" in findings
+    assert "vanilla pairing (" in variants.pairings and "best pairing (" in variants.pairings
+    assert "static-compile vs" in variants.pairings
+    assert not (variants.sweep_dir / "findings.json.tmp").exists()
+    assert not verify(SweepLayout(variants.sweep_dir))  # findings.json is part of a sweep, not a stray
+
+
+def test_a_vanilla_only_sweep_says_no_other_implementation_ran(vanilla_only) -> None:
+    found = read_findings(vanilla_only.sweep_dir)
+    assert found.pairings == [VANILLA_PAIRING] and NO_VARIANTS in found.notes
+    assert all(p.pairing == VANILLA_PAIRING for p in found.findings) and found.findings
+    assert "vanilla pairing (" in vanilla_only.pairings and f"best pairing: {NO_VARIANTS}" in vanilla_only.pairings
+    md = vanilla_only.markdown.read_text(encoding="utf-8")
+    assert f"Best pairing: {NO_VARIANTS}." in md
+    # Three repetitions: each interval is the range of the ratio and says so.
+    points = [q for p in found.findings for q in p.speedups]
+    assert points and all(q.interval == stats.RANGE for q in points)
+    assert all("(too few for a CI)" in q.interval_label for q in points)
+    assert any("not a confidence interval" in note for note in found.notes)
+
+
+def test_the_crossing_search_interpolates_in_log_batch() -> None:
+    assert crossing_batch(lambda b: 0.5) == 1.0
+    assert crossing_batch(lambda b: -1.0, max_batch=64) is None
+    # log ratio = log(B / 10): crosses at B = 10 exactly, found between the integers around it.
+    assert crossing_batch(lambda b: math.log(b / 10)) == pytest.approx(10.0)
+
+
+# ---------------------------------------------------------------- the H200 artifacts
+
+
+@pytest.fixture(scope="module")
+def accel(tmp_path_factory: pytest.TempPathFactory):
+    return render_report(unpack("accel-8b", tmp_path_factory.mktemp("h200")), echo=False)
+
+
+def test_on_the_h200_the_best_pairing_is_static_compile_against_dual_cache(accel) -> None:
+    found = read_findings(accel.sweep_dir)
+    assert found.pairings == [VANILLA_PAIRING, BEST_PAIRING]
+    (best,) = [p for p in found.findings if p.pairing == BEST_PAIRING]
+    assert (best.prompt_length, best.generation_length, best.steps, best.block_length) == (512, 256, 64, 32)
+    assert best.llama_impls == ["static-compile"] and best.llada_impls == ["dual-cache"]
+    assert [q.batch_size for q in best.speedups] == [1, 8]
+    assert best.b_star_bound == "=" and 1 < best.b_star_measured < 8  # LLaDA ahead at B = 1, LLaMA at B = 8
+    assert best.b_star_roofline is not None and best.roofline_profile.startswith("NVIDIA H200")
+    (vanilla,) = [p for p in found.findings if p.pairing == VANILLA_PAIRING]
+    assert vanilla.b_star_bound == "=" and vanilla.b_star_measured > best.b_star_measured
+    for q in best.speedups + vanilla.speedups:  # three repetitions a side: a range, not a CI
+        assert q.interval == stats.RANGE and (q.llama_repetitions, q.llada_repetitions) == (3, 3)
+        assert q.llama_joules_per_token is not None and q.llada_joules_per_token is not None
+    assert "llama-8b-synthetic vs llada-8b-synthetic" in accel.pairings
+    assert "static-compile vs dual-cache" in accel.pairings
+
+
+@pytest.mark.slow
+def test_on_the_h200_campaign_every_point_has_its_vanilla_pairing(tmp_path: Path) -> None:
+    outputs = render_report(unpack("campaign-h100", tmp_path), echo=False)
+    found = read_findings(outputs.sweep_dir)
+    assert found.pairings == [VANILLA_PAIRING] and NO_VARIANTS in found.notes
+    assert len(found.findings) == 9  # three lengths x three step counts
+    assert all(len(p.speedups) == 3 and p.b_star_roofline is not None for p in found.findings)
+    # Extrapolated LLaDA latencies (and their energy) say so, point by point.
+    extrapolated = [q for p in found.findings for q in p.speedups if q.llada_extrapolated]
+    assert extrapolated and all(q.llada_energy_extrapolated for q in extrapolated)
