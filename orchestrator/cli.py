@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
 
     plan = commands.add_parser("plan", help="validate a spec and list its planned runs")
     plan.add_argument("spec", nargs="?", default=DEFAULT_SPEC, help=f"spec file (default {DEFAULT_SPEC})")
+    plan.add_argument(
+        "--profile", metavar="NAME",
+        help="predict the wall time on this roofline profile instead of controls.hardware.profile (e.g. h200)",
+    )  # fmt: skip
     plan.set_defaults(handler=_plan)
 
     sweep = commands.add_parser("sweep", help="run every planned run through Ray into artifacts, then report")
@@ -133,7 +137,10 @@ def _plan(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
     refuse_unmeasurable_batches(spec, planned)
-    estimate = predict_plan(spec, planned)
+    try:
+        estimate = predict_plan(spec, planned, args.profile)
+    except SpecError as exc:
+        raise SpecError(str(exc).replace("controls.hardware.profile", "--profile") if args.profile else str(exc)) from None
     print(format_plan(planned, estimate.seconds if estimate else None))
     print(f"{len(planned)} runs planned for sweep {spec.name!r}")
     print(format_estimate(estimate, spec.controls.warmup, spec.controls.repetitions))
@@ -144,10 +151,12 @@ def format_estimate(estimate: PlanEstimate | None, warmup: int, repetitions: int
     """The plan's predicted total, or why there is none."""
     if estimate is None:
         return "predicted wall time: none (set controls.hardware.profile, e.g. a100-sxm4-80gb, to predict one)"
+    loads = sum(estimate.loads.values())
     return (
         f"predicted wall time on {estimate.hardware}: {format_duration(estimate.total_s)} "
-        f"({estimate.total_s:.0f} s; roofline, {warmup} warm-ups + {repetitions} repetitions per run and the "
-        "generations quality needs; model loads and scoring not included)"
+        f"({estimate.total_s:.0f} s: runs {estimate.runs_s:.0f} s on the roofline with the host floor, "
+        f"{warmup} warm-ups + {repetitions} repetitions per run and the generations quality needs; model loads "
+        f"{loads:.0f} s; start {estimate.start_s:.0f} s; scoring not included)"
     )
 
 
@@ -281,7 +290,10 @@ def _over_predicted_hours(
             "--max-predicted-hours: the spec names no roofline profile to predict with; set "
             "controls.hardware.profile (e.g. a100-sxm4-80gb; `llada-bench roofline hardware` lists them)"
         )
-    remaining = sum(estimate.seconds[r.run_id] for r in planned if r.run_id not in done)
+    todo = [r for r in planned if r.run_id not in done]
+    remaining = sum(estimate.seconds[r.run_id] for r in todo)
+    if todo:  # the models still to load, and one command's start
+        remaining += sum(estimate.loads.get(m, 0.0) for m in {r.config.model.name for r in todo}) + estimate.start_s
     if remaining <= hours * 3600:
         return None
     return (

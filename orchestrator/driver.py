@@ -18,7 +18,7 @@ from orchestrator.cluster import Capacity, connect, disconnect
 from orchestrator.plan import PlannedRun
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore, rescue_result
-from specs.results import RunResult, RunStatus
+from specs.results import RunResult, RunStatus, Samples
 from specs.schema import ExperimentSpec
 
 WAIT_SLICE_S = 1.0  # how often the loop looks up from ray.wait (for signals)
@@ -59,8 +59,16 @@ class SweepSummary:
 
     @property
     def measured_seconds(self) -> float:
-        """Time inside measured repetitions only."""
-        return sum(sum(r.samples.latency_e2e_s) for r in self.results if r.samples)
+        """Wall time inside measured repetitions only: what the timed generations took, so an extrapolated run
+        counts the steps it timed, never the latency extrapolated from them (a part of `run_seconds`)."""
+        return sum(_timed_wall_s(r.samples) for r in self.results if r.samples)
+
+
+def _timed_wall_s(samples: Samples) -> float:
+    """Seconds the repetitions of one run ran for: the timed steps of an extrapolated run, else its latencies."""
+    if samples.extrapolated is not None:
+        return sum(samples.extrapolated.measured_e2e_s)
+    return sum(samples.latency_e2e_s)
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from specs.artifacts import canonical_json
@@ -194,50 +194,50 @@ def predicted_not_to_fit(spec: ExperimentSpec, planned: list[PlannedRun]) -> dic
 
 @dataclass(frozen=True)
 class PlanEstimate:
-    """Roofline-predicted wall time of each run on the spec's hardware profile (run id → seconds).
-
-    A run's time is its generations: warm-ups and repetitions (K steps each when extrapolated), plus the
-    untimed generations quality needs (prompt batches no repetition ran; LLaMA's sampled reference). Model
-    loading and quality scoring are not modelled, so this is a lower bound on a real GPU's wall time.
-    """
+    """Predicted wall time of the plan on the spec's hardware profile: each run (run id → seconds: its warm-ups,
+    repetitions, quality generations and compilation, on the roofline with the profile's host floor, plus the
+    per-run overhead), each model's load (model name → seconds) and one sweep command's fixed start
+    (orchestrator/walltime.py says where each cost comes from). Scoring models are not modelled."""
 
     hardware: str
     seconds: dict[str, float]
+    loads: dict[str, float] = field(default_factory=dict)
+    start_s: float = 0.0
+
+    @property
+    def runs_s(self) -> float:
+        return sum(self.seconds.values())
 
     @property
     def total_s(self) -> float:
-        return sum(self.seconds.values())
+        return self.runs_s + sum(self.loads.values()) + self.start_s
 
 
 def predicted_run_seconds(config: RunConfig, hardware: Any) -> float:
-    """The generations one run executes, each costed by the faithful roofline on `hardware`."""
-    from roofline.predict import predict_run
+    """The wall time of one run on `hardware` (orchestrator/walltime.py), its model load aside."""
+    from orchestrator.walltime import run_seconds
 
-    generation_s = predict_run(config, hardware).latency_s
-    timed_s = generation_s * config.timed_steps / config.steps if config.timed_steps and config.steps else generation_s
-    controls = config.controls
-    total = (controls.warmup + controls.repetitions) * timed_s
-    if config.quality.enabled:
-        batches = math.ceil(len(config.prompt_ids) / config.batch_size)
-        untimed = batches - min(controls.repetitions, batches)
-        if config.model.arch == "llama" and config.quality.llama_sampled_temperature is not None:
-            untimed += batches
-        total += untimed * generation_s
-    return total
+    return run_seconds(config, hardware)
 
 
-def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun]) -> PlanEstimate | None:
-    """The plan's predicted wall time on `controls.hardware.profile`; None when the spec names no profile."""
-    profile = spec.controls.hardware.profile
+def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun], profile: str | None = None) -> PlanEstimate | None:
+    """The plan's predicted wall time on `profile` (default: `controls.hardware.profile`); None when neither
+    names one. Each model is loaded once (the plan groups runs by model)."""
+    profile = profile or spec.controls.hardware.profile
     if profile is None:
         return None
+    from orchestrator.walltime import SWEEP_START_S, load_seconds
     from roofline.hardware import get_hardware
 
     try:
         hardware = get_hardware(profile)
     except KeyError as exc:
         raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
-    return PlanEstimate(hardware.name, {run.run_id: predicted_run_seconds(run.config, hardware) for run in planned})
+    loads: dict[str, float] = {}
+    for run in planned:
+        loads.setdefault(run.config.model.name, load_seconds(run.config, hardware))
+    return PlanEstimate(hardware.name, {run.run_id: predicted_run_seconds(run.config, hardware) for run in planned},
+                        loads, SWEEP_START_S if planned else 0.0)
 
 
 def format_duration(seconds: float) -> str:

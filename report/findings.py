@@ -240,3 +240,31 @@ def findings_text(findings: pl.DataFrame) -> str:
         for finding, value in group.select("finding", "value").iter_rows():
             lines.append(f"    {finding.ljust(width)}  {value}")
     return "\n".join(lines)
+
+
+ROOFLINE_ANCHOR = "roofline-table"
+
+
+def roofline_findings(table: pl.DataFrame) -> pl.DataFrame:
+    """Rows of the Findings (FINDINGS_SCHEMA) per hardware and lengths: the median roofline efficiency (roofs-only
+    predicted latency / measured) of each model and implementation, and, flagged, every run that violated the
+    roofline (measured faster than 0.9x its roofs-only prediction, report/predictions.py)."""
+    if "roofline_efficiency" not in table.columns:
+        return pl.DataFrame(schema=FINDINGS_SCHEMA)
+    rated = table.filter(pl.col("roofline_efficiency").is_not_null())
+    rows = []
+    for (hardware, prompt, gen), group in rated.group_by(["hardware", "prompt_length", "generation_length"],
+                                                         maintain_order=True):
+        for (model, impl), runs in group.group_by(["model", "impl"], maintain_order=True):
+            values = runs["roofline_efficiency"]
+            rows.append((hardware, prompt, gen, f"roofline efficiency: {model} {impl}",
+                         f"median {values.median():.2g} (min {values.min():.2g}, max {values.max():.2g}; "
+                         f"{runs.height} runs; roofs-only predicted / measured latency on {runs['roofline_profile'][0]})",
+                         ROOFLINE_ANCHOR, False))
+        violated = group.filter(pl.col("roofline_violated").fill_null(False))
+        if violated.height:
+            ids = ", ".join(violated["run_id"].to_list())
+            rows.append((hardware, prompt, gen, "roofline violated",
+                         f"{violated.height} run(s) measured faster than 0.9x their roofs-only prediction: {ids}",
+                         ROOFLINE_ANCHOR, True))
+    return pl.DataFrame(rows, schema=FINDINGS_SCHEMA, orient="row")

@@ -1,6 +1,8 @@
 """Roofline predictions beside each measured run: the profile of the device that ran (its measured roofs, else
-its datasheet), predicted latency with and without the dispatch floor (study and faithful fidelities), and each
-run's measured operating point (achieved FLOP/s at its intensity)."""
+its datasheet), predicted latency on the roofs alone (a lower bound) and with the profile's floor (the host floor
+per eager forward, else the per-launch dispatch floor), for the study and faithful fidelities; each run's
+roofline efficiency and whether it violated the bound; and its measured operating point (achieved FLOP/s at its
+intensity)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from report import stats
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
+from roofline.operators import element_bytes_of
 from roofline.predict import predict_run
 from specs.results import MeasuredRoofs, RunResult
 from specs.shapes import ModelShape, preset_shape
@@ -24,6 +27,10 @@ PREDICTION_SCHEMA = {
     "predicted_bytes": pl.Float64, "predicted_peak_memory_bytes": pl.Int64, "predicted_fits": pl.Boolean,
     "measured_latency_s": pl.Float64, "arithmetic_intensity": pl.Float64, "measured_flops_per_s": pl.Float64,
     "out_of_scope": pl.String, "predicted_forwards": pl.Int64, "forwards_source": pl.String,
+    # predicted_latency_roofs_s / measured: the share of the roofs the run reached (above 1: faster than a bound).
+    "roofline_efficiency": pl.Float64,
+    # measured faster than VIOLATION_FRACTION x the roofs-only prediction: the roofline failed to bound the run
+    "roofline_violated": pl.Boolean,
 }
 
 
@@ -42,20 +49,58 @@ class ProfileChoice:
     measured: bool = False  # the device's own roofs, measured by the worker
 
 
+# A run is flagged "roofline violated" when it ran faster than this share of its roofs-only prediction (the roofs
+# are a lower bound on time; the margin covers the noise of the roofs' own measurement).
+VIOLATION_FRACTION = 0.9
+
+
 def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
     """A roofline profile from a device's measured roofs: the matmul peak (in the run's dtype) as the compute
-    roof, the elementwise rate as the vector roof, the copy bandwidth, and the per-op dispatch floor."""
+    roof, the elementwise rate as the vector roof, the copy bandwidth, the per-op dispatch floor, and the host
+    floor per eager forward.
+
+    A GPU calibration that timed its elementwise multiply on 65,536 elements (artifacts without `vector_bytes`)
+    measured one launch-bound kernel, ~100x below what the GPU streams: its vector roof is floored at the rate
+    the measured bandwidth implies for that multiply (two operands read, one written). A GPU run without a
+    measured host floor takes its datasheet profile's (roofline/hardware.py), where one matches its name."""
     threads = f", {roofs.threads} threads" if roofs.threads else ""
+    vector, notes = roofs.vector_ops_per_s, ""
+    gpu = roofs.device not in ("cpu", "unknown")
+    if gpu and roofs.vector_bytes is None:
+        implied = roofs.memory_bandwidth_bytes_per_s / (3 * element_bytes_of(roofs.dtype))
+        if implied > vector:
+            vector = implied
+            notes += (f"; vector roof {implied / 1e12:.3g} Tops/s, what the measured bandwidth streams an elementwise "
+                      f"multiply at (its own measurement, {roofs.vector_ops_per_s / 1e9:.3g} Gop/s on 65,536 "
+                      "elements, is one launch-bound kernel)")
+    floor_s, floor_layers = roofs.host_floor_s, roofs.host_floor_layers
+    if floor_s is None and gpu:
+        named = hardware_for_gpu_name(roofs.device)
+        if named is not None and named.host_floor_s:
+            floor_s, floor_layers = named.host_floor_s, named.host_floor_layers
+            notes += f"; host floor {floor_s * 1e3:.3g} ms per {floor_layers}-layer eager forward from profile {named.name}"
     return HardwareProfile(
         name=f"{roofs.device} (measured, {roofs.dtype}{threads})",
         peak_tensor_flops_per_s=roofs.matmul_flops_per_s,
-        peak_vector_ops_per_s=roofs.vector_ops_per_s,
+        peak_vector_ops_per_s=vector,
         memory_bandwidth_bytes_per_s=roofs.memory_bandwidth_bytes_per_s,
         memory_bytes=roofs.memory_bytes,
         dispatch_s=roofs.dispatch_s,
         dtype=roofs.dtype,
-        source=f"measured by workers/calibrate.py in the sweep's worker: {roofs.method}",
+        host_floor_s=floor_s or 0.0,
+        host_floor_layers=floor_layers or 32,
+        source=f"measured by workers/calibrate.py in the sweep's worker: {roofs.method}{notes}",
     )
+
+
+def run_profile(profile: HardwareProfile, result: RunResult) -> HardwareProfile:
+    """The profile one run is costed on: the sweep's, with the host floor measured on the run's own model where
+    the run recorded one (each model has its own)."""
+    env = result.environment
+    roofs = env.measured_roofs if env is not None else None
+    if roofs is None or roofs.host_floor_s is None or roofs.host_floor_layers is None:
+        return profile
+    return profile.model_copy(update={"host_floor_s": roofs.host_floor_s, "host_floor_layers": roofs.host_floor_layers})
 
 
 def measured_roofs_of(results: Iterable[RunResult], hardware: str) -> MeasuredRoofs | None:
@@ -103,31 +148,53 @@ def prediction_table(results: Iterable[RunResult], table: pl.DataFrame, profile:
     forwards when the artifact has them, else at the step cap (`forwards_source`). The operating point uses the
     faithful FLOPs and bytes: intensity = FLOPs / bytes, achieved = FLOPs / measured median latency."""
     measured = {r["run_id"]: r for r in table.select("run_id", "latency_e2e_s_median", "hardware").iter_rows(named=True)}
-    roofs_only = profile.model_copy(update={"dispatch_s": 0.0})
     rows = []
     for result in results:
         run = measured.get(result.run_id)
         if result.status.value != "ok" or run is None:
             continue
         latency = run["latency_e2e_s_median"]
+        own = run_profile(profile, result)
         for fidelity in FIDELITIES:
             base = (result.run_id, run["hardware"], profile.name, fidelity, result.config.model.arch,
                     result.config.model.name, result.config.impl_name, result.config.batch_size)
             forwards = result.samples.forwards if result.samples else None
             median_forwards = stats.median([float(f) for f in forwards]) if forwards else None
             try:
-                p = predict_run(result.config, profile, fidelity, shape=result.model_shape,
+                p = predict_run(result.config, own, fidelity, shape=result.model_shape,
                                 measured_forwards=median_forwards)
-                bare = predict_run(result.config, roofs_only, fidelity, shape=result.model_shape,
-                                   measured_forwards=median_forwards)
             except RooflineInputError as exc:
-                rows.append((*base, None, None, None, None, None, None, latency, None, None, str(exc), None, None))
+                rows.append((*base, None, None, None, None, None, None, latency, None, None, str(exc), None, None,
+                             None, None))
                 continue
             intensity = p.flops / p.bytes_ if p.bytes_ else None
             achieved = p.flops / latency if latency else None
-            rows.append((*base, p.latency_s, bare.latency_s, float(p.flops), float(p.bytes_), p.peak_memory_bytes,
-                         p.fits, latency, intensity, achieved, None, p.forwards, p.forwards_source))
+            roofs = p.latency_roofs_s if p.latency_roofs_s is not None else p.latency_s
+            efficiency = roofs / latency if latency else None
+            violated = None if efficiency is None else efficiency > 1 / VIOLATION_FRACTION
+            rows.append((*base, p.latency_s, roofs, float(p.flops), float(p.bytes_), p.peak_memory_bytes,
+                         p.fits, latency, intensity, achieved, None, p.forwards, p.forwards_source, efficiency,
+                         violated))
     return pl.DataFrame(rows, schema=PREDICTION_SCHEMA, orient="row")
+
+
+ROOFLINE_COLUMNS = ("roofline_profile", "predicted_latency_roofs_s", "predicted_latency_s", "roofline_efficiency",
+                    "roofline_violated")
+
+
+def with_roofline_columns(table: pl.DataFrame, predictions: pl.DataFrame) -> pl.DataFrame:
+    """`table` (report.table.results_table) with each run's faithful prediction in ROOFLINE_COLUMNS; null for a
+    run with no profile or outside the model's scope."""
+    faithful = (
+        predictions.filter((pl.col("fidelity") == "faithful") & pl.col("out_of_scope").is_null())
+        .select("run_id", pl.col("profile").alias("roofline_profile"), "predicted_latency_roofs_s",
+                "predicted_latency_s", "roofline_efficiency", "roofline_violated")
+        .unique("run_id", keep="first")
+    )
+    order = table.columns
+    return table.drop([c for c in ROOFLINE_COLUMNS if c in table.columns]).join(
+        faithful, on="run_id", how="left"
+    ).select(order)
 
 
 def sweep_predictions(

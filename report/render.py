@@ -18,7 +18,13 @@ from report.catalog import FIGURES, GroupContext
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
-from report.findings import crossover_table, findings_table, findings_text, predicted_throughput
+from report.findings import (
+    crossover_table,
+    findings_table,
+    findings_text,
+    predicted_throughput,
+    roofline_findings,
+)
 from report.html import render_html
 from report.markdown import render_markdown
 from report.parity import parity_markers, parity_table
@@ -29,6 +35,7 @@ from report.predictions import (
     measured_roofs_of,
     model_shapes,
     sweep_predictions,
+    with_roofline_columns,
 )
 from report.quality import (
     QualityData,
@@ -131,17 +138,21 @@ def render_report(
     table = results_table(results)
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
-    _write_parquet(table, layout.results)
     # LLaMA against LLaDA: vanilla against vanilla, whatever variants the sweep also ran.
     # One row per grid point: a point timed in full and by extrapolation reads the full measurement.
     base = full_where_measured(vanilla_runs(table))
     quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
+    predictions = sweep_predictions(results, table, available)
+    table = with_roofline_columns(table, predictions)
+    base = with_roofline_columns(base, predictions)
+    _write_parquet(table, layout.results)
     crossovers = crossover_table(base, available, shapes)
     predicted = predicted_throughput(base, available, shapes)
-    findings = findings_table(quality.parity, crossovers, unlearned_warnings(base))
-    predictions = sweep_predictions(results, table, available)
+    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base)),
+                          roofline_findings(table)]).sort(["hardware", "generation_length", "prompt_length"],
+                                                          maintain_order=True)
     if has_variants(table):
         every_long = quality_long_table(results)
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)

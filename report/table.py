@@ -61,6 +61,10 @@ SCHEMA: dict[str, pl.DataType] = {
     "timed_steps": _I64, "extrapolated": _BOOL,
     "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "compile_s": _F64,
     "model_load_s": _F64,
+    # The faithful roofline on the run's own profile (report/predictions.py): the roofs alone (a lower bound), with
+    # the profile's floor, the roofs-only share the run reached, and whether it ran faster than the bound allows.
+    "roofline_profile": _STR, "predicted_latency_roofs_s": _F64, "predicted_latency_s": _F64,
+    "roofline_efficiency": _F64, "roofline_violated": _BOOL,
     **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
     "quality_prompts": _I64, "quality_note": _STR,
     "useful_tokens_mean": _F64, "useful_tokens_total": _I64, "useful_fraction": _F64, "low_useful": _BOOL,

@@ -32,6 +32,18 @@ class HardwareProfile(BaseModel):
         "measured by `llada-bench calibrate` (it dominates small models and batch-1 eager decode).",
     )
     dtype: str | None = Field(default=None, description="The dtype the compute roof was measured in, if measured.")
+    host_floor_s: float = Field(
+        default=0.0, ge=0,
+        description="Host time of one eager forward of a `host_floor_layers`-layer decoder (Python, module calls, "
+        "the dispatcher, kernel launches): no eager forward finishes sooner, whatever its work. Scaled by the "
+        "layer count of the model costed. 0: no host floor (the study's datasheet profiles).",
+    )
+    host_floor_layers: int = Field(default=32, gt=0, description="Layers of the forward `host_floor_s` was measured on.")
+
+    def host_floor_of(self, num_layers: int) -> float:
+        """The host floor of one eager forward of a `num_layers`-layer decoder: host work is per module, so it
+        scales with the layers."""
+        return self.host_floor_s * num_layers / self.host_floor_layers
 
     @property
     def ridge_point_flops_per_byte(self) -> float:
@@ -40,7 +52,8 @@ class HardwareProfile(BaseModel):
 
 
 def _profile(
-    name: str, *, bf16_tflops: float, vector_tops: float, bandwidth_gb_s: float, memory_gib: int, source: str
+    name: str, *, bf16_tflops: float, vector_tops: float, bandwidth_gb_s: float, memory_gib: int, source: str,
+    host_floor_s: float = 0.0,
 ) -> HardwareProfile:
     return HardwareProfile(
         name=name,
@@ -49,7 +62,21 @@ def _profile(
         memory_bandwidth_bytes_per_s=bandwidth_gb_s * 1e9,
         memory_bytes=memory_gib * _GIB,
         source=source,
+        host_floor_s=host_floor_s,
     )
+
+
+# Host time of one eager transformers forward of the 32-layer 8B decoder, measured on an NVIDIA H200 node (16
+# host cores, torch 2.11, transformers 5.17, sdpa): the floor the host-bound runs sit on whatever the GPU does,
+# LLaMA eager ITL 22.6-29.8 ms at batch 1, 8 and 64 and LLaDA's 256 + 256 step at batch 1 21.3 ms
+# (results/h200, the campaign-h100 sweep). It is the host's, not the GPU's: the H100 and A100 profiles take the
+# same value (a node of that class runs the same Python), and a run that measures its own (workers/calibrate.py)
+# is costed on that instead.
+EAGER_FORWARD_HOST_FLOOR_S = 22e-3
+_HOST_FLOOR_SOURCE = (
+    " Host floor 22 ms per eager forward of a 32-layer decoder, measured on an H200 node (eager transformers, "
+    "torch 2.11): the host-bound LLaMA ITL and LLaDA batch-1 step."
+)
 
 
 # Vector op/s below = datasheet FP32 TFLOPS / 2 (= SMs x FP32 lanes x boost clock), see HardwareProfile.
@@ -76,7 +103,8 @@ _PROFILES: tuple[HardwareProfile, ...] = (
         bandwidth_gb_s=2039.0,
         memory_gib=80,
         source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
-        "HBM2e 2,039 GB/s, 80 GB.",
+        "HBM2e 2,039 GB/s, 80 GB." + _HOST_FLOOR_SOURCE,
+        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
     ),
     _profile(
         "a100-pcie-80gb",
@@ -94,7 +122,8 @@ _PROFILES: tuple[HardwareProfile, ...] = (
         bandwidth_gb_s=3350.0,
         memory_gib=80,
         source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
-        "FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB.",
+        "FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB." + _HOST_FLOOR_SOURCE,
+        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
     ),
     _profile(
         "h100-pcie",
@@ -112,7 +141,8 @@ _PROFILES: tuple[HardwareProfile, ...] = (
         bandwidth_gb_s=4800.0,
         memory_gib=141,
         source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
-        "FP32 67 TFLOPS, HBM3e 4.8 TB/s, 141 GB.",
+        "FP32 67 TFLOPS, HBM3e 4.8 TB/s, 141 GB." + _HOST_FLOOR_SOURCE,
+        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
     ),
     _profile(
         "a40",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict
 from roofline.errors import RooflineInputError
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
-from roofline.llada import LladaCache, estimate_llada
+from roofline.llada import BlockEstimate, LladaCache, estimate_llada
 from roofline.llama import estimate_llama
 from roofline.memory import MemoryFootprint, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
@@ -30,7 +30,7 @@ class Prediction(BaseModel):
     arch: Arch
     fidelity: Fidelity
     hardware: str
-    latency_s: float
+    latency_s: float  # with the profile's floors: the host floor per eager forward, else the per-launch dispatch floor
     ttft_s: float | None  # LLaMA: the prefill; None for LLaDA (its text appears at the last step)
     itl_s: float | None  # LLaMA: mean decode pass; None without decode passes or for LLaDA
     step_s: float | None  # LLaDA: mean diffusion step; None for LLaMA
@@ -45,6 +45,8 @@ class Prediction(BaseModel):
     fits: bool  # peak <= the profile's memory
     forwards: int | None = None  # LLaDA: the model forwards costed; None for LLaMA
     forwards_source: ForwardsSource | None = None  # LLaDA: where `forwards` comes from
+    latency_roofs_s: float | None = None  # the roofs alone (no floor of any kind): a lower bound on the time
+    host_floor_s: float = 0.0  # the host floor charged per eager forward (0: none)
 
 
 def predict(
@@ -68,13 +70,22 @@ def predict(
     forwards: int | None = None,
     forwards_source: ForwardsSource | None = None,
     compiled_decode: bool = False,
+    graph_forwards: bool = False,
 ) -> Prediction:
     """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
+    `latency_roofs_s` is the roofs alone, a lower bound; `latency_s` adds the profile's floors. A profile with a
+    host floor (`HardwareProfile.host_floor_s`) charges every eager forward at least that floor (scaled by the
+    layers): a forward costs max(its roofs, the floor), the host and the device overlapping. It replaces the
+    per-launch dispatch floor, a coarser model of the same host work. Compiled decode passes
+    (`compiled_decode`) and graph-captured forwards (`graph_forwards`) skip the eager host path: no floor.
     `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does).
     `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's).
     Variants: `llada_cache` and `forwards` (fewer than `steps` under a confidence rule; `forwards_source` says
     where the count came from) for LLaDA, `compiled_decode` for LLaMA."""
     shape = shape or preset_shape(arch, "8b")
+    floor_s = 0.0 if graph_forwards else hardware.host_floor_of(shape.num_layers)
+    if hardware.host_floor_s > 0:
+        hardware = hardware.model_copy(update={"dispatch_s": 0.0})
     memory: MemoryFootprint
     if arch == "llama":
         if steps is not None or block_length is not None or cfg_scale or llada_cache != "none" or forwards:
@@ -84,8 +95,16 @@ def predict(
             element_bytes=element_bytes, compiled_decode=compiled_decode,
         )
         memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, element_bytes=element_bytes)
-        latency_s, flops, bytes_ = est.total_s, est.flops, est.bytes_
-        ttft_s, itl_s, step_s = est.ttft_s, est.mean_decode_pass_s, None
+        flops, bytes_ = est.flops, est.bytes_
+        roofs_s = est.total_s
+        decode_s = est.decode.total_s if est.decode else 0.0
+        # What the floor adds where it binds (added, so a floor that never binds leaves the roofs' sum as is).
+        prefill_extra = max(floor_s - est.ttft_s, 0.0)
+        decode_extra = 0.0 if compiled_decode else max(est.decode_passes * floor_s - decode_s, 0.0)
+        latency_s = est.total_s + prefill_extra + decode_extra
+        ttft_s = est.ttft_s + prefill_extra
+        itl_s = (decode_s + decode_extra) / est.decode_passes if est.decode_passes else None
+        step_s = None
         costed_forwards, source = None, None
     elif arch == "llada":
         if steps is None or block_length is None:
@@ -122,12 +141,21 @@ def predict(
             element_bytes=element_bytes,
             cache=llada_cache,
         )
-        latency_s, flops, bytes_ = llada.total_s, llada.flops, llada.bytes_
-        ttft_s, itl_s, step_s = None, None, llada.mean_step_s
+        flops, bytes_ = llada.flops, llada.bytes_
+        roofs_s = llada.total_s
+        latency_s = llada.total_s + sum(_block_floor_extra_s(block, floor_s) for block in llada.blocks)
+        ttft_s, itl_s, step_s = None, None, latency_s / llada.forwards
         costed_forwards = llada.forwards
         source = forwards_source or ("schedule" if forwards is None else "measured")
     else:
         raise RooflineInputError(f"unknown arch {arch!r}; allowed: llama, llada")
+    if floor_s == 0.0 and hardware.dispatch_s > 0:
+        roofs_s = _roofs_only_latency_s(arch, shape, hardware, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                                        steps=steps, block_length=block_length, cfg_scale=cfg_scale,
+                                        fidelity=fidelity, truncate_blocks=truncate_blocks, temperature=temperature,
+                                        remasking=remasking, logits_positions=logits_positions,
+                                        element_bytes=element_bytes, llada_cache=llada_cache, forwards=forwards,
+                                        compiled_decode=compiled_decode)
     return Prediction(
         arch=arch,
         fidelity=fidelity,
@@ -147,7 +175,23 @@ def predict(
         fits=memory.peak_bytes <= hardware.memory_bytes,
         forwards=costed_forwards,
         forwards_source=source,
+        latency_roofs_s=roofs_s,
+        host_floor_s=floor_s,
     )
+
+
+def _block_floor_extra_s(block: BlockEstimate, floor_s: float) -> float:
+    """What the host floor adds to a LLaDA block: each forward below the floor is raised to it (its full steps,
+    or with a cache one full step and its cached steps)."""
+    full_extra = max(floor_s - block.time_per_step_s, 0.0)
+    if block.cached_step_s is None:
+        return block.steps * full_extra
+    return full_extra + (block.steps - 1) * max(floor_s - block.cached_step_s, 0.0)
+
+
+def _roofs_only_latency_s(arch: Arch, shape: ModelShape, hardware: HardwareProfile, **run: Any) -> float:
+    """The latency on the roofs alone, for a profile whose floor is the per-launch dispatch floor."""
+    return predict(arch, shape, hardware=hardware.model_copy(update={"dispatch_s": 0.0}), **run).latency_s
 
 
 def predict_run(
@@ -196,7 +240,14 @@ def predict_run(
         forwards=forwards,
         forwards_source=source,
         compiled_decode=bool(llama_impl is not None and llama_impl.compile),
+        graph_forwards=_graph_captured(llada_impl),
     )
+
+
+def _graph_captured(impl: Any) -> bool:
+    """Whether a LLaDA implementation replays its forwards as captured graphs (no eager host path per forward):
+    an implementation that says so with a `graph` or `compile` attribute."""
+    return impl is not None and bool(getattr(impl, "graph", False) or getattr(impl, "compile", False))
 
 
 def _variant_forwards(

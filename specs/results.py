@@ -88,10 +88,17 @@ class MeasuredRoofs(Record):
     dtype: str  # the matmul roof is measured in the run's dtype
     threads: int | None = None  # torch intra-op threads (CPU)
     matmul_flops_per_s: float  # best of repeated n x n matmuls
-    vector_ops_per_s: float  # elementwise multiply of a cache-sized tensor, elements per second
+    vector_ops_per_s: float  # elementwise multiply, elements per second
+    # Bytes the elementwise multiply streamed (operands and result); None: an older calibration on 65,536
+    # elements, a single launch-bound kernel, so the report does not trust its rate (report/predictions.py).
+    vector_bytes: int | None = None
     memory_bandwidth_bytes_per_s: float  # copy of a large tensor: (read + write) bytes per second
     dispatch_s: float  # per-operator floor of an eager decoder: a micro model's forward / its roofline launches
     op_dispatch_s: float | None = None  # a bare ATen op (one-element add), dispatched and completed
+    # Host floor per forward: one eager forward of the model that ran (its real layer count, a one-token input,
+    # no cache) on the run's device, the best of a few; None where not measured (older artifacts).
+    host_floor_s: float | None = None
+    host_floor_layers: int | None = None  # the layers of that forward
     memory_bytes: int  # RAM (CPU) or device memory (GPU)
     method: str  # sizes and repetitions, so a reader can judge the numbers
     wall_s: float  # how long the measurement took

@@ -313,13 +313,16 @@ def test_measured_vs_predicted(sweep, a100) -> None:
     assert study.title.startswith("study model") and faithful.title == "faithful model"
     assert faithful.get("y = x").x == faithful.get("y = x").y
     n_ok = a100.filter(pl.col("status") == "ok").height
-    assert sum(len(s.x) for s in faithful.series if s.kind == "points") == n_ok
+    # The A100 profile has a host floor: each run is drawn with it (filled) and on the roofs alone (hollow).
+    floored = [s for s in faithful.series if s.kind == "points" and "+ host floor" in s.label]
+    assert sum(len(s.x) for s in floored) == n_ok
+    assert sum(len(s.x) for s in faithful.series if s.kind == "points" and "roofs only" in s.label) == n_ok
     # The study's model is batch 1 only: its panel has just the batch-1 runs.
     batch1 = a100.filter((pl.col("status") == "ok") & (pl.col("batch_size") == 1)).height
-    assert sum(len(s.x) for s in study.series if s.kind == "points") == batch1
+    assert sum(len(s.x) for s in study.series if s.kind == "points" and "+ host floor" in s.label) == batch1
     ids = {i for s in faithful.series for i in s.markers}
     row = pred.filter((pl.col("fidelity") == "faithful") & pl.col("run_id").is_in(list(ids))).row(0, named=True)
-    series = next(s for s in faithful.series if row["run_id"] in s.markers)
+    series = next(s for s in floored if row["run_id"] in s.markers)
     index = series.markers.index(row["run_id"])
     assert (series.x[index], series.y[index]) == pytest.approx((row["predicted_latency_s"], row["measured_latency_s"]))
 

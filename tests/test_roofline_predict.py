@@ -80,9 +80,16 @@ def test_predict_llama_fields() -> None:
     p = predict("llama", None, batch=2, prompt_len=128, gen_len=64, hardware=A100)
     est = estimate_llama(LLAMA, A100, prompt_len=128, gen_len=64, batch=2)
     assert isinstance(p, Prediction)
-    assert p.latency_s == est.total_s
-    assert p.ttft_s == est.prefill.total_s
-    assert p.itl_s == pytest.approx((est.total_s - est.prefill.total_s) / 63)
+    assert p.latency_roofs_s == est.total_s
+    # A100's host floor (22 ms per 32-layer eager forward) binds every pass of this small decode.
+    assert p.host_floor_s == pytest.approx(0.022)
+    assert p.ttft_s == max(est.prefill.total_s, 0.022)
+    assert p.itl_s == pytest.approx(0.022) and (est.total_s - est.prefill.total_s) / 63 < 0.022
+    assert p.latency_s == pytest.approx(p.ttft_s + 63 * 0.022)
+    roofs = predict("llama", None, batch=2, prompt_len=128, gen_len=64, hardware=A100.model_copy(update={"host_floor_s": 0.0}))
+    assert roofs.latency_s == roofs.latency_roofs_s == est.total_s and roofs.host_floor_s == 0.0
+    compiled = predict("llama", None, batch=2, prompt_len=128, gen_len=64, hardware=A100, compiled_decode=True)
+    assert compiled.itl_s < 0.022  # a compiled decode pass skips the eager host path
     assert p.step_s is None
     assert p.tokens_per_s == pytest.approx(2 * 64 / p.latency_s)
     assert p.weights_bytes == weights_bytes(LLAMA)
@@ -93,7 +100,7 @@ def test_predict_llada_fields() -> None:
         "llada", None, batch=1, prompt_len=128, gen_len=512, steps=256, block_length=32, hardware=A100
     )
     est = estimate_llada(LLADA, A100, prompt_len=128, gen_len=512, block_length=32, steps=256)
-    assert p.latency_s == est.total_s
+    assert p.latency_s == p.latency_roofs_s == est.total_s  # every step is above the host floor
     assert p.step_s == pytest.approx(est.total_s / 256)
     assert p.ttft_s is None and p.itl_s is None
 
@@ -168,6 +175,6 @@ def test_predict_run_with_the_real_run_config() -> None:
     )
     ar = schema.RunConfig(model=checkpoint, batch_size=1, prompt_length=128, generation_length=64, **common)
     assert (
-        predict_run(ar, A100, fidelity="study").latency_s
+        predict_run(ar, A100, fidelity="study").latency_roofs_s
         == estimate_llama(LLAMA, A100, prompt_len=128, gen_len=64, fidelity="study").total_s
     )

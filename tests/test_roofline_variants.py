@@ -19,7 +19,7 @@ H100 = get_hardware("h100-sxm")
 LLADA = preset_shape("llada", "8b")
 LLAMA = preset_shape("llama", "8b")
 # A profile with a dispatch floor (what a worker measures on an eager decoder), to see the compiled step lose it.
-FLOORED = H100.model_copy(update={"name": "h100 + dispatch", "dispatch_s": 5e-6})
+FLOORED = H100.model_copy(update={"name": "h100 + dispatch", "dispatch_s": 5e-6, "host_floor_s": 0.0})
 RUN = {"prompt_len": 512, "gen_len": 512, "block_length": 32, "steps": 256}
 
 

@@ -3,11 +3,22 @@ elementwise rate, memory bandwidth, per-operator dispatch floor), so the rooflin
 against the device that ran them. Workers measure once per process, device and dtype and record it in each
 run's environment.
 
+Each roof is measured where it is reached. On a GPU the elementwise multiply streams 256 MiB operands: a small
+one is a single launch-bound kernel (65,536 elements measured 8.1e9 op/s on an H200, ~100x below what it
+streams), and every elementwise op of a forward would be charged at that rate. On CPU the operand stays
+cache-resident, as the tiny models' tensors are. The copy moves 1 GiB (GPU) or 128 MiB (CPU, far past the caches).
+
 The dispatch floor is what one operator of an eager transformers decoder costs when its work is nothing: a
 forward pass of a micro LlamaForCausalLM (every tensor a few elements) divided by the kernel launches the
 roofline counts for it (roofline/forward.py: 16 per layer, 2 per pass). That includes Python, module calls,
 the ATen dispatcher and the kernel launch, which is what bounds a small model and batch-1 eager decode. The
 bare floor of one ATen op (a one-element add) is recorded beside it.
+
+The host floor (`host_floor_s`) is measured on the model that runs: one eager forward of a one-token input
+with its real layer count, on the run's device. Its weights are read once (a few ms for 8B on an HBM GPU), so
+what it measures is the host's time per forward, which bounds every eager forward of that model from below.
+The roofline charges each eager forward at least this (`HardwareProfile.host_floor_s`); it supersedes the
+launch-count model, which scales a 2-layer micro model's launches and missed the 8B forward's host time by 1.5x.
 """
 
 from __future__ import annotations
@@ -26,7 +37,9 @@ from specs.results import MeasuredRoofs
 # Sizes: big enough to leave the dispatch floor far behind, small enough for a few seconds on 2 CPU cores.
 CPU_MATMUL_N, GPU_MATMUL_N = 768, 8192
 CPU_COPY_BYTES, GPU_COPY_BYTES = 128 << 20, 1 << 30
-VECTOR_ELEMENTS = 1 << 16  # a cache-resident operand: the elementwise rate, not the bandwidth
+CPU_VECTOR_ELEMENTS = 1 << 16  # a cache-resident operand, as the tiny models' tensors are
+GPU_VECTOR_BYTES = 256 << 20  # per operand: the rate an elementwise op streams at, never one launch's floor
+HOST_FLOOR_CALLS = 3
 DISPATCH_CALLS = 2000
 REPEATS = 5  # best of: the roof is what the machine can do, not its average under interruptions
 
@@ -39,6 +52,7 @@ MODEL_CALLS = 10
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _cache: dict[tuple[str, str, int], MeasuredRoofs] = {}
+_host_floors: dict[int, tuple[float, int]] = {}  # id(model) -> (seconds per eager forward, its layers)
 
 
 def measured_roofs(device: torch.device | str, dtype: torch.dtype | str) -> MeasuredRoofs:
@@ -68,9 +82,11 @@ def calibrate(device: torch.device | str, dtype: str = "float32") -> MeasuredRoo
         c = torch.empty(n, n, device=device, dtype=torch_dtype)
         matmul_s = _best(lambda: torch.mm(a, b, out=c), timer, calls=3)
         del a, b, c
-        x = torch.rand(VECTOR_ELEMENTS, device=device, dtype=torch_dtype)
+        elements = GPU_VECTOR_BYTES // torch_dtype.itemsize if gpu else CPU_VECTOR_ELEMENTS
+        x = torch.rand(elements, device=device, dtype=torch_dtype)
         y, z = torch.rand_like(x), torch.empty_like(x)
-        vector_s = _best(lambda: torch.mul(x, y, out=z), timer, calls=50)
+        vector_s = _best(lambda: torch.mul(x, y, out=z), timer, calls=5 if gpu else 50)
+        del x, y, z
         size = GPU_COPY_BYTES if gpu else CPU_COPY_BYTES
         src = torch.empty(size // 4, device=device, dtype=torch.float32).fill_(1.0)
         dst = torch.empty_like(src)
@@ -86,13 +102,14 @@ def calibrate(device: torch.device | str, dtype: str = "float32") -> MeasuredRoo
         dtype=dtype,
         threads=threads,
         matmul_flops_per_s=2 * n**3 / matmul_s,
-        vector_ops_per_s=VECTOR_ELEMENTS / vector_s,
+        vector_ops_per_s=elements / vector_s,
+        vector_bytes=3 * elements * torch_dtype.itemsize,
         memory_bandwidth_bytes_per_s=2 * size / copy_s,
         dispatch_s=dispatch_s,
         op_dispatch_s=op_dispatch_s,
         memory_bytes=_memory_bytes(device),
         method=(
-            f"best of {REPEATS}: {n}x{n} {dtype} matmul; elementwise mul of {VECTOR_ELEMENTS} {dtype} elements; "
+            f"best of {REPEATS}: {n}x{n} {dtype} matmul; elementwise mul of {elements} {dtype} elements; "
             f"copy of {size >> 20} MiB (read + write counted); dispatch: a {MICRO_LAYERS}-layer micro "
             f"LlamaForCausalLM forward over {MICRO_LAYERS * LAUNCHES_PER_LAYER + LAUNCHES_PER_PASS} launches, "
             f"{MODEL_CALLS} calls; bare op: one-element add, {DISPATCH_CALLS} calls"
@@ -116,6 +133,29 @@ def _model_dispatch_s(device: torch.device, dtype: torch.dtype, timer: Callable[
     ids = torch.zeros((1, 1), dtype=torch.long, device=device)  # [B=1, S=1]
     per_forward = _best(lambda: model(input_ids=ids, use_cache=False, logits_to_keep=1), timer, calls=MODEL_CALLS)
     return per_forward / (MICRO_LAYERS * LAUNCHES_PER_LAYER + LAUNCHES_PER_PASS)
+
+
+def with_host_floor(roofs: MeasuredRoofs, model: torch.nn.Module, device: torch.device | str) -> MeasuredRoofs:
+    """`roofs` with the host floor of `model` (measured once per model object in this process)."""
+    key = id(model)
+    if key not in _host_floors:
+        _host_floors[key] = (host_floor_s(model, torch.device(device)), _num_layers(model))
+    floor_s, layers = _host_floors[key]
+    return roofs.model_copy(update={"host_floor_s": floor_s, "host_floor_layers": layers})
+
+
+def host_floor_s(model: torch.nn.Module, device: torch.device) -> float:
+    """Seconds of one eager forward of `model` on a one-token input (no cache): with its real layer count and on
+    its device, so what bounds every eager forward of this model from below. The best of REPEATS timings."""
+    timer = _cuda_timer(device) if device.type == "cuda" else _cpu_timer
+    ids = torch.zeros((1, 1), dtype=torch.long, device=device)  # [B=1, S=1]
+    with torch.inference_mode():
+        return _best(lambda: model(input_ids=ids, use_cache=False), timer, calls=HOST_FLOOR_CALLS)
+
+
+def _num_layers(model: torch.nn.Module) -> int:
+    config = model.config.get_text_config(decoder=True) if hasattr(model.config, "get_text_config") else model.config
+    return int(config.num_hidden_layers)
 
 
 def _best(op: Callable[[], object], timer: Callable[[Callable[[], object], int], float], *, calls: int) -> float:
@@ -166,6 +206,10 @@ def format_roofs(roofs: MeasuredRoofs) -> str:
         f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per operator of an eager decoder "
         f"({roofs.op_dispatch_s * 1e6:,.2f} µs for a bare op)" if roofs.op_dispatch_s is not None else
         f"dispatch floor:    {roofs.dispatch_s * 1e6:,.2f} µs per operator",
+    ] + ([
+        f"host floor:        {roofs.host_floor_s * 1e3:,.2f} ms per eager forward of a "
+        f"{roofs.host_floor_layers}-layer model",
+    ] if roofs.host_floor_s is not None else []) + [
         f"ridge point:       {roofs.matmul_flops_per_s / roofs.memory_bandwidth_bytes_per_s:,.1f} FLOP/byte",
         f"method: {roofs.method}; {roofs.wall_s:.1f} s",
     ])

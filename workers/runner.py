@@ -26,7 +26,7 @@ import torch
 
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
-from workers.calibrate import measured_roofs
+from workers.calibrate import measured_roofs, with_host_floor
 from workers.environment import capture_environment
 from workers.errors import SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
@@ -146,7 +146,7 @@ class Worker:
         progress.provenance = loaded.provenance
         progress.environment = environment.model_copy(
             update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch."),
-                    "measured_roofs": measured_roofs(device, loaded.dtype)}
+                    "measured_roofs": with_host_floor(measured_roofs(device, loaded.dtype), loaded.model, device)}
         )
         examples = self._prompt_examples(config, loaded)
         batches = prompt_batches(examples, config.batch_size)

@@ -48,7 +48,11 @@ def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, 
 def _profile_notes(profile: HardwareProfile) -> tuple[str, ...]:
     """Where the roofs come from, and the dispatch floor when there is one."""
     notes = (f"Roofs: {profile.source}.",)
-    if profile.dispatch_s:
+    if profile.host_floor_s:
+        notes += (f"Host floor {profile.host_floor_s * 1e3:.3g} ms per eager forward of a {profile.host_floor_layers}-"
+                  "layer model (scaled by each model's layers; a run that measured its own model's is costed on "
+                  "that): no eager forward finishes sooner. It replaces the dispatch floor.",)
+    elif profile.dispatch_s:
         notes += (f"Dispatch floor {profile.dispatch_s * 1e6:.3g} µs per operator launch (16 per layer, fused attention "
                   "one; measured as a micro eager decoder's forward over the launches counted for it): no operator "
                   "finishes sooner.",)
@@ -190,15 +194,17 @@ def measured_vs_predicted(
 ) -> Figure:
     """Median measured latency (y) against the roofline's predicted latency (x), one point per successful run,
     one panel per fidelity (study, faithful), log-log with the y = x line: points above it ran slower than the
-    roofline allows. With a dispatch floor in the profile, filled marks include it and hollow marks are the
-    roofs alone."""
+    roofline allows. With a floor in the profile (host floor per eager forward, or dispatch floor per launch),
+    filled marks include it and hollow marks are the roofs alone. A run measured faster than 0.9x its roofs-only
+    prediction is circled in red and named "roofline violated": the roofs are a lower bound on time."""
     name = "measured_vs_predicted"
     hardware = one_hardware(df, name)
     rows = predictions.filter((pl.col("hardware") == hardware) & pl.col("measured_latency_s").is_not_null())
     fidelities = [f for f in ("study", "faithful") if rows.filter(pl.col("fidelity") == f).height]
     if not rows.filter(pl.col("predicted_latency_s").is_not_null()).height:
         raise FigureSkipped("no successful run has a roofline prediction")
-    dispatch = profile.dispatch_s > 0
+    dispatch = profile.dispatch_s > 0 or profile.host_floor_s > 0
+    floor_label = " + host floor" if profile.host_floor_s > 0 else " + dispatch"
     fig, axes = new_figure(len(fidelities), columns=2, panel_size=(5.0, 4.4))
     panels = []
     for ax, fidelity in zip(axes, fidelities):
@@ -207,7 +213,7 @@ def measured_vs_predicted(
         styles = impl_styles(sub["impl"].to_list())
         for (arch, model, impl), group in _by_implementation(sub):
             marker = styles[impl][1] or ("s" if arch == "llama" else "o")
-            variants = [("predicted_latency_s", " + dispatch" if dispatch else "", True)]
+            variants = [("predicted_latency_s", floor_label if dispatch else "", True)]
             if dispatch:
                 variants.append(("predicted_latency_roofs_s", ", roofs only", False))
             for column, suffix, filled in variants:
@@ -219,6 +225,15 @@ def measured_vs_predicted(
                 color = ARCH_COLOR.get(arch, "black")
                 ax.scatter(s.x, s.y, marker=marker, s=28, alpha=0.85, label=s.label, zorder=3,
                            color=color if filled else "none", edgecolors=color)
+        violated = sub.filter(pl.col("roofline_violated").fill_null(False)) if "roofline_violated" in sub.columns \
+            else sub.clear()
+        if violated.height:
+            s = Series(f"roofline violated ({violated.height} runs: faster than 0.9x the roofs alone)", "points",
+                       tuple_of(violated["predicted_latency_roofs_s"]), tuple_of(violated["measured_latency_s"]),
+                       markers=tuple(violated["run_id"].to_list()))
+            series.append(s)
+            ax.scatter(s.x, s.y, marker="o", s=140, facecolors="none", edgecolors="red", linewidths=1.5,
+                       label=s.label, zorder=4)
         values = [v for s in series for v in (*s.x, *s.y) if v > 0]
         if values:
             lo, hi = min(values) / 1.5, max(values) * 1.5

@@ -1,0 +1,89 @@
+"""The roofline against real GPU runs: the two sweeps measured on an NVIDIA H200 (tests/data/h200, written by the
+package at commit 966dbce). The roofs alone must bound every run from below, and with the host floor the
+prediction must sit within 1.5x of the measurement for the median run."""
+
+from __future__ import annotations
+
+import math
+import re
+import tarfile
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from report.predictions import choose_profile, measured_roofs_of, profile_from_roofs, sweep_predictions
+from report.render import SweepLayout, _load, render_report
+from report.table import results_table
+
+DATA = Path(__file__).parent / "data" / "h200"
+SWEEPS = ("campaign-h100", "accel-8b")
+
+
+def _unpack(name: str, into: Path) -> Path:
+    with tarfile.open(DATA / f"{name}.tgz") as archive:
+        archive.extractall(into, filter="data")
+    return into / name
+
+
+@pytest.fixture(scope="module", params=SWEEPS)
+def rendered(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sweep directory with its report, rendered from the artifacts alone."""
+    root = _unpack(request.param, tmp_path_factory.mktemp(request.param))
+    render_report(root, echo=False)
+    return root
+
+
+def test_the_roofs_bound_every_h200_run_and_the_floor_predicts_the_median_within_1_5x(rendered: Path) -> None:
+    ok = pl.read_parquet(rendered / "results.parquet").filter(pl.col("status") == "ok")
+    assert ok.height and ok["predicted_latency_roofs_s"].null_count() == 0
+    assert ok["roofline_profile"].unique().to_list() == ["NVIDIA H200 (measured, bfloat16)"]
+    assert not ok["roofline_violated"].any()
+    assert (ok["predicted_latency_roofs_s"] <= ok["predicted_latency_s"]).all()
+    assert ok["roofline_efficiency"].max() <= 1 / 0.9
+    ratio = (ok["latency_e2e_s_median"] / ok["predicted_latency_s"]).log().abs()
+    assert ratio.median() <= math.log(1.5)
+
+
+def test_the_report_flags_no_violation_and_gives_the_efficiency_per_implementation(rendered: Path) -> None:
+    text = (rendered / "report.md").read_text(encoding="utf-8")
+    assert "roofline efficiency: llama-8b-synthetic vanilla" in text
+    assert "roofline efficiency: llada-8b-synthetic vanilla" in text
+    if rendered.name == "accel-8b":
+        assert "roofline efficiency: llama-8b-synthetic static-compile" in text
+        assert "roofline efficiency: llada-8b-synthetic dual-cache" in text
+    assert "roofline violated" in text  # the roofline table's column
+    assert not re.search(r"\d VIOLATED", text)  # no latency-table cell flags a run
+
+
+def test_an_old_launch_bound_vector_roof_is_floored_and_the_host_floor_comes_from_the_named_profile(
+    tmp_path: Path,
+) -> None:
+    results, _ = _load(SweepLayout(_unpack("campaign-h100", tmp_path)), strict=True)
+    roofs = measured_roofs_of(results, "NVIDIA H200")
+    assert roofs is not None and roofs.vector_bytes is None and roofs.host_floor_s is None
+    assert roofs.vector_ops_per_s < 1e10  # 65,536 elements: one launch-bound kernel
+    profile = profile_from_roofs(roofs)
+    assert profile.peak_vector_ops_per_s == pytest.approx(roofs.memory_bandwidth_bytes_per_s / 6)
+    assert profile.peak_tensor_flops_per_s == roofs.matmul_flops_per_s  # measured where reached: kept
+    assert profile.host_floor_s == pytest.approx(0.022) and profile.host_floor_layers == 32
+    # The same roofs with the new calibration's fields are trusted as measured.
+    fresh = roofs.model_copy(update={"vector_bytes": 3 << 28, "host_floor_s": 0.03, "host_floor_layers": 32})
+    assert profile_from_roofs(fresh).peak_vector_ops_per_s == roofs.vector_ops_per_s
+    assert profile_from_roofs(fresh).host_floor_s == 0.03
+
+
+def test_a_violation_is_flagged_when_a_run_beats_its_roofs(tmp_path: Path) -> None:
+    results, _ = _load(SweepLayout(_unpack("accel-8b", tmp_path)), strict=True)
+    table = results_table(results)
+    choice = choose_profile("NVIDIA H200", measured_roofs_of(results, "NVIDIA H200"))
+    assert choice.profile is not None
+    # Roofs 10x faster than the device is: nothing is flagged. 10x slower: every run beat its "bound".
+    slow = choice.profile.model_copy(update={
+        "peak_tensor_flops_per_s": choice.profile.peak_tensor_flops_per_s / 10,
+        "memory_bandwidth_bytes_per_s": choice.profile.memory_bandwidth_bytes_per_s / 10,
+        "peak_vector_ops_per_s": choice.profile.peak_vector_ops_per_s / 10,
+    })
+    flagged = sweep_predictions(results, table, {"NVIDIA H200": slow}).filter(pl.col("fidelity") == "faithful")
+    assert flagged["roofline_violated"].all()
+    assert (flagged["roofline_efficiency"] > 1).all()
