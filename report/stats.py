@@ -131,8 +131,19 @@ def interval(
     if not (np.isfinite(low) and np.isfinite(high)):
         draws = np.asarray(result.bootstrap_distribution)
         low, high = (float(v) for v in np.quantile(draws, [(1 - level) / 2, (1 + level) / 2]))
-        return Interval(low, high, PERCENTILE_CI, n)
-    return Interval(low, high, CI, n)
+        return Interval(*_within_samples(low, high, values, statistic), PERCENTILE_CI, n)
+    return Interval(*_within_samples(low, high, values, statistic), CI, n)
+
+
+def _within_samples(
+    low: float, high: float, values: np.ndarray, statistic: Callable[..., np.ndarray]
+) -> tuple[float, float]:
+    """A median's interval clipped to the samples' range: every resample's median lies inside it, but the
+    midpoint of two equal values or BCa's interpolation can land one rounding step outside."""
+    if statistic is not _median_axis:
+        return low, high
+    lowest, highest = float(values.min()), float(values.max())
+    return min(max(low, lowest), highest), min(max(high, lowest), highest)
 
 
 def rank_interval(
