@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from report.catalog import FIGURES, GroupContext
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
+from report.energy import energy_findings
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
 from report.findings import (
@@ -27,6 +28,7 @@ from report.findings import (
 )
 from report.html import render_html
 from report.markdown import render_markdown
+from report.pairings import findings_file, pairing_table, pairings_text
 from report.parity import parity_markers, parity_table
 from report.predictions import (
     ProfileChoice,
@@ -62,6 +64,7 @@ from specs.schema import VANILLA, ExperimentSpec
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"
+FINDINGS_FILE = "findings.json"
 SUMMARY_ROWS = 40
 
 
@@ -103,6 +106,8 @@ class ReportOutputs:
     summary: str
     findings: str  # the Findings as text, printed after the summary
     variants: str = ""  # the variants against vanilla as text (empty without variants), printed last
+    findings_json: Path | None = None  # findings.json: both pairings as data (report/pairings.py)
+    pairings: str = ""  # both pairings as text (report/pairings.py), printed after the Findings
 
 
 def render_report(
@@ -150,9 +155,10 @@ def render_report(
     _write_parquet(table, layout.results)
     crossovers = crossover_table(base, available, shapes)
     predicted = predicted_throughput(base, available, shapes)
+    pairings = pairing_table(table, results, quality.parity, crossovers, available)
     findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base)),
-                          roofline_findings(table)]).sort(["hardware", "generation_length", "prompt_length"],
-                                                          maintain_order=True)
+                          energy_findings(pairings, table), roofline_findings(table)]).sort(
+        ["hardware", "generation_length", "prompt_length"], maintain_order=True)
     if has_variants(table):
         every_long = quality_long_table(results)
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
@@ -167,21 +173,27 @@ def render_report(
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
+        pairings=tuple(pairings),
     )
     document = build_document(inputs)
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
+    json_path = layout.root / FINDINGS_FILE
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
+    _atomic_text(json_path, findings_file(inputs.sweep, pairings).model_dump_json(indent=1) + "\n")
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
+    both_ways = pairings_text(pairings)
     versus = variants_text(variants)
     if echo:
         print(summary)
         print(answer)
+        if both_ways:
+            print(both_ways)
         if versus:
             print(versus)
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
-                         summary, answer, versus)
+                         summary, answer, versus, json_path, both_ways)
 
 
 def analyse_quality(results: list[RunResult], table: pl.DataFrame) -> QualityData:

@@ -21,8 +21,10 @@ from report.document import (
     fmt_seconds,
     fmt_value,
 )
+from report.energy import energy_blocks
 from report.extrapolation import extrapolated_share, extrapolation_checks
 from report.findings import CROSSOVER_ANCHOR, PARITY_ANCHOR
+from report.pairings import Pairing, pairing_blocks
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import (
     UNKNOWN_HARDWARE,
@@ -46,7 +48,8 @@ SECTIONS = (
     ("quality", "6. Quality vs computation"),
     ("variants", "7. Accelerated variants"),
     ("roofline", "8. Roofline"),
-    ("provenance", "9. Environment and provenance"),
+    ("energy", "9. Energy"),
+    ("provenance", "10. Environment and provenance"),
 )
 BERTSCORE_WINDOW_NOTE = (
     "BERTScore scores the whole text: a continuation or reference longer than the scorer's window (510 subword "
@@ -70,6 +73,7 @@ class ReportInputs:
     findings: pl.DataFrame  # report.findings.FINDINGS_SCHEMA
     crossovers: pl.DataFrame  # report.findings.CROSSOVER_SCHEMA
     variants: pl.DataFrame  # report.variants.VARIANT_SCHEMA (empty without variant runs)
+    pairings: tuple[Pairing, ...] = ()  # report.pairings.pairing_table: the answer both ways
 
 
 def build_document(inputs: ReportInputs) -> Document:
@@ -95,6 +99,7 @@ def build_document(inputs: ReportInputs) -> Document:
     _quality(sections["quality"], inputs, multi)
     _variants(sections["variants"], inputs, multi)
     _roofline(sections["roofline"], inputs)
+    sections["energy"].blocks[:0] = energy_blocks(table, multi)  # text and tables before the figure
     _provenance(sections["provenance"], inputs)
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
     subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
@@ -225,6 +230,7 @@ def _findings(section: Section, inputs: ReportInputs, multi: bool) -> None:
                "the first EOS); and B*, the batch size from which LLaMA's throughput stays ahead of LLaDA's at each "
                "step count, interpolated between measured batch sizes, beside the roofline's B* for the same device")
     section.blocks.append(Table(tuple(columns), tuple(rows), caption, fold=False, links=tuple(links)))
+    section.blocks += pairing_blocks(inputs.pairings, multi)
     if judge:
         section.blocks.append(Paragraph(judge))
 

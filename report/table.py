@@ -65,6 +65,10 @@ SCHEMA: dict[str, pl.DataType] = {
     # the profile's floor, the roofs-only share the run reached, and whether it ran faster than the bound allows.
     "roofline_profile": _STR, "predicted_latency_roofs_s": _F64, "predicted_latency_s": _F64,
     "roofline_efficiency": _F64, "roofline_violated": _BOOL,
+    # Energy of the measured repetitions (report/energy.py): `energy_joules_timed` is what the counter read over
+    # the timed region; `joules_per_token` is scaled to the whole generation where `energy_extrapolated`.
+    "energy_source": _STR, "energy_scope": _STR, "energy_joules_timed": _F64, "energy_seconds": _F64,
+    "energy_tokens": _I64, "joules_per_token": _F64, "energy_extrapolated": _BOOL, "energy_power_w": _F64,
     **{f"{metric}_mean": _F64 for metric in QUALITY_METRICS},
     "quality_prompts": _I64, "quality_note": _STR,
     "useful_tokens_mean": _F64, "useful_tokens_total": _I64, "useful_fraction": _F64, "low_useful": _BOOL,
@@ -165,6 +169,7 @@ def _row(result: RunResult) -> dict[str, Any]:
     row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
     row.update(_timing_columns(result, useful_mean))
     row.update(_memory_columns(result))
+    row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
     row.update(_provenance_columns(result))
     return row
@@ -273,6 +278,21 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
         "peak_rss_delta_bytes": memory.peak_rss_delta_bytes, "weights_bytes": memory.weights_bytes,
         "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
         "peak_memory_bytes": peak, "peak_memory_kind": kind,
+    }
+
+
+def _energy_columns(result: RunResult) -> dict[str, Any]:
+    """The run's energy record, flat. An extrapolated run's `joules_per_token` is scaled from its timed steps:
+    the flag says so, read from the record or (artifacts older than the flag) from the samples."""
+    energy = result.energy
+    if energy is None:
+        return {}
+    extrapolated = energy.extrapolated or bool(result.samples and result.samples.extrapolated is not None)
+    return {
+        "energy_source": energy.source, "energy_scope": energy.scope, "energy_joules_timed": energy.joules,
+        "energy_seconds": energy.seconds, "energy_tokens": energy.generated_tokens,
+        "joules_per_token": energy.joules_per_token, "energy_extrapolated": extrapolated,
+        "energy_power_w": energy.joules / energy.seconds if energy.seconds > 0 else None,
     }
 
 

@@ -78,6 +78,9 @@ class Energy(Record):
     generated_tokens: int  # repetitions x batch x N_out
     # joules / generated tokens; for an extrapolated run, the timed steps' energy scaled like its latency
     joules_per_token: float
+    # True: the run timed only its first steps (Samples.extrapolated), so `joules` covers those timed steps and
+    # `joules_per_token` is scaled from them. Older artifacts lack the field; the report then reads the samples.
+    extrapolated: bool = False
 
 
 class MeasuredRoofs(Record):
@@ -124,9 +127,14 @@ class Environment(Record):
     nvml: dict[str, float | int | str] | None = None  # clocks, temperature, power
     other_gpu_processes: bool | None = None
     cpu_threads: int | None = None
-    # The KV cache the generation used: LLaMA "preallocated" (or "static", the compile variant's), LLaDA
+    # The KV cache the generation used: LLaMA "preallocated" (or "static" / "live", the compile variant's), LLaDA
     # "none" (vanilla) or a cached variant's "prefix" / "dual"; "dynamic" is transformers' own.
-    kv_cache: Literal["preallocated", "dynamic", "static", "none", "prefix", "dual"] | None = None
+    kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual"] | None = None
+    # How a variant's step forward ran when not eagerly: "cuda graph" (captured by hand, replayed),
+    # "torch.compile reduce-overhead (cuda graphs)", or "inductor" (a CPU: compiled, no graphs); None: eager.
+    forward_capture: str | None = None
+    # The attention kernel of LLaMA's compiled decode step (LlamaImpl.decode_attention), in words.
+    decode_attention_kernel: str | None = None
     measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/calibrate.py)
 
 
@@ -201,7 +209,8 @@ class RunResult(Record):
     # vary, the count of each measured repetition is in samples.forwards.
     nfe: int | None = None
     cache_bytes: int | None = None  # peak bytes the variant's KV cache held (None: no cache)
-    compile_s: float | None = None  # torch.compile time spent in the warm-ups (LLaMA `compile` variants)
+    # Warm-up time spent compiling (LLaMA `compile` variants) or capturing CUDA graphs (LLaDA `graph` variants)
+    compile_s: float | None = None
     generations: list[Generation] = Field(default_factory=list)
     quality: list[QualityRecord] | None = None
     quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature
