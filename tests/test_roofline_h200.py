@@ -66,7 +66,7 @@ def test_an_old_launch_bound_vector_roof_is_floored_and_the_host_floor_comes_fro
     profile = profile_from_roofs(roofs)
     assert profile.peak_vector_ops_per_s == pytest.approx(roofs.memory_bandwidth_bytes_per_s / 6)
     assert profile.peak_tensor_flops_per_s == roofs.matmul_flops_per_s  # measured where reached: kept
-    assert profile.host_floor_s == pytest.approx(0.022) and profile.host_floor_layers == 32
+    assert profile.host_floor_s == pytest.approx(0.024) and profile.host_floor_layers == 32
     # The same roofs with the new calibration's fields are trusted as measured.
     fresh = roofs.model_copy(update={"vector_bytes": 3 << 28, "host_floor_s": 0.03, "host_floor_layers": 32})
     assert profile_from_roofs(fresh).peak_vector_ops_per_s == roofs.vector_ops_per_s

@@ -81,15 +81,15 @@ def test_predict_llama_fields() -> None:
     est = estimate_llama(LLAMA, A100, prompt_len=128, gen_len=64, batch=2)
     assert isinstance(p, Prediction)
     assert p.latency_roofs_s == est.total_s
-    # A100's host floor (22 ms per 32-layer eager forward) binds every pass of this small decode.
-    assert p.host_floor_s == pytest.approx(0.022)
-    assert p.ttft_s == max(est.prefill.total_s, 0.022)
-    assert p.itl_s == pytest.approx(0.022) and (est.total_s - est.prefill.total_s) / 63 < 0.022
-    assert p.latency_s == pytest.approx(p.ttft_s + 63 * 0.022)
+    # A100's host floor (24 ms per 32-layer eager forward) binds every pass of this small decode.
+    assert p.host_floor_s == pytest.approx(0.024)
+    assert p.ttft_s == max(est.prefill.total_s, 0.024)
+    assert p.itl_s == pytest.approx(0.024) and (est.total_s - est.prefill.total_s) / 63 < 0.024
+    assert p.latency_s == pytest.approx(p.ttft_s + 63 * 0.024)
     roofs = predict("llama", None, batch=2, prompt_len=128, gen_len=64, hardware=A100.model_copy(update={"host_floor_s": 0.0}))
     assert roofs.latency_s == roofs.latency_roofs_s == est.total_s and roofs.host_floor_s == 0.0
     compiled = predict("llama", None, batch=2, prompt_len=128, gen_len=64, hardware=A100, compiled_decode=True)
-    assert compiled.itl_s < 0.022  # a compiled decode pass skips the eager host path
+    assert compiled.itl_s < 0.024  # a compiled decode pass skips the eager host path
     assert p.step_s is None
     assert p.tokens_per_s == pytest.approx(2 * 64 / p.latency_s)
     assert p.weights_bytes == weights_bytes(LLAMA)

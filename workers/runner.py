@@ -34,6 +34,7 @@ from workers.memory import free_device_memory, memory_at_failure
 from workers.models import LoadedModel, load_model, shape_of_config
 from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
 from workers.scenario import CompiledSteps, batch_seed, generate_untimed, measure
+from workers.sdpa_backends import NO_CUDNN, eager_llama_decode, without_cudnn_attention
 from workers.tokenization import decode_generation, model_input_ids
 
 SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
@@ -144,8 +145,9 @@ class Worker:
 
         loaded = self._ensure_model(config, device, progress)
         progress.provenance = loaded.provenance
+        kernel = loaded.attention_kernel + (f" ({NO_CUDNN})" if eager_llama_decode(config, device) else "")
         progress.environment = environment.model_copy(
-            update={"attention_kernel": loaded.attention_kernel, "dtype": str(loaded.dtype).removeprefix("torch."),
+            update={"attention_kernel": kernel, "dtype": str(loaded.dtype).removeprefix("torch."),
                     "measured_roofs": with_host_floor(measured_roofs(device, loaded.dtype), loaded.model, device)}
         )
         examples = self._prompt_examples(config, loaded)
@@ -156,7 +158,8 @@ class Worker:
         _check_positions(loaded, inputs[0].shape[1] + config.generation_length)
 
         self._park_unmeasured(loaded)
-        measurement = measure(loaded, config, inputs)
+        with without_cudnn_attention(config, device):
+            measurement = measure(loaded, config, inputs)
         progress.environment = progress.environment.model_copy(update={"kv_cache": measurement.kv_cache})
         result: dict[str, Any] = {
             "status": RunStatus.OK,
@@ -171,7 +174,9 @@ class Worker:
         result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)
         if config.quality.enabled:
             try:
-                result.update(self._score(config, loaded, examples, inputs, measurement.outputs, measurement.compiled))
+                with without_cudnn_attention(config, device):
+                    result.update(self._score(config, loaded, examples, inputs, measurement.outputs,
+                                              measurement.compiled))
             except Exception as exc:  # the measurement is good: keep it, and say that scoring failed
                 result.update(self._quality_failure(exc, loaded))
                 traceback.clear_frames(exc.__traceback__)
