@@ -93,7 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
 def _hardware_table() -> str:
     rows = [
         f"{p.name}: tensor {p.peak_tensor_flops_per_s / 1e12:g} TFLOP/s, vector {p.peak_vector_ops_per_s / 1e12:g} "
-        f"Top/s, {p.memory_bandwidth_bytes_per_s / 1e9:g} GB/s, {p.memory_bytes / (1 << 30):g} GiB\n    {p.source}"
+        f"Top/s, {p.memory_bandwidth_bytes_per_s / 1e9:g} GB/s, {p.memory_bytes / (1 << 30):g} GiB"
+        + (f", host floor {p.host_floor_s * 1e3:g} ms per {p.host_floor_layers}-layer eager forward" if p.host_floor_s
+           else "")
+        + f"\n    {p.source}"
         for p in HARDWARE.values()
     ]
     return "\n".join(rows) + "\n"
