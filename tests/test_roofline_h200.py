@@ -12,7 +12,16 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from report.predictions import choose_profile, measured_roofs_of, profile_from_roofs, sweep_predictions
+from report.figures.common import plotted
+from report.figures.roofline import measured_vs_predicted
+from report.findings import roofline_findings
+from report.predictions import (
+    choose_profile,
+    measured_roofs_of,
+    profile_from_roofs,
+    sweep_predictions,
+    with_roofline_columns,
+)
 from report.render import SweepLayout, _load, render_report
 from report.table import results_table
 
@@ -84,6 +93,13 @@ def test_a_violation_is_flagged_when_a_run_beats_its_roofs(tmp_path: Path) -> No
         "memory_bandwidth_bytes_per_s": choice.profile.memory_bandwidth_bytes_per_s / 10,
         "peak_vector_ops_per_s": choice.profile.peak_vector_ops_per_s / 10,
     })
-    flagged = sweep_predictions(results, table, {"NVIDIA H200": slow}).filter(pl.col("fidelity") == "faithful")
+    predictions = sweep_predictions(results, table, {"NVIDIA H200": slow})
+    flagged = predictions.filter(pl.col("fidelity") == "faithful")
     assert flagged["roofline_violated"].all()
     assert (flagged["roofline_efficiency"] > 1).all()
+    # The measured-vs-predicted figure circles every violating run, and the Findings name them.
+    data = plotted(measured_vs_predicted(table, predictions, slow))
+    marked = data.panel("faithful").get(f"roofline violated ({flagged.height} runs: faster than 0.9x the roofs alone)")
+    assert set(marked.markers) == set(flagged["run_id"].to_list())
+    rows = roofline_findings(with_roofline_columns(table, predictions)).filter(pl.col("finding") == "roofline violated")
+    assert rows.height == 1 and rows["warning"][0] and f"{flagged.height} run(s)" in rows["value"][0]
