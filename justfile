@@ -14,6 +14,18 @@ sweep SPEC="specs/smoke.yaml" *ARGS:
 figures DIR="artifacts/smoke" *ARGS:
     llada-bench report {{DIR}} {{ARGS}}
 
+# Unpack the H200 sweeps (tests/data/h200/*.tgz) into results/h200/, verify their checksums, regenerate their reports
+h200-results:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    mkdir -p results/h200
+    for sweep in campaign-h100 accel-8b; do
+        rm -rf "results/h200/$sweep"
+        tar -xzf "tests/data/h200/$sweep.tgz" -C results/h200
+        llada-bench verify "results/h200/$sweep"
+        llada-bench report "results/h200/$sweep"
+    done
+
 # Validate a spec and list its planned runs
 plan SPEC="specs/smoke.yaml":
     llada-bench plan {{SPEC}}
@@ -45,9 +57,10 @@ test-latest VENV="build/venv-latest" *ARGS:
     {{VENV}}/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
     {{VENV}}/bin/python -m pytest -m "not slow" -q {{ARGS}}
 
-# Speed benchmarks: samplers against their baselines, roofline evaluation cost
+# Speed benchmarks: samplers against their baselines, host time per forward eager vs compiled, roofline evaluation cost
 bench:
     python -m workers.bench
+    python -m workers.bench_forward
     python -m roofline.bench
 
 # Pre-fetch every model, tokenizer, dataset and scorer SPEC names into the HF cache, then verify it offline (login node)

@@ -84,7 +84,7 @@ def predict(
     where the count came from) for LLaDA, `compiled_decode` for LLaMA."""
     shape = shape or preset_shape(arch, "8b")
     floor_s = 0.0 if graph_forwards else hardware.host_floor_of(shape.num_layers)
-    if hardware.host_floor_s > 0:
+    if hardware.host_floor_s > 0 or graph_forwards:  # a replayed graph dispatches no operator from the host
         hardware = hardware.model_copy(update={"dispatch_s": 0.0})
     memory: MemoryFootprint
     if arch == "llama":

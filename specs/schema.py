@@ -88,6 +88,7 @@ ModelSource = Annotated[
 
 VANILLA = "vanilla"
 LladaCache = Literal["none", "prefix", "dual"]
+DecodeAttention = Literal["static", "live"]  # LlamaImpl.decode_attention
 
 
 def _distinct_names(impls: list) -> list:
@@ -107,12 +108,19 @@ class LladaImpl(Frozen):
     forwards per generation and the count that ran is recorded. `factor`: the same with the factor rule
     (the top n while the n-th confidence is at least 1 - factor / (n + 1)). With neither and no cache a
     variant is token-exact with vanilla.
+    `graph`: every model forward of a step runs captured as a CUDA graph, one per input shape (vanilla: one;
+    dual: the block's refresh and its cached step; prefix: the refresh and one per block), captured by hand in
+    the warm-ups and replayed in the timed steps, so a step pays no per-operator host dispatch; the capture
+    time is recorded as `compile_s`. It changes no number a forward computes (the same kernels, replayed): it
+    is token-exact with the same variant eager. On a CPU, which has no graphs, the forward is compiled by
+    inductor instead (the same static buffers).
     """
 
     name: str = VANILLA
     cache: LladaCache = "none"
     threshold: float | None = Field(default=None, gt=0, le=1)
     factor: float | None = Field(default=None, gt=0)
+    graph: bool = False
 
     _name = field_validator("name")(_safe_name)
 
@@ -126,7 +134,7 @@ class LladaImpl(Frozen):
 
     @property
     def is_accelerated(self) -> bool:
-        return self.cache != "none" or self.threshold is not None or self.factor is not None
+        return self.cache != "none" or self.threshold is not None or self.factor is not None or self.graph
 
     @property
     def parallel(self) -> bool:
@@ -137,10 +145,18 @@ class LladaImpl(Frozen):
 class LlamaImpl(Frozen):
     """One named LLaMA implementation. The default is the eager decode loop over the preallocated KV cache;
     `compile` wraps its decode step in `torch.compile` (CUDA graphs on GPU, inductor on CPU), compiled during
-    the warm-ups, which are never timed; the compile time is recorded."""
+    the warm-ups, which are never timed; the compile time is recorded.
+
+    `decode_attention` (compile only) picks the compiled step's attention: `static` is transformers' kernel
+    over every position of the static cache (under compile its GQA repeats each KV head for its query
+    heads, so keys and values are read, copied and read again); `live` attends only over the positions
+    written so far, rounded up to a multiple of 256 (one graph per bucket), each KV head shared by its query
+    heads without a copy, so a decode step reads each live key and value once.
+    """
 
     name: str = VANILLA
     compile: bool = False
+    decode_attention: DecodeAttention = "static"
 
     _name = field_validator("name")(_safe_name)
 
@@ -148,6 +164,11 @@ class LlamaImpl(Frozen):
     def _vanilla_is_plain(self) -> LlamaImpl:
         if self.name == VANILLA and self.is_accelerated:
             raise ValueError(f"name: {VANILLA!r} names the plain decode loop; give this variant another name")
+        if self.decode_attention != "static" and not self.compile:
+            raise ValueError(
+                f"decode_attention: {self.decode_attention!r} is the compiled decode step's attention; "
+                "add compile: true or drop it"
+            )
         return self
 
     @property

@@ -7,13 +7,17 @@ batch is 1 and more than one position is fed (32 per LLaDA step and per LLaMA pr
 LLaMA decode, whose single position skips the check). Rotary embeddings have used the position ids
 before attention runs, and the benchmark never packs sequences, so the modules drop them.
 `tests/test_sync_free.py` fails if any attention call receives them again, or if a timed step syncs.
+
+A KV cache may also bring its own attention (`attend`, as `workers/samplers/live_cache.LiveCache` does for
+the compiled decode step): the module then hands the layer's attention to it, so a kernel is chosen per
+call by the cache a caller passes, never by changing the model that other variants share.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import LlamaForCausalLM
-from transformers.models.llama.modeling_llama import LlamaAttention
+from transformers.models.llama.modeling_llama import LlamaAttention, apply_rotary_pos_emb
 
 # Keyword arguments that make a kernel read tensor values on the host (transformers 5.x flash path).
 HOST_READ_KWARGS = ("position_ids",)
@@ -38,9 +42,31 @@ class SyncFreeLlamaAttention(LlamaAttention):
         # The KV cache travels in kwargs under whichever name the installed transformers uses
         # (workers/cache_kwarg.py), so it reaches the parent's forward as the parent expects it.
         drop_host_read_kwargs(kwargs)
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        if getattr(cache, "attend", None) is not None:
+            return self._forward_with_cache_attention(hidden_states, position_embeddings, attention_mask, cache)
         return super().forward(
             hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask, **kwargs
         )
+
+    def _forward_with_cache_attention(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor] | None,
+        attention_mask: torch.Tensor | None,
+        cache: object,
+    ) -> tuple[torch.Tensor, None]:
+        """LlamaAttention's forward with the cache's own attention in place of the configured kernel."""
+        assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
+        input_shape = hidden_states.shape[:-1]
+        hidden_shape = (*input_shape, -1, self.head_dim)
+        query = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H, S, D]
+        key = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
+        value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
+        key, value = cache.update(key, value, self.layer_idx)  # type: ignore[attr-defined]
+        output = cache.attend(self, query, key, value, attention_mask)  # type: ignore[attr-defined]  # [B, S, H, D]
+        return self.o_proj(output.reshape(*input_shape, -1).contiguous()), None
 
 
 def make_sync_free(model: LlamaForCausalLM) -> LlamaForCausalLM:

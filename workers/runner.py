@@ -160,7 +160,10 @@ class Worker:
         self._park_unmeasured(loaded)
         with without_cudnn_attention(config, device):
             measurement = measure(loaded, config, inputs)
-        progress.environment = progress.environment.model_copy(update={"kv_cache": measurement.kv_cache})
+        progress.environment = progress.environment.model_copy(update={
+            "kv_cache": measurement.kv_cache, "forward_capture": measurement.forward_capture,
+            "decode_attention_kernel": measurement.decode_attention_kernel,
+        })  # fmt: skip
         result: dict[str, Any] = {
             "status": RunStatus.OK,
             "samples": measurement.samples,

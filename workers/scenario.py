@@ -15,9 +15,11 @@ extrapolated from them; the samples say so (`Samples.extrapolated`).
 Implementation variants (`RunConfig.llada_impl` / `llama_impl`) run the same scenario: a LLaDA variant's
 sampler takes its cache and confidence rule, and a generation runs until the sampler is done (with a
 confidence rule the steps vary; the plan never extrapolates such runs); the LLaMA `compile` variant
-compiles its decode step once per batch shape inside the warm-ups (an extra untimed warm-up where the
-configured ones do not reach a shape the repetitions use), and the compile time is recorded. Every run
-records the forwards of each repetition and the bytes its KV cache held.
+compiles its decode step once per batch shape (and, with `decode_attention: live`, per attended-length
+bucket) and the LLaDA `graph` variant captures its step forwards once per batch shape and input shape,
+both inside the warm-ups (an extra untimed warm-up where the configured ones do not reach a batch shape the
+repetitions use), and the compile (capture) time is recorded. Every run records the forwards of each
+repetition and the bytes its KV cache held.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from workers.samplers.autoregressive import KV_CACHE, ar_steps
 from workers.samplers.cache_check import require_written
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada import llada_steps
+from workers.samplers.llada_graphs import LladaGraphs
 from workers.timing import Interval, PerfCounterTimer, Timer, timer_for
 
 
@@ -52,23 +55,59 @@ class TimedGeneration:
 
 
 class CompiledSteps:
-    """The compile variant's decode steps of one run, one compilation per batch shape, kept for its
-    untimed quality generations too."""
+    """A run's compiled or captured step forwards, one set per batch shape, kept for its untimed quality
+    generations too: LLaMA's `compile` decode steps, LLaDA's `graph` forwards."""
 
     def __init__(self) -> None:
         self._steps: dict[tuple[int, int], CompiledDecode] = {}
+        self._graphs: dict[tuple[int, int], LladaGraphs] = {}
 
-    def for_batch(self, loaded: LoadedModel, input_ids: torch.Tensor, n_new: int) -> CompiledDecode:
+    def for_batch(
+        self, loaded: LoadedModel, input_ids: torch.Tensor, n_new: int, decode_attention: str = "static"
+    ) -> CompiledDecode:
         batch, prompt = input_ids.shape
         key = (batch, prompt + n_new)
         if key not in self._steps:
-            self._steps[key] = CompiledDecode(loaded.model, batch=batch, capacity=prompt + n_new)
+            self._steps[key] = CompiledDecode(
+                loaded.model, batch=batch, capacity=prompt + n_new, decode_attention=decode_attention
+            )
         return self._steps[key]
+
+    def llada_for_batch(self, loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor) -> LladaGraphs:
+        batch, prompt = input_ids.shape
+        rows = batch * (2 if config.cfg_scale > 0 else 1)  # CFG doubles the rows a forward feeds
+        key = (rows, prompt + config.generation_length)
+        if key not in self._graphs:
+            cache = config.llada_impl.cache if config.llada_impl is not None else "none"
+            self._graphs[key] = LladaGraphs(loaded.model, rows=rows, length=key[1], cache=cache)
+        return self._graphs[key]
 
     @property
     def compile_s(self) -> float | None:
         times = [s.compile_s for s in self._steps.values() if s.compile_s is not None]
+        times += [g.capture_s for g in self._graphs.values() if g.graphs]
         return sum(times) if times else None
+
+    @property
+    def decode_kernel(self) -> str | None:
+        """The attention kernel the compiled decode steps ran (None: no LLaMA compiled step)."""
+        return next((s.kernel for s in self._steps.values()), None)
+
+
+def uses_compiled_steps(config: RunConfig) -> bool:
+    """Whether the run's variant compiles (LLaMA `compile`) or captures (LLaDA `graph`) its step forwards."""
+    return (config.llama_impl is not None and config.llama_impl.compile) or (
+        config.llada_impl is not None and config.llada_impl.graph
+    )
+
+
+def forward_capture(config: RunConfig, device: torch.device) -> str | None:
+    """How the variant's step forward runs, in words, for the artifact (None: eagerly)."""
+    if not uses_compiled_steps(config):
+        return None
+    if device.type != "cuda":
+        return "inductor"
+    return "cuda graph" if config.model.arch == "llada" else "torch.compile reduce-overhead (cuda graphs)"
 
 
 @dataclass
@@ -77,11 +116,13 @@ class Measurement:
     memory: Memory
     outputs: dict[int, torch.Tensor]  # batch index -> new tokens [B, N_out] on the CPU (first rep of it)
     nfe: int
-    kv_cache: str  # the KV cache: "preallocated" or "static" (LLaMA), "none", "prefix" or "dual" (LLaDA)
+    kv_cache: str  # the KV cache: "preallocated", "static" or "live" (LLaMA), "none", "prefix" or "dual" (LLaDA)
     energy: Energy | None = None
     cache_bytes: int | None = None  # peak bytes the KV cache held over the repetitions
-    compile_s: float | None = None  # the compile variant's compile time, spent in the warm-ups
-    compiled: CompiledSteps | None = None  # the compile variant's steps, for the run's untimed generations
+    compile_s: float | None = None  # the compile (graph) variant's compile or capture time, spent in the warm-ups
+    compiled: CompiledSteps | None = None  # the compile (graph) variant's steps, for the untimed generations
+    forward_capture: str | None = None  # how the step forward ran when not eagerly (`forward_capture`)
+    decode_attention_kernel: str | None = None  # LLaMA compiled decode: the attention kernel it ran
 
 
 def batch_seed(seed: int, batch_index: int) -> int:
@@ -102,7 +143,7 @@ def generate(
 ) -> TimedGeneration:
     """Generate `config.generation_length` tokens for one batch `[B, P']`, timing the whole and each step.
     With `config.timed_steps` a LLaDA generation stops after that many steps (its tokens are unfinished).
-    `compiled` holds the LLaMA compile variant's decode steps (required for that variant)."""
+    `compiled` holds the LLaMA compile and LLaDA graph variants' step forwards (required for those)."""
     generator = torch.Generator(device=loaded.device).manual_seed(seed)
     step_intervals: list[Interval] = []
     committed: list[int] = []
@@ -110,6 +151,10 @@ def generate(
     with torch.inference_mode(), timer.measure() as e2e:
         if config.model.arch == "llada":
             assert config.steps is not None and config.block_length is not None and loaded.mask_token_id is not None
+            graphs = None
+            if llada_impl is not None and llada_impl.graph:
+                assert compiled is not None, "the graph variant needs its CompiledSteps"
+                graphs = compiled.llada_for_batch(loaded, config, input_ids)
             sampler = llada_steps(
                 loaded.model, input_ids,
                 gen_length=config.generation_length,
@@ -123,6 +168,7 @@ def generate(
                 cache=llada_impl.cache if llada_impl else "none",
                 threshold=llada_impl.threshold if llada_impl else None,
                 factor=llada_impl.factor if llada_impl else None,
+                graphs=graphs,
             )  # fmt: skip
             limit = config.timed_steps or config.steps
             while not sampler.done and len(step_intervals) < limit:
@@ -139,7 +185,7 @@ def generate(
             step = None
             if llama_impl is not None and llama_impl.compile:
                 assert compiled is not None, "the compile variant needs its CompiledSteps"
-                step = compiled.for_batch(loaded, input_ids, config.generation_length)
+                step = compiled.for_batch(loaded, input_ids, config.generation_length, llama_impl.decode_attention)
             decoder = ar_steps(
                 loaded.model, input_ids, n_new=config.generation_length, temperature=temperature, generator=generator,
                 compiled=step,
@@ -171,7 +217,7 @@ def generate_untimed(
     compiled: CompiledSteps | None = None,
 ) -> torch.Tensor:
     """A generation outside the measurement (quality of batches no repetition ran): tokens on the CPU."""
-    if compiled is None and config.llama_impl is not None and config.llama_impl.compile:
+    if compiled is None and uses_compiled_steps(config):
         compiled = CompiledSteps()
     return generate(
         loaded, config, input_ids, timer=PerfCounterTimer(), seed=seed, temperature=temperature, compiled=compiled
@@ -183,7 +229,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     controls = config.controls
     free_device_memory(loaded.device)  # nothing cached or peaked by earlier runs carries into this one
     timer = timer_for(loaded.device)
-    compiled = CompiledSteps() if config.llama_impl is not None and config.llama_impl.compile else None
+    compiled = CompiledSteps() if uses_compiled_steps(config) else None
     warmup_s: list[float] = []
     for b in _warmup_batches(controls.warmup, controls.repetitions, batches, compiled, config.generation_length):
         run = generate(
@@ -248,14 +294,17 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         cache_bytes=cache_bytes,
         compile_s=compiled.compile_s if compiled is not None else None,
         compiled=compiled,
+        forward_capture=forward_capture(config, loaded.device),
+        decode_attention_kernel=compiled.decode_kernel if compiled is not None else None,
     )
 
 
 def _warmup_batches(
     warmup: int, repetitions: int, batches: list[torch.Tensor], compiled: CompiledSteps | None, n_new: int
 ) -> list[int]:
-    """The batch index of each warm-up: W of them, round robin; for the compile variant one more for every
-    batch shape the repetitions use that those W did not compile, so no compilation is ever timed."""
+    """The batch index of each warm-up: W of them, round robin; for a compile (graph) variant one more for
+    every batch shape the repetitions use that those W did not compile, so no compilation (capture) is ever
+    timed."""
     chosen = [w % len(batches) for w in range(warmup)]
     if compiled is None:
         return chosen
@@ -270,7 +319,10 @@ def _warmup_batches(
 def _kv_cache_name(config: RunConfig) -> str:
     if config.model.arch == "llada":
         return config.llada_impl.cache if config.llada_impl is not None else "none"
-    return "static" if config.llama_impl is not None and config.llama_impl.compile else KV_CACHE
+    impl = config.llama_impl
+    if impl is not None and impl.compile:
+        return "live" if impl.decode_attention == "live" else "static"
+    return KV_CACHE
 
 
 def extrapolate_latency(measured_e2e_s: list[float], steps_s: list[list[float]], steps: int) -> list[float]:

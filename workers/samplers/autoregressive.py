@@ -112,7 +112,6 @@ class ArDecoder:
                     f"the compiled decode step was built for batch {compiled.batch} and {compiled.capacity} "
                     f"positions, not {batch} and {prompt_length + n_new}"
                 )
-            compiled.reset()
             self.cache = compiled.cache
         elif cache == "preallocated":
             self.cache: DynamicCache | PreallocatedCache | StaticCache = PreallocatedCache(
@@ -138,6 +137,8 @@ class ArDecoder:
         # New token t-1 is fed at step t, one position after the previous one.
         last = self._prompt_positions[:, -1:]  # [B or 1, 1]
         self._decode_positions = last + torch.arange(1, n_new, device=device)  # [B or 1, N-1]
+        if compiled is not None:
+            compiled.reset(self._mask, prompt_length)
         self._step = 0
 
     @property
@@ -181,7 +182,7 @@ class ArDecoder:
         if self._compiled is not None:  # the static cache spans every position: so does its padding mask
             if length == self.prompt_length:
                 return self._compiled.prefill(input_ids, position_ids, self._mask)
-            return self._compiled.decode(input_ids, position_ids, self._mask)
+            return self._compiled.decode(input_ids, position_ids, self._mask, length)
         if self._mask is None:
             mask = None
         elif self._decode_mask is not None and input_ids.shape[1] == 1:

@@ -12,7 +12,10 @@ One buffer per layer holds all L positions `[B, H_kv, L, D]`:
   without a copy of the cached part.
 
 The buffer is allocated once, at the first refresh, and its size is what `nbytes` reports (the peak the
-cache holds: it never grows).
+cache holds: it never grows). A forward replayed as a CUDA graph (`graphs.CapturedForward`) cannot write
+at a host offset, which the graph would freeze at its capture's value: `feed_at(positions)` makes every
+layer write the fed keys and values at the positions a device tensor holds (`index_copy_`), so one graph
+serves every block.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ class BlockCacheLayer(CacheLayerMixin):
         super().__init__()
         self.length = length
         self.start = 0
+        self.index: Tensor | None = None  # [q] positions the fed keys go to (graph mode); None: from `start`
         self.writes = 0  # update() calls: a cached variant whose attention never called it measured no cache
 
     def lazy_initialization(self, key_states: Tensor, value_states: Tensor) -> None:
@@ -49,12 +53,17 @@ class BlockCacheLayer(CacheLayerMixin):
                 raise ValueError("the first forward through a BlockCache must feed the whole sequence")
             self.lazy_initialization(key_states, value_states)
         assert self.keys is not None and self.values is not None
+        if not torch.compiler.is_compiling():  # a host counter: compiled code would recompile on every change
+            self.writes += 1
+        if self.index is not None:  # positions on the device: what a replayed graph can vary
+            self.keys.index_copy_(2, self.index, key_states)
+            self.values.index_copy_(2, self.index, value_states)
+            return self.keys, self.values
         end = self.start + key_states.shape[-2]
         if end > self.length:
             raise ValueError(f"the cache holds {self.length} positions; positions up to {end} were fed")
         self.keys[:, :, self.start : end].copy_(key_states)
         self.values[:, :, self.start : end].copy_(value_states)
-        self.writes += 1
         return self.keys, self.values
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
@@ -82,7 +91,12 @@ class BlockCache(Cache):
 
     def feed_from(self, start: int) -> None:
         for layer in self.layers:
-            layer.start = start
+            layer.start, layer.index = start, None
+
+    def feed_at(self, positions: Tensor) -> None:
+        """The next forward's keys and values go to `positions` `[q]` (a device tensor, e.g. a graph's input)."""
+        for layer in self.layers:
+            layer.index = positions
 
     @property
     def nbytes(self) -> int:

@@ -9,6 +9,10 @@ never reallocated, between generations, so one compilation serves every generati
 
 Compilation happens on the first decode call, which the scenario runs in its warm-ups (never timed); its
 duration is `compile_s`.
+
+`decode_attention="live"` swaps the static cache for `live_cache.LiveCache`: the step attends only over the
+written positions (rounded up to 256, one compiled graph per bucket, each compiled on its first step, in the
+warm-ups; `compile_s` sums them) and reads each KV head once. `kernel` names what ran, for the artifact.
 """
 
 from __future__ import annotations
@@ -19,46 +23,86 @@ import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
+from workers.attention import SyncFreeLlamaAttention
 from workers.cache_kwarg import cache_kwargs
+from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
 
 LAST_POSITION_ONLY = 1
+STATIC_KERNEL = "transformers {kernel} over every position of a StaticCache"
+# Graphs a compiled step may specialise into (one per live bucket): torch's default stops recompiling at 8.
+RECOMPILE_LIMIT = 64
 
 
 class CompiledDecode:
     """A compiled decode forward and the `StaticCache` it writes, for batches of `batch` rows and `capacity`
     positions (prompt + new tokens)."""
 
-    def __init__(self, model: nn.Module, *, batch: int, capacity: int) -> None:
+    def __init__(
+        self, model: nn.Module, *, batch: int, capacity: int, decode_attention: str = "static",
+        bucket: int = LIVE_BUCKET,
+    ) -> None:  # fmt: skip
         self.model = model
         self.batch = batch
         self.capacity = capacity
-        self.cache = StaticCache(config=model.config.get_text_config(decoder=True), max_cache_len=capacity)
+        self.decode_attention = decode_attention
         device = next(model.parameters()).device
+        self.device = device
+        text_config = model.config.get_text_config(decoder=True)
+        if decode_attention == "live":
+            if not all(isinstance(layer.self_attn, SyncFreeLlamaAttention) for layer in model.model.layers):
+                raise ValueError(
+                    "decode_attention 'live' needs attention modules that take the cache's attention: "
+                    "apply workers.attention.make_sync_free to the model (workers.models.load_model does)"
+                )
+            self.cache: StaticCache | LiveCache = LiveCache(
+                text_config.num_hidden_layers, capacity, device=device, bucket=bucket
+            )
+            self.kernel = KERNEL.format(bucket=bucket)
+        elif decode_attention == "static":
+            self.cache = StaticCache(config=text_config, max_cache_len=capacity)
+            self.kernel = STATIC_KERNEL.format(kernel=model.config._attn_implementation)
+        else:
+            raise ValueError(f"Unknown decode_attention {decode_attention!r}. Available: static, live")
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         # CUDA graphs on GPU; on the CPU inductor's fused C++ kernels (no graphs to replay there).
         mode = "reduce-overhead" if device.type == "cuda" else None
-        self._step = torch.compile(self._forward, mode=mode, fullgraph=True, dynamic=False)
-        self.compile_s: float | None = None  # the first call's wall time: tracing and compiling
+        forward = self._live_forward if decode_attention == "live" else self._forward
+        self._step = torch.compile(forward, mode=mode, fullgraph=True, dynamic=False)
+        self.compile_s: float | None = None  # every compiling call's wall time: tracing and compiling
+        self._compiled: set[int] = set()  # the attended lengths compiled so far (one for the static cache)
 
-    def reset(self) -> None:
-        """Forget the previous generation; the buffers (and their addresses) stay."""
+    def reset(self, padding: Tensor | None = None, prompt_length: int = 0) -> None:
+        """Forget the previous generation; the buffers (and their addresses) stay. `padding` `[B, capacity]`
+        and `prompt_length` describe the next one (the live cache builds its decode mask from them)."""
         self.cache.reset()
+        if isinstance(self.cache, LiveCache):
+            self.cache.begin(prompt_length, padding)
 
     def matches(self, batch: int, capacity: int) -> bool:
         return self.batch == batch and self.capacity == capacity
 
     def prefill(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         """The prompt's forward, eager (its shape is used once per generation), filling the cache."""
+        if isinstance(self.cache, LiveCache) and attention_mask is not None:
+            attention_mask = attention_mask[:, : input_ids.shape[1]]  # the live cache's keys: the prompt's alone
         return self._forward(input_ids, position_ids, attention_mask)
 
-    def decode(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
-        """One compiled decode forward `[B, 1]` → last logits `[B, 1, V]`."""
-        if self.compile_s is not None:
+    def decode(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None, length: int) -> Tensor:
+        """One compiled decode forward `[B, 1]` that makes the sequence `length` long → last logits `[B, 1, V]`."""
+        attended = self.capacity
+        if isinstance(self.cache, LiveCache):
+            self.cache.step(length)
+            attended = self.cache.live
+        if self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are consumed
+        if attended in self._compiled:
             return self._step(input_ids, position_ids, attention_mask)
         start = time.perf_counter()
         logits = self._step(input_ids, position_ids, attention_mask)
         if logits.device.type == "cuda":
             torch.cuda.synchronize(logits.device)
-        self.compile_s = time.perf_counter() - start
+        self.compile_s = (self.compile_s or 0.0) + time.perf_counter() - start
+        self._compiled.add(attended)
         return logits
 
     def _forward(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
@@ -68,8 +112,23 @@ class CompiledDecode:
             use_cache=True, logits_to_keep=LAST_POSITION_ONLY,
         ).logits  # fmt: skip
 
+    def _live_forward(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+        # The live cache builds the step's mask itself, from the write position and the padding.
+        assert isinstance(self.cache, LiveCache)
+        return self.model(
+            input_ids, attention_mask=self.cache.decode_mask(), position_ids=position_ids,
+            **cache_kwargs(self.cache), use_cache=True, logits_to_keep=LAST_POSITION_ONLY,
+        ).logits  # fmt: skip
+
+    @property
+    def graphs(self) -> int:
+        """Attended lengths compiled so far: one graph each (one for the static cache)."""
+        return len(self._compiled)
+
     @property
     def cache_bytes(self) -> int:
+        if isinstance(self.cache, LiveCache):
+            return self.cache.nbytes
         return sum(
             layer.keys.nbytes + layer.values.nbytes for layer in self.cache.layers if getattr(layer, "is_initialized", False)
         )

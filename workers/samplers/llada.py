@@ -42,6 +42,8 @@ among the positions a step chooses:
   the forwards vary. Whether the block is over is read once per step, but between steps: the step leaves
   its flag on the device and `prepare_step` (or `done`) reads it, so the sync falls outside a step's timer
   as the per-block one does, and the step's committed count stays a 0-d tensor until its reader wants it.
+* `graphs` (`llada_graphs.LladaGraphs`, the `graph` variant): each forward is replayed from a captured CUDA
+  graph (inductor-compiled on a CPU) instead of dispatched operator by operator; the numbers are the same.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from workers.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
+from workers.samplers.llada_graphs import LladaGraphs
 from workers.samplers.parallel import parallel_commit
 
 Remasking = Literal["low_confidence", "random"]
@@ -146,6 +149,7 @@ class LladaSampler:
         threshold: float | None = None,
         factor: float | None = None,
         refresh_every_step: bool = False,
+        graphs: LladaGraphs | None = None,
     ) -> None:
         _check_arguments(
             model, prompt_ids, attention_mask, gen_length, block_length, steps, mask_id, temperature,
@@ -194,7 +198,17 @@ class LladaSampler:
         # A parallel step's (block, "the block still has masks" flag on the device), read between steps.
         self._pending: tuple[int, Tensor] | None = None
         layers = model.config.get_text_config(decoder=True).num_hidden_layers
-        self._cache = BlockCache(layers, prompt_length + gen_length) if cache != "none" else None
+        self._graphs = graphs
+        if graphs is not None:
+            rows = batch * (2 if cfg_scale > 0 else 1)
+            if not graphs.matches(rows, prompt_length + gen_length, cache):
+                raise ValueError(
+                    f"the captured forwards were built for {graphs.rows} rows of {graphs.length} positions with "
+                    f"cache {graphs.cache_mode!r}, not {rows} of {prompt_length + gen_length} with {cache!r}"
+                )
+            self._cache = graphs.cache  # the graphs write their own cache, which outlives this generation
+        else:
+            self._cache = BlockCache(layers, prompt_length + gen_length) if cache != "none" else None
         self._feed: tuple[int, int] = (0, 0)  # [start, end): positions a cached forward feeds
         self._feed_positions: Tensor | None = None  # [1, end - start]
         self._feed_keep: Tensor | None = None  # the window's indices within the fed positions
@@ -375,7 +389,9 @@ class LladaSampler:
         if self.cfg_scale > 0:
             x = torch.cat([x, x.masked_fill(self._prompt_index, self.mask_id)])  # [2B, L]
         cache, forwards = self._cache, 1
-        if cache is None:
+        if self._graphs is not None:
+            logits, forwards = self._replayed_logits(x, refresh=refresh)
+        elif cache is None:
             # Vanilla LLaDA has no KV cache: use_cache=False keeps transformers from filling one at every step.
             logits = self.model(x, attention_mask=self._attn, use_cache=False, logits_to_keep=self._keep).logits
         elif refresh and not self.refresh_every_step:
@@ -402,6 +418,24 @@ class LladaSampler:
             # Unsupervised classifier-free guidance, as in the official code: uncond + (w + 1)(cond - uncond).
             logits = uncond + (self.cfg_scale + 1) * (cond - uncond)
         return logits, forwards
+
+    def _replayed_logits(self, x: Tensor, *, refresh: bool) -> tuple[Tensor, int]:
+        """`_logits`' forwards, replayed from the captured graphs: the same inputs, as tensors."""
+        graphs = self._graphs
+        assert graphs is not None
+        keep = self._keep if isinstance(self._keep, Tensor) else None  # None: every position (full_logits)
+        if self._cache is None or (refresh and not self.refresh_every_step):
+            return graphs.full_logits(x, keep, self._attn), 1
+        forwards = 1
+        if self.refresh_every_step:
+            graphs.full_logits(x, keep, self._attn)
+            forwards = 2
+        start, end = self._feed
+        attn = self._attn
+        if attn is not None and attn.ndim == 4:
+            attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
+        assert self._feed_positions is not None and self._feed_keep is not None
+        return graphs.cached_logits(x[:, start:end], self._feed_positions, self._feed_keep, attn), forwards
 
     def _gumbel_argmax(self, logits: Tensor, lo: int, hi: int) -> Tensor:
         """Gumbel-max sample `[B, W]`: argmax of exp(logits) / (-log u)^T, in float64 like the official code.
@@ -457,6 +491,7 @@ def llada_steps(
     threshold: float | None = None,
     factor: float | None = None,
     refresh_every_step: bool = False,
+    graphs: LladaGraphs | None = None,
 ) -> LladaSampler:
     """Set up a LLaDA generation; iterating the result runs it one step (one NFE) at a time.
 
@@ -481,13 +516,15 @@ def llada_steps(
         only with low-confidence remasking. None of cache, threshold, factor: the vanilla sampler.
     refresh_every_step: a test option of the caches: refill the cache before every step (two forwards a
         step), so a cached variant must reproduce vanilla's tokens.
+    graphs: the `graph` variant's captured forwards for this batch shape and cache (`LladaGraphs`, kept by
+        the caller between generations); None runs every forward eagerly.
     """
     return LladaSampler(
         model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
         mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
         generator=generator, logits_suppress_ids=logits_suppress_ids,
         confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
-        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step,
+        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step, graphs=graphs,
     )  # fmt: skip
 
 
@@ -511,6 +548,7 @@ def llada_generate(
     threshold: float | None = None,
     factor: float | None = None,
     refresh_every_step: bool = False,
+    graphs: LladaGraphs | None = None,
 ) -> Tensor:
     """Run `llada_steps` to the end; returns the tokens `[B, P+G]` (prompt, then the generation)."""
     sampler = llada_steps(
@@ -518,7 +556,7 @@ def llada_generate(
         mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
         generator=generator, logits_suppress_ids=logits_suppress_ids,
         confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
-        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step,
+        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step, graphs=graphs,
     )  # fmt: skip
     for _ in sampler:
         pass
