@@ -197,7 +197,8 @@ def _pairing(pairing: str, where: dict[str, Any], ar: pl.DataFrame, curve: pl.Da
     llama_runs = _representatives(ar, by_id)
     llada_runs = _representatives(curve, by_id)
     try:
-        predicted, chosen = best_roofline_crossover(llama_runs, llada_runs, profile)
+        predicted, chosen = best_roofline_crossover(llama_runs, llada_runs, profile,
+                                                    prefer=[*common["llama_impls"], *common["llada_impls"]])
     except RooflineInputError as exc:
         return Pairing(**common, b_star_roofline=None, roofline_note=str(exc))
     return Pairing(**common, b_star_roofline=predicted, roofline_implementations=chosen,
@@ -262,14 +263,17 @@ def _representatives(rows: pl.DataFrame, by_id: dict[str, RunResult]) -> dict[st
 
 
 def _fastest_predicted(runs: dict[str, tuple[RunResult, float | None]], profile: HardwareProfile,
-                       batch: int) -> tuple[str, float]:
-    """(implementation, latency) of the fastest predicted implementation at `batch`."""
+                       batch: int, prefer: Sequence[str] = ()) -> tuple[str, float]:
+    """(implementation, latency) of the fastest predicted implementation at `batch`. A tie (a host floor that
+    every implementation hits) goes to the first of `prefer` (the measured pairing's), then by name."""
     best: tuple[str, float] | None = None
-    for impl, (result, forwards) in sorted(runs.items()):
+    for impl in sorted(runs, key=lambda name: (name not in prefer, list(prefer).index(name) if name in prefer else 0,
+                                               name)):
+        result, forwards = runs[impl]
         config = result.config.model_copy(update={"batch_size": batch})
         latency = predict_run(config, profile, "faithful", shape=result.model_shape,
                               measured_forwards=forwards).latency_s
-        if best is None or latency < best[1]:
+        if best is None or latency < best[1] * (1 - 1e-9):
             best = (impl, latency)
     assert best is not None, "a pairing has runs on both sides"
     return best
@@ -277,17 +281,20 @@ def _fastest_predicted(runs: dict[str, tuple[RunResult, float | None]], profile:
 
 def best_roofline_crossover(
     llama: dict[str, tuple[RunResult, float | None]], llada: dict[str, tuple[RunResult, float | None]],
-    profile: HardwareProfile, max_batch: int = MAX_BATCH,
+    profile: HardwareProfile, max_batch: int = MAX_BATCH, prefer: Sequence[str] = (),
 ) -> tuple[float | None, dict[str, str]]:
     """The faithful roofline's B* when each model runs its fastest predicted implementation at each batch, and the
-    implementations it picks there. Both generate B x N_out tokens, so T(LLaMA) / T(LLaDA) = L(LLaDA) / L(LLaMA)."""
+    implementations it picks there (ties to `prefer`). Both generate B x N_out tokens, so T(LLaMA) / T(LLaDA) =
+    L(LLaDA) / L(LLaMA)."""
 
     def log_ratio(batch: int) -> float:
-        return math.log(_fastest_predicted(llada, profile, batch)[1] / _fastest_predicted(llama, profile, batch)[1])
+        return math.log(_fastest_predicted(llada, profile, batch, prefer)[1]
+                        / _fastest_predicted(llama, profile, batch, prefer)[1])
 
     crossing = crossing_batch(log_ratio, max_batch)
     at = max_batch if crossing is None else max(1, round(crossing))
-    chosen = {"llama": _fastest_predicted(llama, profile, at)[0], "llada": _fastest_predicted(llada, profile, at)[0]}
+    chosen = {"llama": _fastest_predicted(llama, profile, at, prefer)[0],
+              "llada": _fastest_predicted(llada, profile, at, prefer)[0]}
     return crossing, chosen
 
 
