@@ -2,7 +2,9 @@
 
 `controls.extrapolation` times the first K steps of a LLaDA generation and extrapolates the rest; its
 `check_steps` x `check_batch_sizes` points also run in full in the same sweep. The ratio
-extrapolated / full median latency says how far the extrapolation is off at those points (1.0 = exact).
+extrapolated / full median latency says how far the extrapolation is off at those points (1.0 = exact); where
+both runs read an energy counter, the same ratio of their joules per token (the extrapolated run's are scaled
+from its timed steps like its latency).
 """
 
 from __future__ import annotations
@@ -23,10 +25,18 @@ class ExtrapolationCheck:
     timed_steps: int
     extrapolated_s: float  # median over repetitions
     full_s: float
+    extrapolated_joules_per_token: float | None = None  # None: no energy counter on one side
+    full_joules_per_token: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.extrapolated_s / self.full_s
+
+    @property
+    def energy_ratio(self) -> float | None:
+        if self.extrapolated_joules_per_token is None or not self.full_joules_per_token:
+            return None
+        return self.extrapolated_joules_per_token / self.full_joules_per_token
 
 
 def _point(result: RunResult) -> str:
@@ -51,17 +61,22 @@ def extrapolation_checks(results: list[RunResult]) -> list[ExtrapolationCheck]:
                 generation_length=c.generation_length, steps=extrapolated.steps, timed_steps=extrapolated.timed_steps,
                 extrapolated_s=statistics.median(result.samples.latency_e2e_s),
                 full_s=statistics.median(partner.samples.latency_e2e_s),
+                extrapolated_joules_per_token=result.energy.joules_per_token if result.energy else None,
+                full_joules_per_token=partner.energy.joules_per_token if partner.energy else None,
             )  # fmt: skip
         )
     return sorted(checks, key=lambda k: (k.model, k.batch_size, k.prompt_length, k.generation_length, k.steps))
 
 
 def format_checks(checks: list[ExtrapolationCheck]) -> str:
-    """One line per checked point, e.g. `llada-8b B=16 P=512 G=512 steps=64 (timed 4): 1.93 s vs 1.95 s full, ratio 0.990`."""
+    """One line per checked point, e.g. `llada-8b B=16 P=512 G=512 steps=64 (timed 4): 1.93 s vs 1.95 s full, ratio 0.990`,
+    then `; energy 2.71 vs 2.77 J/token, ratio 0.976` where both runs read an energy counter."""
     lines = ["extrapolated LLaDA latency against full generations (ratio = extrapolated / full median):"]
     for k in checks:
         lines.append(
             f"  {k.model} B={k.batch_size} P={k.prompt_length} G={k.generation_length} steps={k.steps} "
             f"(timed {k.timed_steps}): {k.extrapolated_s:.4g} s vs {k.full_s:.4g} s full, ratio {k.ratio:.3f}"
+            + (f"; energy {k.extrapolated_joules_per_token:.3g} vs {k.full_joules_per_token:.3g} J/token, ratio "
+               f"{k.energy_ratio:.3f}" if k.energy_ratio is not None else "")
         )
     return "\n".join(lines)

@@ -116,6 +116,13 @@ def test_the_h200_campaign_states_its_extrapolated_energy(tmp_path: Path) -> Non
             assert r.energy.joules_per_token == pytest.approx(r.energy.joules * scale / r.energy.generated_tokens)
     checks = energy_checks(table)
     assert checks.height == 6 and checks["ratio"].is_between(0.5, 1.5).all()
+    # The sweep's closing lines set the same energy ratios beside the latency ratios.
+    from orchestrator.extrapolation import extrapolation_checks, format_checks
+
+    lines = format_checks(extrapolation_checks(results)).splitlines()[1:]
+    assert len(lines) == 6 and all("J/token, ratio" in line for line in lines)
+    assert sorted(round(k.energy_ratio, 6) for k in extrapolation_checks(results)) == sorted(
+        round(r, 6) for r in checks["ratio"].to_list())
     assert energy_runs(table).height == 36  # 42 runs, the 6 check points read in full
     outputs = render_report(root, echo=False)
     md = outputs.markdown.read_text(encoding="utf-8")
