@@ -52,8 +52,8 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     for ax, (prompt, gen) in zip(axes, groups):
         sub = rows.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
         series = []
-        for key in sub.select(LINE_KEYS).unique().sort([pl.col("arch") != "llama", "model", "impl", "steps",
-                                                        "block_length"], nulls_last=True).iter_rows(named=True):
+        order = [pl.col("arch") != "llama", "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length"]
+        for key in sub.select(LINE_KEYS).unique().sort(order, nulls_last=True).iter_rows(named=True):
             points = sub.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in key.items())).sort("batch_size")
             label = _label(key, blocks > 1)
             variant_color, marker = styles[key["impl"]]
