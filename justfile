@@ -95,6 +95,10 @@ train-miniature *ARGS:
 test-gpu *ARGS:
     container/gpu-tests.sh {{ARGS}}
 
+# Where a compiled LLaMA decode step's time goes (CUDA): torch.profiler kernels per decode attention, e.g. `just profile-decode --batch 64`
+profile-decode *ARGS:
+    python tests/gpu/profile_decode.py {{ARGS}}
+
 # Make the folder an offline GPU machine needs for a campaign: wheels for its PYTHON (e.g. 3.12) and the tokenizer
 gpu-bundle DIR="build/gpu-bundle" PYTHON="":
     container/gpu-bundle.sh {{DIR}} {{PYTHON}}
