@@ -231,7 +231,8 @@ FIGURES: tuple[FigureEntry, ...] = (
                 _roofline),
     FigureEntry(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
                 "Each run's median measured latency against the roofline's prediction on the device that ran "
-                "(study and faithful models; with and without the dispatch floor), with the y = x line.",
+                "(study and faithful models; with the host or dispatch floor and on the roofs alone), with the y = x line; "
+                "runs faster than 0.9x their roofs-only prediction circled as roofline violated.",
                 _measured_vs_predicted),
     FigureEntry(15, "energy_per_token", "Energy per generated token by batch size", "energy",
                 "Joules per generated token against batch size for each model, implementation and LLaDA step "

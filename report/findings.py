@@ -65,7 +65,7 @@ def crossover_table(
     table: pl.DataFrame, profiles: dict[str, HardwareProfile], shapes: dict[str, ModelShape]
 ) -> pl.DataFrame:
     """One row per (hardware, lengths, LLaDA step count and block): the measured B* and the faithful roofline's
-    B* on that hardware's profile (with and without its dispatch floor), schema CROSSOVER_SCHEMA. Vanilla runs
+    B* on that hardware's profile (with and without its floor: host or dispatch), schema CROSSOVER_SCHEMA. Vanilla runs
     only: B* compares the two architectures, not their variants."""
     ok = vanilla_runs(table).filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
     llama = ok.filter(pl.col("arch") == "llama")
@@ -96,8 +96,9 @@ def crossover_table(
                       "gen_len": gen, "steps": steps, "block_length": block,
                       "element_bytes": element_bytes_of(dtype)}
             predicted = predicted_crossover(profile, **common)
-            predicted_roofs = (predicted_crossover(profile.model_copy(update={"dispatch_s": 0.0}), **common)
-                               if profile.dispatch_s else predicted)
+            floored = profile.dispatch_s or profile.host_floor_s
+            predicted_roofs = (predicted_crossover(profile.model_copy(update={"dispatch_s": 0.0, "host_floor_s": 0.0}),
+                                                   **common) if floored else predicted)
         rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
                      ", ".join(f"{r:.3g}" for r in ratios), b_star, bound, at_b_star, predicted, predicted_roofs,
                      profile.name if profile else None))
@@ -223,7 +224,7 @@ def _crossover_value(row: dict) -> str:
     prediction = "beyond 4096" if predicted is None else f"{predicted:.3g}"
     text += f"; roofline ({row['profile']}): {prediction}"
     if roofs != predicted:
-        text += f" ({'beyond 4096' if roofs is None else f'{roofs:.3g}'} without the dispatch floor)"
+        text += f" ({'beyond 4096' if roofs is None else f'{roofs:.3g}'} on the roofs alone, without the floor)"
     return text
 
 

@@ -375,7 +375,7 @@ def _crossover_table(crossovers: pl.DataFrame, multi: bool) -> Table:
                ("LLaDA", "llada_model"), ("steps", "steps"), ("block", "block_length"), ("batch sizes", "batch_sizes"),
                ("T(LLaMA) / T(LLaDA)", "throughput_ratios"), ("B* measured", measured),
                ("B* roofline", predicted("predicted_b_star")),
-               ("B* roofline, no dispatch", predicted("predicted_b_star_roofs")), ("profile", "profile")]
+               ("B* roofline, roofs alone", predicted("predicted_b_star_roofs")), ("profile", "profile")]
     return Table(tuple(c for c, _ in columns), _rows(crossovers, columns),
                  "Crossover: the batch size B* from which LLaMA's throughput stays ahead of LLaDA's at each step "
                  "count, interpolated in log B between measured batch sizes ('<=': LLaMA ahead at every batch "
