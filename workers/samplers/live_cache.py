@@ -115,6 +115,7 @@ class LiveCache(Cache):
         self.position = torch.zeros(1, dtype=torch.long, device=device)  # [1]: where the next token is written
         torch._dynamo.mark_static_address(self.position)
         self._columns = torch.arange(capacity, device=device)  # [capacity]
+        torch._dynamo.mark_static_address(self._columns)
         self.padding: Tensor | None = None  # [B, capacity] bool, True on the positions a row may attend
 
     def begin(self, prefill_length: int, padding: Tensor | None) -> None:
