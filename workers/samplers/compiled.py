@@ -25,12 +25,12 @@ from transformers import StaticCache
 
 from workers.attention import SyncFreeLlamaAttention
 from workers.cache_kwarg import cache_kwargs
+from workers.samplers.graphs import raise_recompile_limit
 from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
 
 LAST_POSITION_ONLY = 1
 STATIC_KERNEL = "transformers {kernel} over every position of a StaticCache"
-# Graphs a compiled step may specialise into (one per live bucket): torch's default stops recompiling at 8.
-RECOMPILE_LIMIT = 64
+RECOMPILE_LIMIT = 64  # graphs a compiled step may specialise into (one per live bucket); torch's default is 8
 
 
 class CompiledDecode:
@@ -63,7 +63,7 @@ class CompiledDecode:
             self.kernel = STATIC_KERNEL.format(kernel=model.config._attn_implementation)
         else:
             raise ValueError(f"Unknown decode_attention {decode_attention!r}. Available: static, live")
-        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
+        raise_recompile_limit(RECOMPILE_LIMIT)
         # CUDA graphs on GPU; on the CPU inductor's fused C++ kernels (no graphs to replay there).
         mode = "reduce-overhead" if device.type == "cuda" else None
         forward = self._live_forward if decode_attention == "live" else self._forward
@@ -132,3 +132,4 @@ class CompiledDecode:
         return sum(
             layer.keys.nbytes + layer.values.nbytes for layer in self.cache.layers if getattr(layer, "is_initialized", False)
         )
+

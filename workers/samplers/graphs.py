@@ -30,6 +30,9 @@ from torch import Tensor
 # buffers) happen there, outside the graph's private memory pool.
 CAPTURE_WARMUP_ITERS = 2
 
+# Signatures one compiled function may specialise into on a CPU (a prefix cache: one per block); torch's is 8.
+RECOMPILE_LIMIT = 64
+
 Key = tuple[tuple[tuple[int, ...], torch.dtype] | None, ...]
 
 
@@ -89,6 +92,7 @@ class CapturedForward:
         static = [None if t is None else t.clone() for t in inputs]
         if self.device.type != "cuda":
             self.fn(*static)  # eager once, as the side-stream warm-up does: lazy buffers allocated outside
+            raise_recompile_limit(RECOMPILE_LIMIT)
             compiled = torch.compile(self.fn, fullgraph=True, dynamic=False)
             return _Entry(inputs=static, compiled=compiled)
         stream = torch.cuda.Stream(self.device)
@@ -106,3 +110,10 @@ class CapturedForward:
 def shared_pool(device: torch.device) -> object | None:
     """A CUDA graph memory pool several captured forwards may share (None off CUDA)."""
     return torch.cuda.graph_pool_handle() if device.type == "cuda" else None
+
+
+def raise_recompile_limit(limit: int) -> None:
+    """Let dynamo keep `limit` compiled variants of one function (`cache_size_limit` before torch 2.6)."""
+    config = torch._dynamo.config
+    name = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"
+    setattr(config, name, max(getattr(config, name), limit))
