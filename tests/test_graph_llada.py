@@ -51,6 +51,14 @@ def test_graph_variant_is_token_exact_with_eager_in_every_generation(cache_mode:
 
 
 @pytest.mark.slow
+def test_graph_variant_with_guidance_and_temperature_is_token_exact() -> None:
+    """CFG doubles the rows each replayed forward feeds; Gumbel noise is drawn outside the graphs."""
+    kw = {"cfg_scale": 1.5, "temperature": 0.9}
+    eager = _generate("dual", padded=True, **kw)
+    assert torch.equal(_generate("dual", padded=True, graphs=_graphs("dual", rows=6), **kw), eager)
+
+
+@pytest.mark.slow
 def test_graph_cached_forward_refreshed_every_step_is_vanilla() -> None:
     """The replayed cached forward, over a cache the replayed refresh has just filled, computes vanilla's
     logits: the proof that the graphs write the cache where the eager variant does."""
