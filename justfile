@@ -59,8 +59,8 @@ test-latest VENV="build/venv-latest" *ARGS:
 
 # Speed benchmarks: samplers against their baselines, host time per forward eager vs compiled, roofline evaluation cost
 bench:
-    python -m workers.bench
-    python -m workers.bench_forward
+    python -m workers.measure.bench
+    python -m workers.measure.bench_forward
     python -m roofline.bench
 
 # Pre-fetch every model, tokenizer, dataset and scorer SPEC names into the HF cache, then verify it offline (login node)

@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from workers.tokenization import minilm_model_dir
+from workers.models.tokenization import minilm_model_dir
 
 source = minilm_model_dir()
 for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json"):

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 from transformers import LlamaForCausalLM, PreTrainedTokenizerBase
 
-from workers.llada_checkpoint import llama_to_llada_name, official_llada_config
+from workers.models.llada_checkpoint import llama_to_llada_name, official_llada_config
 
 TRAINING_LOG_FILE = "training_log.json"
 CHECKSUMS_FILE = "SHA256SUMS"

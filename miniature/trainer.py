@@ -19,7 +19,7 @@ from transformers import LlamaForCausalLM
 
 from miniature.architecture import MiniatureShape, llama_config
 from miniature.objectives import forward_mask, masked_diffusion_loss, next_token_loss
-from workers.llada_model import make_bidirectional
+from workers.models.llada_model import make_bidirectional
 
 CHECKPOINT_FILE = "training-state.pt"
 HELDOUT_BOUND_DRAWS = 4  # masking draws per held-out window for LLaDA's bound (fixed seeds: comparable evals)

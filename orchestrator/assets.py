@@ -24,7 +24,7 @@ from specs.schema import CheckpointSource, ExperimentSpec, ModelSpec
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 
-# What a worker reads from a model repo; mirrors workers.checkpoint.HUB_PATTERNS (a test keeps them equal).
+# What a worker reads from a model repo; mirrors workers.models.checkpoint.HUB_PATTERNS (a test keeps them equal).
 HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.tiktoken", "*.txt"]
 REMOTE_CODE_PATTERNS = ["*.py"]
 TOKENIZER_PATTERNS = ["*.json", "tokenizer*", "*.model", "*.tiktoken", "*.txt", "vocab*", "merges*"]

@@ -39,7 +39,7 @@ DELEGATED = {
     "report": ("report.cli", "render results.parquet, figures and report.html from a sweep's artifacts"),
     "roofline": ("roofline.cli", "the analytical roofline of LLaMA or LLaDA on a hardware profile"),
     "env": ("workers.env_command", "print the environment record a worker captures (GPU, CUDA, versions)"),
-    "calibrate": ("workers.calibrate", "measure this machine's roofs: matmul peak, bandwidth, per-op dispatch floor"),
+    "calibrate": ("workers.measure.calibrate", "measure this machine's roofs: matmul peak, bandwidth, per-op dispatch floor"),
     "train": ("miniature.cli", "train the miniature LLaMA/LLaDA pair (corpus, tokenizer, both models); resumable"),
     "download": (
         "orchestrator.assets",

@@ -49,7 +49,7 @@ def run_seconds(config: Any, hardware: Any) -> float:
     generation_s = predict_run(config, attained(hardware)).latency_s
     timed_s = generation_s * config.timed_steps / config.steps if config.timed_steps and config.steps else generation_s
     controls = config.controls
-    # A warm-up is one generation at the run's own shapes: what the repetitions cost (workers/scenario.py).
+    # A warm-up is one generation at the run's own shapes: what the repetitions cost (workers/measure/scenario.py).
     total = (controls.warmup + controls.repetitions) * timed_s + RUN_OVERHEAD_S
     if config.quality.enabled:
         batches = math.ceil(len(config.prompt_ids) / config.batch_size)

@@ -71,7 +71,7 @@ def _profile(
 # The nine eager LLaMA runs of the campaign-h100 sweep (batch 1, 8, 64; 256-1024 new tokens) decode at a median
 # ITL of 24.0 ms (22.6-29.8); LLaDA's batch-1 256 + 256 step takes 21-31 ms. It is the host's, not the GPU's:
 # the H100 and A100 profiles take the same value (a node of that class runs the same Python), and a run that
-# measured its own model's (workers/calibrate.py) is costed on that instead.
+# measured its own model's (workers/measure/calibrate.py) is costed on that instead.
 EAGER_FORWARD_HOST_FLOOR_S = 24e-3
 _HOST_FLOOR_SOURCE = (
     " Host floor 24 ms per eager forward of a 32-layer decoder, measured on an H200 node (eager transformers, "

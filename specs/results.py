@@ -84,7 +84,7 @@ class Energy(Record):
 
 
 class MeasuredRoofs(Record):
-    """The running machine's own roofs, measured in a few seconds by `workers/calibrate.py` (once per worker
+    """The running machine's own roofs, measured in a few seconds by `workers/measure/calibrate.py` (once per worker
     process, device and dtype): what the report's roofline predicts this device's runs against."""
 
     device: str  # "cpu" or the GPU's name, as in Environment.device
@@ -135,7 +135,7 @@ class Environment(Record):
     forward_capture: str | None = None
     # The attention kernel of LLaMA's compiled decode step (LlamaImpl.decode_attention), in words.
     decode_attention_kernel: str | None = None
-    measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/calibrate.py)
+    measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/measure/calibrate.py)
 
 
 class Generation(Record):

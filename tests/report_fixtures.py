@@ -105,7 +105,7 @@ SMOKE_LIKE = FixtureGrid(
     extra_failures=False,
 )
 
-# Roofs a worker on a 2-core CPU measures in float32 (workers/calibrate.py), fixed for the tests.
+# Roofs a worker on a 2-core CPU measures in float32 (workers/measure/calibrate.py), fixed for the tests.
 CPU_ROOFS = MeasuredRoofs(
     device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,
     memory_bandwidth_bytes_per_s=15e9, dispatch_s=2e-6, memory_bytes=8 * GIB, method="fixture", wall_s=1.0,

@@ -12,7 +12,7 @@ from transformers import StaticCache
 from specs.results import RunStatus
 from specs.schema import Controls, LladaImpl
 from tests.worker_fixtures import run_config
-from workers.cache_kwarg import CACHE_KWARG, cache_kwargs, pop_cache
+from workers.models.cache_kwarg import CACHE_KWARG, cache_kwargs, pop_cache
 from workers.runner import Worker
 from workers.samplers.block_cache import BlockCache
 from workers.samplers.cache_check import CacheNotWrittenError, require_written, unwritten_layers
@@ -64,7 +64,7 @@ def tiny_llama_config():  # noqa: ANN201
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 def test_a_cached_llada_run_whose_attention_drops_the_cache_fails(cache: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Attention that never sees the cache still returns logits; the run must end in an error, not a result."""
-    monkeypatch.setattr("workers.llada_model.pop_cache", lambda kwargs: (pop_cache(kwargs), None)[1])
+    monkeypatch.setattr("workers.models.llada_model.pop_cache", lambda kwargs: (pop_cache(kwargs), None)[1])
     config = run_config("llada", controls=QUICK, llada_impl=LladaImpl(name=f"{cache}-cache", cache=cache))
     result = Worker().run(config, sweep="s", run_id=f"bypassed-{cache}")
     assert result.status == RunStatus.ERROR

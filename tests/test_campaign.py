@@ -17,7 +17,7 @@ from specs.schema import RunConfig
 from tests.spec_fixtures import mutated, spec_from, tiny_spec, write_spec
 from workers.hardware import check_hardware
 from workers.prompts import load_prompt_examples
-from workers.tokenization import synthetic_tokenizer
+from workers.models.tokenization import synthetic_tokenizer
 
 SHIPPED = sorted((PACKAGE_ROOT / "specs").glob("*.yaml"))
 CAMPAIGN = PACKAGE_ROOT / "specs" / "campaign-h100.yaml"

@@ -628,7 +628,7 @@ def test_download_command_never_imports_torch() -> None:
 
 
 def test_model_patterns_are_what_the_workers_read() -> None:
-    from workers import checkpoint
+    from workers.models import checkpoint
 
     assert assets.HUB_PATTERNS == checkpoint.HUB_PATTERNS
     assert assets.REMOTE_CODE_PATTERNS == checkpoint.REMOTE_CODE_PATTERNS

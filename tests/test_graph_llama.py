@@ -8,7 +8,7 @@ import torch
 
 from tests.sampler_models import left_padded_prompts, tiny_config
 from transformers import LlamaForCausalLM
-from workers.attention import make_sync_free
+from workers.models.attention import make_sync_free
 from workers.samplers import ar_generate, ar_steps
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.live_cache import LiveCache, bucketed

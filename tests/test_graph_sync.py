@@ -8,8 +8,8 @@ import torch
 from specs.schema import LladaImpl, LlamaImpl
 from tests.test_sync_free import SyncCounter, StepTimer, _model
 from tests.worker_fixtures import one_thread, run_config  # noqa: F401 (fixture)
-from workers.scenario import CompiledSteps, generate
-from workers.timing import PerfCounterTimer
+from workers.measure.scenario import CompiledSteps, generate
+from workers.measure.timing import PerfCounterTimer
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -15,8 +15,8 @@ from specs.schema import LladaImpl, LlamaImpl
 from specs.shapes import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
 from orchestrator.plan import plan_runs
-from workers.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, with_host_floor
-from workers.sdpa_backends import eager_llama_decode, without_cudnn_attention
+from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, with_host_floor
+from workers.models.sdpa_backends import eager_llama_decode, without_cudnn_attention
 
 ROOFS = MeasuredRoofs(device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,
                       memory_bandwidth_bytes_per_s=15e9, dispatch_s=2e-6, memory_bytes=1 << 33, method="m", wall_s=1.0)

@@ -11,7 +11,7 @@ import torch
 from miniature.export import verify_checksums
 from specs.loader import load_spec
 from specs.schema import CheckpointSource, Controls
-from workers.models import load_model, read_provenance
+from workers.models.loading import load_model, read_provenance
 
 PAIR = Path(__file__).resolve().parents[1] / "models" / "miniature"
 MAX_BYTES = 20 * 2**20

@@ -15,7 +15,7 @@ from miniature.export import save_llada, save_llama, verify_checksums, write_che
 from miniature.tokenizer import special_ids, train_tokenizer, unigram_entropy_nats
 from miniature.trainer import CHECKPOINT_FILE, TrainConfig, build_model, learning_rate, train
 from specs.schema import CheckpointSource, Controls, ModelSpec
-from workers.models import load_model
+from workers.models.loading import load_model
 
 SUBJECTS = ["the parser", "a module", "the interpreter", "each thread", "the logger", "a socket"]
 VERBS = ["reads", "writes", "closes", "opens", "checks", "returns"]

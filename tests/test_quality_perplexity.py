@@ -10,7 +10,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from workers.quality.perplexity import TokenNll, continuation_nll, evaluator_pair
-from workers.tokenization import synthetic_tokenizer
+from workers.models.tokenization import synthetic_tokenizer
 
 VOCAB = 97
 

@@ -140,8 +140,8 @@ def test_the_worker_flags_energy_scaled_from_timed_steps() -> None:
     from types import SimpleNamespace
 
     from tests.worker_fixtures import run_config
-    from workers.energy import EnergyReading
-    from workers.scenario import energy_record
+    from workers.measure.energy import EnergyReading
+    from workers.measure.scenario import energy_record
     from specs.results import ExtrapolatedLatency, Samples
 
     config = run_config("llada", steps=16, block_length=8, timed_steps=4)

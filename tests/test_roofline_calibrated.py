@@ -86,7 +86,7 @@ def test_a_profile_from_measured_roofs() -> None:
 
 @pytest.mark.slow
 def test_calibrate_measures_this_cpu() -> None:
-    from workers.calibrate import calibrate, format_roofs, measured_roofs
+    from workers.measure.calibrate import calibrate, format_roofs, measured_roofs
 
     roofs = calibrate("cpu", "float32")
     assert roofs.device == "cpu" and roofs.dtype == "float32" and roofs.threads >= 1
@@ -99,7 +99,7 @@ def test_calibrate_measures_this_cpu() -> None:
 
 def test_the_calibration_counts_launches_as_the_roofline_does() -> None:
     # The dispatch floor is a micro model's forward divided by the launches the roofline charges for it.
-    from workers.calibrate import LAUNCHES_PER_LAYER, LAUNCHES_PER_PASS, MICRO_LAYERS
+    from workers.measure.calibrate import LAUNCHES_PER_LAYER, LAUNCHES_PER_PASS, MICRO_LAYERS
 
     micro = TINY.model_copy(update={"num_layers": MICRO_LAYERS})
     ops = forward_operators(micro, ForwardPass(1, 1, 1, "none", 1))

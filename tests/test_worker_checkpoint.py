@@ -18,12 +18,12 @@ from tests.worker_fixtures import (
     write_llada_checkpoint,
     write_sharded,
 )
-from workers.checkpoint import resolve_checkpoint
+from workers.models.checkpoint import resolve_checkpoint
 from workers.errors import CheckpointFormatError, ModelNotAvailableError
-from workers.llada_checkpoint import llada_to_llama_name, llama_config_from_llada
-from workers.llada_model import is_bidirectional
-from workers.models import load_model
-from workers.tokenization import synthetic_tokenizer
+from workers.models.llada_checkpoint import llada_to_llama_name, llama_config_from_llada
+from workers.models.llada_model import is_bidirectional
+from workers.models.loading import load_model
+from workers.models.tokenization import synthetic_tokenizer
 
 CPU = torch.device("cpu")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -253,7 +253,7 @@ def test_remote_code_runs_only_when_the_spec_opts_in(tmp_path: Path, monkeypatch
         calls.append({"path": path, **kwargs})
         return loaded.model
 
-    monkeypatch.setattr("workers.models.AutoModelForCausalLM.from_pretrained", fake_from_pretrained)
+    monkeypatch.setattr("workers.models.loading.AutoModelForCausalLM.from_pretrained", fake_from_pretrained)
     # LLaDA's own code cannot serve the sampler (no logits_to_keep, no bidirectional config): refused at load.
     with pytest.raises(ValueError, match="trust_remote_code: not supported for llada models"):
         _llada_spec(tmp_path, trust_remote_code=True)

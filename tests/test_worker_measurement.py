@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from specs.results import Memory
-from workers import memory as memory_module
-from workers import timing
-from workers.memory import CpuPeakRss, MemoryTracker, free_device_memory, memory_at_failure, weights_bytes
-from workers.timing import CudaEventTimer, PerfCounterTimer, timer_for
+from workers.measure import memory as memory_module
+from workers.measure import timing
+from workers.measure.memory import CpuPeakRss, MemoryTracker, free_device_memory, memory_at_failure, weights_bytes
+from workers.measure.timing import CudaEventTimer, PerfCounterTimer, timer_for
 
 CUDA = torch.device("cuda", 0)
 
@@ -171,7 +171,7 @@ def test_weights_bytes_counts_tied_weights_once() -> None:
 
 def _fake_generate(log: list[str]):
     """Stands in for scenario.generate: logs each generation; its intervals are already complete."""
-    from workers.scenario import TimedGeneration
+    from workers.measure.scenario import TimedGeneration
 
     def generate(loaded, config, input_ids, *, timer, seed, temperature, compiled=None):
         log.append("generate")
@@ -193,7 +193,7 @@ def test_each_run_starts_from_an_empty_cache_and_resets_after_its_warmups(monkey
     from types import SimpleNamespace
 
     from tests.worker_fixtures import run_config
-    from workers import energy, scenario
+    from workers.measure import energy, scenario
 
     fake = FakeCudaMemory()
     fake.install(monkeypatch)
@@ -238,7 +238,7 @@ def test_energy_from_nvml_around_the_measured_repetitions(monkeypatch: pytest.Mo
     from types import SimpleNamespace
 
     from tests.worker_fixtures import run_config
-    from workers import energy, scenario
+    from workers.measure import energy, scenario
 
     fake_memory = FakeCudaMemory()
     fake_memory.install(monkeypatch)
@@ -268,7 +268,7 @@ def test_extrapolated_run_scales_latency_and_energy_from_its_timed_steps(monkeyp
     from types import SimpleNamespace
 
     from tests.worker_fixtures import run_config
-    from workers import energy, scenario
+    from workers.measure import energy, scenario
 
     monkeypatch.setattr(energy, "import_pynvml", lambda: None)
     monkeypatch.setattr(scenario, "generate", _fake_generate([]))
@@ -282,7 +282,7 @@ def test_extrapolated_run_scales_latency_and_energy_from_its_timed_steps(monkeyp
 
 
 def test_rapl_counter_sums_packages_and_unwraps(tmp_path) -> None:
-    from workers.energy import EnergyMeter
+    from workers.measure.energy import EnergyMeter
 
     for index, (start, limit) in enumerate([(900, 1000), (50, 10_000)]):
         domain = tmp_path / f"intel-rapl:{index}"

@@ -9,9 +9,9 @@ from specs.schema import Controls, ModelSpec
 from specs.shapes import preset_shape
 from tests.worker_fixtures import one_thread
 from workers.errors import SpecMismatchError
-from workers.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
-from workers.memory import current_rss_bytes
-from workers.models import attention_implementation, load_model
+from workers.models.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
+from workers.measure.memory import current_rss_bytes
+from workers.models.loading import attention_implementation, load_model
 
 CPU = torch.device("cpu")
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -103,10 +103,10 @@ def test_llada_bf16_rotary_tables_stay_float32() -> None:
 def test_flash_attention_without_flash_attn_is_a_spec_error(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(SpecMismatchError, match="CUDA"):
         attention_implementation("flash_attention_2", CPU)
-    monkeypatch.setattr("workers.models.is_flash_attn_2_available", lambda: False)
+    monkeypatch.setattr("workers.models.loading.is_flash_attn_2_available", lambda: False)
     with pytest.raises(SpecMismatchError, match="pip install flash-attn"):
         attention_implementation("flash_attention_2", torch.device("cuda", 0))
-    monkeypatch.setattr("workers.models.is_flash_attn_2_available", lambda: True)
+    monkeypatch.setattr("workers.models.loading.is_flash_attn_2_available", lambda: True)
     assert attention_implementation("flash_attention_2", torch.device("cuda", 0)) == "flash_attention_2"
     assert attention_implementation("sdpa", CPU) == "sdpa"
 

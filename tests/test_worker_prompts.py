@@ -12,7 +12,7 @@ import torch
 from specs.schema import Prompts
 from workers.errors import PromptsError, SpecMismatchError
 from workers.prompts import load_prompt_examples, prompt_batches, read_passages
-from workers.tokenization import (
+from workers.models.tokenization import (
     chat_frame,
     decode_generation,
     default_prefix_ids,

@@ -17,9 +17,9 @@ from tests.worker_fixtures import (
     one_thread,
     run_config,
 )
-from workers import scenario
+from workers.measure import scenario
 from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
-from workers.scenario import batch_seed
+from workers.measure.scenario import batch_seed
 
 TINY = load_spec("specs/tiny.yaml")
 pytestmark = pytest.mark.usefixtures("one_thread")

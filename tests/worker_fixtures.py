@@ -18,8 +18,8 @@ from transformers import LlamaConfig
 
 from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
 from workers.hardware import THREADS_ENV
-from workers.llada_checkpoint import official_llada_config
-from workers.tokenization import synthetic_tokenizer
+from workers.models.llada_checkpoint import official_llada_config
+from workers.models.tokenization import synthetic_tokenizer
 
 # A shape small enough for milliseconds, with a vocab that covers the BERT tokenizer plus the LLaDA
 # special tokens the tests add (<|mdm_mask|>, <|eot_id|>, <|endoftext|>).

@@ -1,1 +1,1 @@
-"""Everything that runs on the accelerator: models, samplers, timers, metrics."""
+"""What runs on the accelerator: the runner and its environment; models, measure, samplers, quality."""

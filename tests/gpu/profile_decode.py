@@ -19,7 +19,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from specs.schema import Controls, ModelSpec
-from workers.models import load_model
+from workers.models.loading import load_model
 from workers.samplers import ar_steps
 from workers.samplers.compiled import CompiledDecode
 

@@ -42,7 +42,7 @@ def _finding(name: str, **values: Any) -> None:
 
 
 def _model(arch: str, preset: str = "small", attention: str = "sdpa", dtype: str = "bfloat16"):  # noqa: ANN202
-    from workers.models import load_model
+    from workers.models.loading import load_model
 
     spec = ModelSpec(name=f"{arch}-{preset}", arch=arch, source={"synthetic": preset})
     return load_model(spec, Controls(dtype=dtype, attention=attention, device="cuda"), CUDA)
@@ -79,8 +79,8 @@ def _config(arch: str, **overrides: Any) -> RunConfig:
 def test_cuda_event_times_agree_with_the_wall_clock(arch: str) -> None:
     """Events time the GPU's work: the whole generation by events is close to the host's wall clock around
     it (with a synchronize on both sides), and the steps fit inside the whole."""
-    from workers.scenario import generate
-    from workers.timing import CudaEventTimer
+    from workers.measure.scenario import generate
+    from workers.measure.timing import CudaEventTimer
 
     loaded = _model(arch)
     config = _config(arch)
@@ -105,7 +105,7 @@ def test_cuda_event_times_agree_with_the_wall_clock(arch: str) -> None:
 
 
 def test_memory_tracker_baseline_and_reset_on_the_device() -> None:
-    from workers.memory import MemoryTracker, free_device_memory
+    from workers.measure.memory import MemoryTracker, free_device_memory
 
     free_device_memory(CUDA)
     resident = torch.empty(256 * MIB, dtype=torch.uint8, device=CUDA)
@@ -162,7 +162,7 @@ def test_no_synchronising_call_inside_a_timed_step(arch: str) -> None:
     """torch's sync debug mode raises on any call that waits for the device; it is on inside every step."""
     from contextlib import contextmanager
 
-    from workers.scenario import generate
+    from workers.measure.scenario import generate
 
     class StrictSteps:
         kind = "cuda_event"

@@ -42,7 +42,7 @@ def _finding(name: str, **values: Any) -> None:
 
 def _model(arch: str, dtype: str = "float32") -> Any:
     """The `small` preset on the GPU, its matrices redrawn with a wider spread so predictions are peaked."""
-    from workers.models import load_model
+    from workers.models.loading import load_model
 
     spec = ModelSpec(name=f"{arch}-small", arch=arch, source={"synthetic": "small"})
     loaded = load_model(spec, Controls(dtype=dtype, attention="sdpa", device="cuda"), CUDA)

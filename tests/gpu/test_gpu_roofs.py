@@ -24,7 +24,7 @@ CUDA = torch.device("cuda", 0)
 def test_the_elementwise_roof_is_measured_where_it_streams() -> None:
     """A 256 MiB multiply runs at what the bandwidth streams it at (two reads, one write), not at one launch's
     rate; a 65,536-element one measured 8.1e9 op/s on an H200."""
-    from workers.calibrate import calibrate
+    from workers.measure.calibrate import calibrate
 
     roofs = calibrate(CUDA, "bfloat16")
     streamed = roofs.memory_bandwidth_bytes_per_s / 6

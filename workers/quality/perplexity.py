@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from workers.tokenization import chat_frame, default_prefix_ids
+from workers.models.tokenization import chat_frame, default_prefix_ids
 
 EVALUATOR_BATCH_SIZE = 4  # sequences per evaluator forward; the logits kept are [B, T+1, V] only
 

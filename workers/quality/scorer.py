@@ -16,10 +16,10 @@ from workers.quality.bertscore import QualityError, load_bertscorer, score_texts
 from workers.quality.degeneracy import degeneracy
 from workers.quality.elbo import elbo_nll
 from workers.quality.perplexity import continuation_nll, evaluator_pair
-from workers.tokenization import model_input_ids
+from workers.models.tokenization import model_input_ids
 
 if TYPE_CHECKING:
-    from workers.models import LoadedModel
+    from workers.models.loading import LoadedModel
     from workers.prompts import PromptExample
 
 SYNTHETIC_EVALUATOR_NOTE = "synthetic evaluator: perplexity not meaningful"

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from transformers import DynamicCache, StaticCache
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask_function
 
-from workers.cache_kwarg import cache_kwargs
+from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.kv_cache import PreallocatedCache
 

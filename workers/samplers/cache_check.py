@@ -34,7 +34,7 @@ def require_written(cache: Cache | None, kind: str) -> None:
             f"the {kind} KV cache was never written in {len(unwritten)} of {len(cache.layers)} layers "
             f"(first: {unwritten[0]}): the model's attention did not call the cache's update, so this run would "
             f"measure a model without its cache. transformers {transformers.__version__} may pass the cache under a "
-            "keyword workers/cache_kwarg.py does not know; install the versions in constraints.txt."
+            "keyword workers/models/cache_kwarg.py does not know; install the versions in constraints.txt."
         )
 
 

@@ -23,8 +23,8 @@ import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
-from workers.attention import SyncFreeLlamaAttention
-from workers.cache_kwarg import cache_kwargs
+from workers.models.attention import SyncFreeLlamaAttention
+from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.graphs import raise_recompile_limit
 from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
 
@@ -52,7 +52,7 @@ class CompiledDecode:
             if not all(isinstance(layer.self_attn, SyncFreeLlamaAttention) for layer in model.model.layers):
                 raise ValueError(
                     "decode_attention 'live' needs attention modules that take the cache's attention: "
-                    "apply workers.attention.make_sync_free to the model (workers.models.load_model does)"
+                    "apply workers.models.attention.make_sync_free to the model (workers.models.loading.load_model does)"
                 )
             self.cache: StaticCache | LiveCache = LiveCache(
                 text_config.num_hidden_layers, capacity, device=device, bucket=bucket

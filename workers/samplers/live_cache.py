@@ -22,7 +22,7 @@ This cache fixes both for the decode step (`decode_attention: live`), at the sam
   before each step) and the padding mask: no host integer that changes per step enters the graph.
 
 The prefill runs eagerly through the model's configured kernel over the prompt's positions only, as the
-eager loop's preallocated cache gives them. `SyncFreeLlamaAttention` (workers/attention.py) hands a layer's
+eager loop's preallocated cache gives them. `SyncFreeLlamaAttention` (workers/models/attention.py) hands a layer's
 attention to `cache.attend` whenever the cache it receives has one: that is how the kernel is chosen per
 call, without touching the model, which the eager variants of the same run share.
 """

@@ -56,7 +56,7 @@ import torch
 from torch import Tensor, nn
 from transformers.masking_utils import create_bidirectional_mask
 
-from workers.cache_kwarg import cache_kwargs
+from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
 from workers.samplers.llada_graphs import LladaGraphs
 from workers.samplers.parallel import parallel_commit

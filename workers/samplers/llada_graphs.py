@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from workers.cache_kwarg import cache_kwargs
+from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
 from workers.samplers.graphs import CapturedForward, shared_pool
 

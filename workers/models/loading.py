@@ -4,7 +4,7 @@ This is the backend (STYLE: optimum-benchmark): it only loads. Every model, of e
 either kind of weights, is built the same way: transformers' LlamaForCausalLM created on the meta device
 (no memory), given uninitialised storage directly on the target device (`to_empty`), then filled there,
 either from a fixed-seed generator or by streaming the checkpoint's safetensors. An 8B model therefore
-never exists as a 16 GB host copy. LLaDA is the same class made bidirectional (workers/llada_model.py).
+never exists as a 16 GB host copy. LLaDA is the same class made bidirectional (workers/models/llada_model.py).
 """
 
 from __future__ import annotations
@@ -28,18 +28,18 @@ from transformers.utils import is_flash_attn_2_available
 from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
-from workers.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
-from workers.attention import make_sync_free
+from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
+from workers.models.attention import make_sync_free
 from workers.errors import CheckpointFormatError, SpecMismatchError
-from workers.llada_checkpoint import (
+from workers.models.llada_checkpoint import (
     is_llada_config,
     llada_mask_token_id,
     llada_to_llama_name,
     llama_config_from_llada,
 )
-from workers.llada_model import make_bidirectional
-from workers.memory import weights_bytes
-from workers.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
+from workers.models.llada_model import make_bidirectional
+from workers.measure.memory import weights_bytes
+from workers.models.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
 
 DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 # Standard deviation of synthetic weights: LLaMA's initializer_range, which keeps activations finite in

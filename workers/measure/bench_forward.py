@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from specs.schema import Controls, ModelSpec
-from workers.models import LoadedModel, load_model
+from workers.models.loading import LoadedModel, load_model
 from workers.samplers import ar_steps, llada_steps
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada_graphs import LladaGraphs
-from workers.timing import timer_for
+from workers.measure.timing import timer_for
 
 MINIATURE = Path(__file__).resolve().parent.parent / "models" / "miniature"
 
@@ -177,7 +177,7 @@ def report(config: ForwardBench, device: torch.device, results: list[ForwardComp
 
 def main(argv: list[str] | None = None) -> int:
     """Run the three comparisons and print the table; exit 1 if any contender's tokens differ."""
-    parser = argparse.ArgumentParser(prog="python -m workers.bench_forward", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m workers.measure.bench_forward", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=ForwardBench.rounds, help="measured rounds per comparison")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: all usable cores)")

@@ -27,8 +27,8 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from workers.attention import drop_host_read_kwargs
-from workers.cache_kwarg import pop_cache
+from workers.models.attention import drop_host_read_kwargs
+from workers.models.cache_kwarg import pop_cache
 
 
 class Float32RotaryEmbedding(LlamaRotaryEmbedding):
@@ -77,7 +77,7 @@ class BidirectionalAttention(LlamaAttention):
             k, v = cache.update(k, v, self.layer_idx)
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
         kwargs.pop("is_causal", None)
-        drop_host_read_kwargs(kwargs)  # position ids would make flash-attn sync once per layer (workers/attention.py)
+        drop_host_read_kwargs(kwargs)  # position ids would make flash-attn sync once per layer (workers/models/attention.py)
         output, weights = attention(
             self, q, k, v, attention_mask,
             dropout=0.0 if not self.training else self.attention_dropout,

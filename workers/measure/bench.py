@@ -30,10 +30,10 @@ from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
-from workers.models import llama_config_for_shape
+from workers.models.loading import llama_config_for_shape
 from workers.samplers import ar_generate, llada_generate
 from workers.samplers.reference import reference_llada_generate
-from workers.timing import timer_for
+from workers.measure.timing import timer_for
 
 VOCAB_SIZE = MINILM_VOCAB_SIZE
 MASK_ID = VOCAB_SIZE - 1  # a synthetic vocabulary: its last id plays [MASK]
@@ -198,7 +198,7 @@ def fmt(samples: list[float]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run both comparisons and print the table; exit 1 if tokens differ (--strict: or a goal is missed)."""
-    parser = argparse.ArgumentParser(prog="python -m workers.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m workers.measure.bench", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--repetitions", type=int, default=BenchConfig.repetitions, help="LLaDA measured rounds"
     )

@@ -40,7 +40,7 @@ class SyncFreeLlamaAttention(LlamaAttention):
         **kwargs: object,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # The KV cache travels in kwargs under whichever name the installed transformers uses
-        # (workers/cache_kwarg.py), so it reaches the parent's forward as the parent expects it.
+        # (workers/models/cache_kwarg.py), so it reaches the parent's forward as the parent expects it.
         drop_host_read_kwargs(kwargs)
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         if getattr(cache, "attend", None) is not None:

@@ -1,0 +1,1 @@
+"""Measuring a run: the scenario around a sampler, timers, memory, energy, calibration, CPU benches."""
