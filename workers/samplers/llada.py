@@ -36,7 +36,8 @@ among the positions a step chooses:
 
 * `cache="prefix"` / `"dual"`: the block's first step is the vanilla full forward, which also fills a KV
   cache (`block_cache.BlockCache`); the block's later steps feed only the window and what lies right of
-  it (prefix) or the window alone (dual), attending to the cached keys and values of the rest.
+  it (prefix) or the window alone (dual), attending to the cached keys and values of the rest
+  (`llada_forward.LladaForward`, which runs every forward of a generation).
 * `threshold` / `factor`: each step commits every candidate the confidence rule accepts, at least the
   schedule's count (`parallel.parallel_commit`); a block ends as soon as no row has a candidate left, so
   the forwards vary. Whether the block is over is read once per step, but between steps: the step leaves
@@ -49,76 +50,44 @@ among the positions a step chooses:
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Any
 
 import torch
 from torch import Tensor, nn
-from transformers.masking_utils import create_bidirectional_mask
 
-from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
+from workers.samplers.llada_forward import LladaForward
 from workers.samplers.llada_graphs import LladaGraphs
+from workers.samplers.llada_settings import (
+    CACHES,
+    REMASKING_STRATEGIES,
+    Cache,
+    LladaStep,
+    Remasking,
+    check_arguments,
+    check_variant,
+    official_suppress_ids,
+    transfer_schedule,
+)
 from workers.samplers.parallel import parallel_commit
 
-Remasking = Literal["low_confidence", "random"]
-REMASKING_STRATEGIES: tuple[str, ...] = get_args(Remasking)
-Cache = Literal["none", "prefix", "dual"]
-CACHES: tuple[str, ...] = get_args(Cache)
+__all__ = [
+    "CACHES",
+    "REMASKING_STRATEGIES",
+    "Cache",
+    "LladaSampler",
+    "LladaStep",
+    "Remasking",
+    "llada_generate",
+    "llada_steps",
+    "official_suppress_ids",
+    "transfer_schedule",
+]
 
 NEG_INF = float("-inf")
 # The official code samples the Gumbel-max noise in float64: with low precision Gumbel-max the perplexity
 # improves but generation quality drops (arXiv:2409.02908, cited by the official generate.py).
 GUMBEL_DTYPE = torch.float64
-
-
-@dataclass(frozen=True)
-class LladaStep:
-    """What one step did: which step of which block, and how many tokens it committed over the batch."""
-
-    step: int  # 0 .. steps-1, over the whole generation
-    block: int  # 0 .. num_blocks-1, the semi-autoregressive block being filled
-    # Positions committed this step (the schedule's count), summed over the batch rows. A committed
-    # prediction may itself be `mask_id`; the official algorithm allows that and revisits the position.
-    # With a threshold or factor rule it is what the rule chose, at least the schedule's count per open row,
-    # as a 0-d tensor: reading it syncs, so a timing caller reads it after its timed region.
-    committed: int | Tensor
-    forwards: int = 1  # model forwards this step ran (2 only with the cache test option refresh_every_step)
-
-
-def transfer_schedule(block_length: int, steps_per_block: int) -> list[int]:
-    """Tokens to commit at each step of one block.
-
-    LLaDA's linear noise schedule (paper Eq. 8) makes the expected number of tokens unmasked per step
-    constant, so the official `get_num_transfer_tokens` spreads a block's masked count evenly over its
-    steps, the remainder going to the earliest steps. A block is always fully masked when its turn comes,
-    so its masked count is `block_length` in every row and the schedule is the same for all rows.
-    """
-    base, remainder = divmod(block_length, steps_per_block)
-    return [base + (1 if i < remainder else 0) for i in range(steps_per_block)]
-
-
-def official_suppress_ids(
-    *,
-    eos_id: int,
-    eot_id: int,
-    logits_eos_inf: bool,
-    confidence_eos_eot_inf: bool,
-    temperature: float,
-) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Map the official `logits_eos_inf` / `confidence_eos_eot_inf` flags onto our two id lists.
-
-    Returns `(logits_suppress_ids, confidence_suppress_ids)`. Paper Appendix B.4: EOS may be banned from
-    sampling (`logits_eos_inf`), and EOS/EoT may be kept from looking confident (`confidence_eos_eot_inf`).
-    The official code does the latter with `logits_with_noise[..., EOS] = logits[..., EoT] = -inf` after
-    sampling: at temperature 0 `logits_with_noise` *is* `logits`, so both ids reach the confidence softmax;
-    at temperature > 0 it is a fresh float64 tensor that is never read again, so only EoT does. We
-    reproduce that, since the goal is the official tokens.
-    """
-    logits_ids = (eos_id,) if logits_eos_inf else ()
-    if not confidence_eos_eot_inf:
-        return logits_ids, ()
-    return logits_ids, ((eos_id, eot_id) if temperature == 0 else (eot_id,))
 
 
 class LladaSampler:
@@ -151,11 +120,11 @@ class LladaSampler:
         refresh_every_step: bool = False,
         graphs: LladaGraphs | None = None,
     ) -> None:
-        _check_arguments(
+        check_arguments(
             model, prompt_ids, attention_mask, gen_length, block_length, steps, mask_id, temperature,
             cfg_scale, remasking, logits_suppress_ids, confidence_suppress_ids,
         )  # fmt: skip
-        _check_variant(cache, threshold, factor, remasking)
+        check_variant(cache, threshold, factor, remasking)
         device = prompt_ids.device
         batch, prompt_length = prompt_ids.shape
         self.model = model
@@ -181,15 +150,15 @@ class LladaSampler:
             (batch, prompt_length + gen_length), mask_id, dtype=torch.long, device=device
         )  # [B, L]
         self.x[:, :prompt_length] = prompt_ids
-        # Positions the unconditional (CFG) half re-masks: the prompt as it was given, pads included.
-        self._prompt_index = self.x != mask_id  # [B, L]
-        self._attn = _prepare_attention_mask(model, attention_mask, gen_length, double=cfg_scale > 0)
+        self._forward = LladaForward(
+            model, attention_mask, self.x != mask_id, gen_length=gen_length, mask_id=mask_id,
+            cfg_scale=self.cfg_scale, cache=cache, refresh_every_step=refresh_every_step, graphs=graphs,
+        )  # fmt: skip
         self._logits_ids = _id_tensor(logits_suppress_ids, device)
         self._confidence_ids = _id_tensor(confidence_suppress_ids, device)
         self._noise: Tensor | None = None  # [B, W, V] float64, allocated on the first tempered step
         self._scratch: Tensor | None = None  # [W, V] float64: CPU rows drawn only to advance the generator
         self._window: tuple[int, int] = (0, 0)  # [lo, hi): positions whose logits the current block needs
-        self._keep: Tensor | int = 0  # logits_to_keep for that window
         self._prepared = -1  # the block whose window has been found
         self._step = 0  # steps run so far, over the whole generation
         self._block = 0  # the block the next step works on
@@ -197,21 +166,6 @@ class LladaSampler:
         self._forwards = 0
         # A parallel step's (block, "the block still has masks" flag on the device), read between steps.
         self._pending: tuple[int, Tensor] | None = None
-        layers = model.config.get_text_config(decoder=True).num_hidden_layers
-        self._graphs = graphs
-        if graphs is not None:
-            rows = batch * (2 if cfg_scale > 0 else 1)
-            if not graphs.matches(rows, prompt_length + gen_length, cache):
-                raise ValueError(
-                    f"the captured forwards were built for {graphs.rows} rows of {graphs.length} positions with "
-                    f"cache {graphs.cache_mode!r}, not {rows} of {prompt_length + gen_length} with {cache!r}"
-                )
-            self._cache = graphs.cache  # the graphs write their own cache, which outlives this generation
-        else:
-            self._cache = BlockCache(layers, prompt_length + gen_length) if cache != "none" else None
-        self._feed: tuple[int, int] = (0, 0)  # [start, end): positions a cached forward feeds
-        self._feed_positions: Tensor | None = None  # [1, end - start]
-        self._feed_keep: Tensor | None = None  # the window's indices within the fed positions
 
     @property
     def done(self) -> bool:
@@ -237,12 +191,13 @@ class LladaSampler:
     @property
     def kv_cache(self) -> BlockCache | None:
         """The block cache of a cached variant (None for vanilla), for the check that it was written."""
-        return self._cache
+        return self._forward.cache
 
     @property
     def cache_bytes(self) -> int | None:
         """Bytes the KV cache holds (allocated once, at the first step, so also its peak); None: no cache."""
-        return None if self._cache is None else self._cache.nbytes
+        cache = self._forward.cache
+        return None if cache is None else cache.nbytes
 
     @property
     def generation(self) -> Tensor:
@@ -276,7 +231,7 @@ class LladaSampler:
         x = self.x  # [B, L]
         batch, length = x.shape
 
-        logits, forwards = self._logits(refresh=i == 0)  # [B, W, V], W = hi - lo
+        logits, forwards = self._forward.logits(x, refresh=i == 0)  # [B, W, V], W = hi - lo
         if self._logits_ids is not None:
             logits.index_fill_(-1, self._logits_ids, NEG_INF)
 
@@ -355,87 +310,15 @@ class LladaSampler:
         """
         length = self.x.shape[1]
         if self.full_logits:
-            self._window, self._keep = (0, length), 0
-            self._set_feed()
+            self._window = (0, length)
+            self._forward.set_window(0, length, 0, length, self.x.device)
             return
         block_start = block_end - self.block_length
         left_masks = (self.x[:, :block_start] == self.mask_id).any(dim=0).nonzero()  # [n, 1]
         lo = int(left_masks[0, 0]) if left_masks.numel() else block_start
         self._window = (lo, block_end)
-        self._keep = torch.arange(lo, block_end, device=self.x.device)
-        self._set_feed()
-
-    def _set_feed(self) -> None:
-        """A cached forward feeds the window and, for a prefix cache, everything right of it."""
-        if self._cache is None:
-            return
-        lo, hi = self._window
-        start, end = lo, (self.x.shape[1] if self.cache_mode == "prefix" else hi)
-        device = self.x.device
-        self._feed = (start, end)
-        self._feed_positions = torch.arange(start, end, device=device).unsqueeze(0)  # [1, end - start]
-        self._feed_keep = torch.arange(lo - start, hi - start, device=device)
-
-    def _logits(self, *, refresh: bool) -> tuple[Tensor, int]:
-        """The step's forward: logits `[B, W, V]` over the window, CFG applied, and the forwards it ran.
-
-        Vanilla: one full forward. Cached, at the block's first step (`refresh`): the same full forward,
-        which also fills the cache; at later steps, one forward over the fed positions only. With
-        `refresh_every_step` every step refills the cache (a forward whose logits are dropped) and then
-        takes its logits from the cached forward, which must then give vanilla's numbers: the tests' proof
-        that a cached forward computes what the full one does.
-        """
-        x = self.x
-        if self.cfg_scale > 0:
-            x = torch.cat([x, x.masked_fill(self._prompt_index, self.mask_id)])  # [2B, L]
-        cache, forwards = self._cache, 1
-        if self._graphs is not None:
-            logits, forwards = self._replayed_logits(x, refresh=refresh)
-        elif cache is None:
-            # Vanilla LLaDA has no KV cache: use_cache=False keeps transformers from filling one at every step.
-            logits = self.model(x, attention_mask=self._attn, use_cache=False, logits_to_keep=self._keep).logits
-        elif refresh and not self.refresh_every_step:
-            cache.feed_from(0)
-            logits = self.model(
-                x, attention_mask=self._attn, **cache_kwargs(cache), use_cache=False, logits_to_keep=self._keep
-            ).logits
-        else:
-            if self.refresh_every_step:
-                cache.feed_from(0)
-                self.model(x, attention_mask=self._attn, **cache_kwargs(cache), use_cache=False, logits_to_keep=1)
-                forwards = 2
-            start, end = self._feed
-            cache.feed_from(start)
-            attn = self._attn
-            if attn is not None and attn.ndim == 4:
-                attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
-            logits = self.model(
-                x[:, start:end], attention_mask=attn, position_ids=self._feed_positions, **cache_kwargs(cache),
-                use_cache=False, logits_to_keep=self._feed_keep,
-            ).logits  # fmt: skip
-        if self.cfg_scale > 0:
-            cond, uncond = logits.chunk(2, dim=0)
-            # Unsupervised classifier-free guidance, as in the official code: uncond + (w + 1)(cond - uncond).
-            logits = uncond + (self.cfg_scale + 1) * (cond - uncond)
-        return logits, forwards
-
-    def _replayed_logits(self, x: Tensor, *, refresh: bool) -> tuple[Tensor, int]:
-        """`_logits`' forwards, replayed from the captured graphs: the same inputs, as tensors."""
-        graphs = self._graphs
-        assert graphs is not None
-        keep = self._keep if isinstance(self._keep, Tensor) else None  # None: every position (full_logits)
-        if self._cache is None or (refresh and not self.refresh_every_step):
-            return graphs.full_logits(x, keep, self._attn), 1
-        forwards = 1
-        if self.refresh_every_step:
-            graphs.full_logits(x, keep, self._attn)
-            forwards = 2
-        start, end = self._feed
-        attn = self._attn
-        if attn is not None and attn.ndim == 4:
-            attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
-        assert self._feed_positions is not None and self._feed_keep is not None
-        return graphs.cached_logits(x[:, start:end], self._feed_positions, self._feed_keep, attn), forwards
+        keep = torch.arange(lo, block_end, device=self.x.device)
+        self._forward.set_window(lo, block_end, keep, length, self.x.device)
 
     def _gumbel_argmax(self, logits: Tensor, lo: int, hi: int) -> Tensor:
         """Gumbel-max sample `[B, W]`: argmax of exp(logits) / (-log u)^T, in float64 like the official code.
@@ -529,35 +412,11 @@ def llada_steps(
 
 
 def llada_generate(
-    model: nn.Module,
-    prompt_ids: Tensor,
-    attention_mask: Tensor | None = None,
-    *,
-    gen_length: int,
-    block_length: int,
-    steps: int,
-    mask_id: int,
-    temperature: float = 0.0,
-    cfg_scale: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    generator: torch.Generator | None = None,
-    logits_suppress_ids: Sequence[int] = (),
-    confidence_suppress_ids: Sequence[int] = (),
-    full_logits: bool = False,
-    cache: Cache = "none",
-    threshold: float | None = None,
-    factor: float | None = None,
-    refresh_every_step: bool = False,
-    graphs: LladaGraphs | None = None,
+    model: nn.Module, prompt_ids: Tensor, attention_mask: Tensor | None = None, **settings: Any
 ) -> Tensor:
-    """Run `llada_steps` to the end; returns the tokens `[B, P+G]` (prompt, then the generation)."""
-    sampler = llada_steps(
-        model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
-        mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
-        generator=generator, logits_suppress_ids=logits_suppress_ids,
-        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
-        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step, graphs=graphs,
-    )  # fmt: skip
+    """Run `llada_steps` (same arguments) to the end; returns the tokens `[B, P+G]` (prompt, then the
+    generation)."""
+    sampler = llada_steps(model, prompt_ids, attention_mask, **settings)
     for _ in sampler:
         pass
     return sampler.x
@@ -571,105 +430,3 @@ def _draws_official_stream(device: torch.device) -> bool:
 
 def _id_tensor(ids: Sequence[int], device: torch.device) -> Tensor | None:
     return torch.tensor(sorted(set(ids)), dtype=torch.long, device=device) if ids else None
-
-
-def _prepare_attention_mask(
-    model: nn.Module, attention_mask: Tensor | None, gen_length: int, *, double: bool
-) -> Tensor | None:
-    """The padding mask in the form the model's attention wants, built once for every step.
-
-    The generation region is always attended to (ones), as in the official code; CFG doubles the batch.
-    A mask without padding becomes None, which is what transformers would turn it into anyway (after a
-    device sync, at every forward). Otherwise transformers' own `create_bidirectional_mask` builds the
-    mask for the configured attention kernel (a 4-D mask for sdpa/eager, which later forwards take as is).
-    """
-    if attention_mask is None or bool(attention_mask.all()):
-        return None
-    batch = attention_mask.shape[0]
-    ones = torch.ones((batch, gen_length), dtype=attention_mask.dtype, device=attention_mask.device)
-    mask = torch.cat([attention_mask, ones], dim=-1)  # [B, L]
-    if double:
-        mask = torch.cat([mask, mask])  # [2B, L]
-    config = model.config
-    dtype = next(model.parameters()).dtype
-    shape_only = torch.empty((mask.shape[0], mask.shape[1], 0), dtype=dtype, device=mask.device)
-    return create_bidirectional_mask(config=config, inputs_embeds=shape_only, attention_mask=mask)
-
-
-def _check_arguments(
-    model: nn.Module,
-    prompt_ids: Tensor,
-    attention_mask: Tensor | None,
-    gen_length: int,
-    block_length: int,
-    steps: int,
-    mask_id: int,
-    temperature: float,
-    cfg_scale: float,
-    remasking: str,
-    logits_suppress_ids: Sequence[int],
-    confidence_suppress_ids: Sequence[int],
-) -> None:
-    """The official sampler's preconditions (its asserts and docstring), as errors that say what to fix."""
-    config = getattr(model, "config", None)
-    if getattr(config, "is_causal", True) is not False:
-        raise ValueError(
-            "LLaDA needs bidirectional attention but the model's config.is_causal is not False; "
-            "build it with e.g. LlamaConfig(..., is_causal=False)"
-        )
-    vocab_size = int(config.vocab_size)
-    if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
-        raise ValueError(
-            "prompt_ids must be a [batch, prompt_len] long tensor, "
-            f"got {tuple(prompt_ids.shape)} {prompt_ids.dtype}"
-        )
-    if attention_mask is not None and attention_mask.shape != prompt_ids.shape:
-        raise ValueError(
-            f"attention_mask must have the prompt's shape {tuple(prompt_ids.shape)}, "
-            f"got {tuple(attention_mask.shape)}"
-        )
-    if gen_length <= 0 or block_length <= 0 or steps <= 0:
-        raise ValueError(
-            f"gen_length, block_length and steps must be positive, got {gen_length}, {block_length}, {steps}"
-        )
-    if gen_length % block_length:
-        raise ValueError(f"gen_length ({gen_length}) must be a multiple of block_length ({block_length})")
-    num_blocks = gen_length // block_length
-    if steps % num_blocks:
-        raise ValueError(
-            f"steps ({steps}) must be a multiple of the number of blocks "
-            f"(gen_length // block_length = {num_blocks})"
-        )
-    if steps > gen_length:
-        raise ValueError(
-            f"steps ({steps}) must be at most gen_length ({gen_length}): at least one token per step"
-        )
-    if not 0 <= mask_id < vocab_size:
-        raise ValueError(f"mask_id {mask_id} is not in the model's vocabulary [0, {vocab_size})")
-    for name, ids in (
-        ("logits_suppress_ids", logits_suppress_ids),
-        ("confidence_suppress_ids", confidence_suppress_ids),
-    ):
-        bad = [i for i in ids if not 0 <= i < vocab_size]
-        if bad:
-            raise ValueError(f"{name} {bad} are not in the model's vocabulary [0, {vocab_size})")
-    if remasking not in REMASKING_STRATEGIES:
-        raise ValueError(f"Unknown remasking {remasking!r}. Available: {', '.join(REMASKING_STRATEGIES)}")
-    if temperature < 0 or cfg_scale < 0:
-        raise ValueError(f"temperature and cfg_scale must be >= 0, got {temperature} and {cfg_scale}")
-    if attention_mask is not None and bool((prompt_ids[attention_mask == 0] == mask_id).any()):
-        raise ValueError("the pad token is the mask token: pad prompts with a token other than mask_id")
-
-
-def _check_variant(cache: str, threshold: float | None, factor: float | None, remasking: str) -> None:
-    """An accelerated variant's settings, as errors that say what is allowed."""
-    if cache not in CACHES:
-        raise ValueError(f"Unknown cache {cache!r}. Available: {', '.join(CACHES)}")
-    if threshold is not None and factor is not None:
-        raise ValueError("give either threshold or factor, not both")
-    if threshold is not None and not 0 < threshold <= 1:
-        raise ValueError(f"threshold must be in (0, 1], got {threshold}")
-    if factor is not None and not factor > 0:
-        raise ValueError(f"factor must be > 0, got {factor}")
-    if (threshold is not None or factor is not None) and remasking != "low_confidence":
-        raise ValueError("threshold and factor rank the model's confidence: they need remasking 'low_confidence'")
