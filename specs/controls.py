@@ -1,0 +1,110 @@
+"""What stays the same across a sweep: the controls (dtype, kernel, device, repetitions, hardware), the
+prompts' source, and the quality metrics each run computes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field, model_validator
+
+from specs.frozen import Attention, Device, Dtype, Frozen
+
+
+class HardwareRequirement(Frozen):
+    """Which GPU a measurement is valid on; a worker refuses to measure elsewhere."""
+
+    gpu: str = "any"  # "any", or a substring of the device name such as "A100"
+    exclusive: bool = False  # refuse when other processes share the GPU
+    allow_mismatch: bool = False  # measure anyway and record the mismatch
+    # The roofline hardware profile used to predict memory (e.g. a100-sxm4-80gb); see `just roofline hardware`.
+    profile: str | None = None
+
+
+class Extrapolation(Frozen):
+    """Time only the first `timed_steps` steps of each LLaDA generation and extrapolate its end-to-end latency.
+
+    A vanilla LLaDA step costs the same at every step of a run (same positions, same window), so a budgeted
+    sweep may stop after K steps; the artifact marks such latencies as extrapolated. The grid points named by
+    `check_steps` x `check_batch_sizes` also run in full, so the sweep itself measures how good that is.
+    """
+
+    timed_steps: int = Field(gt=0)
+    check_steps: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
+    check_batch_sizes: list[Annotated[int, Field(gt=0)]] | None = None  # None: every batch size of the grid
+
+
+class Controls(Frozen):
+    """What stays identical across every run of a sweep (study section 4.2)."""
+
+    dtype: Dtype = "bfloat16"
+    attention: Attention = "sdpa"
+    device: Device = "auto"
+    warmup: int = Field(default=3, ge=0)
+    # Ten by default: from six up the report gives a 95% BCa CI of a median, below it only the range. A spec on
+    # a tight budget (smoke, one GPU lease) sets fewer and its report says "range".
+    repetitions: int = Field(default=10, ge=1)
+    temperature: float = Field(default=0.0, ge=0)
+    seed: int = 0
+    hardware: HardwareRequirement = HardwareRequirement()
+    # Skip runs the roofline memory model predicts cannot fit on the hardware.
+    skip_predicted_oom: bool = False
+    # Bound on retries of a run whose worker died.
+    max_retries: int = Field(default=2, ge=0)
+    # LLaDA latency from the first K steps of each generation (None: every generation runs in full).
+    extrapolation: Extrapolation | None = None
+
+    @model_validator(mode="after")
+    def _kernel_fits_device(self) -> Controls:
+        if self.attention == "flash_attention_2" and self.device == "cpu":
+            raise ValueError("attention: 'flash_attention_2' needs a CUDA device; allowed on cpu: 'sdpa', 'eager'")
+        if self.skip_predicted_oom and self.hardware.profile is None:
+            raise ValueError(
+                "hardware.profile: skip_predicted_oom needs a roofline hardware profile, e.g. a100-sxm4-80gb"
+            )
+        if self.device == "cpu" and self.hardware.gpu.strip().lower() != "any" and not self.hardware.allow_mismatch:
+            raise ValueError(
+                f"hardware.gpu: {self.hardware.gpu!r} needs a GPU but device is 'cpu', so every run would be "
+                "refused; allowed on cpu: gpu: any (or device: auto / cuda)"
+            )
+        if self.attention == "flash_attention_2" and self.dtype == "float32":
+            raise ValueError("attention: 'flash_attention_2' runs in bfloat16 or float16 only; use dtype bfloat16")
+        return self
+
+
+class Prompts(Frozen):
+    """Where prompts come from: a local .txt (blank-line separated) or .jsonl file, or a hub dataset."""
+
+    dataset: str = "specs/data/prompts.txt"
+    config: str | None = None  # hub dataset config, e.g. wikitext-103-raw-v1
+    split: str = "validation"
+    text_field: str = "text"
+    count: int = Field(default=8, gt=0)
+    # Lengths beyond one passage: join consecutive passages until long enough (specs/passages.py).
+    join_passages: bool = False
+
+
+class BertScoreSpec(Frozen):
+    model: str = "packaged-minilm"  # or a local path / hub id such as roberta-large
+    num_layers: int = Field(default=6, gt=0)
+
+
+class PerplexitySpec(Frozen):
+    evaluator: str  # a model name of this spec, or a checkpoint path / hub id
+
+
+class ElboSpec(Frozen):
+    samples: int = Field(default=16, gt=0)
+
+
+class QualitySpec(Frozen):
+    """Which quality metrics each run computes (None = that metric is off)."""
+
+    bertscore: BertScoreSpec | None = None
+    perplexity: PerplexitySpec | None = None
+    elbo: ElboSpec | None = None
+    # LLaMA is also scored when sampled at this temperature, as a second parity reference.
+    llama_sampled_temperature: float | None = Field(default=None, gt=0)
+
+    @property
+    def enabled(self) -> bool:
+        return self.bertscore is not None or self.perplexity is not None or self.elbo is not None
