@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from specs.artifacts import sha256_file
+
 DEB_PACKAGE = "python3.11-doc"
 HTML_ROOT = Path("usr/share/doc/python3.11/html")
 # Pages the evaluation prompts come from (specs/data/README.md), and pages that are indexes, not prose.
@@ -145,14 +147,6 @@ def split_pages(pages: list[Page], source: dict[str, str]) -> Corpus:
     heldout = tuple(p for p in pages if is_heldout(p))
     train = tuple(p for p in pages if not is_heldout(p))
     return Corpus(train=train, heldout=heldout, source=source)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def download_deb(directory: Path, version: str | None = None) -> Path:

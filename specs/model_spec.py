@@ -1,4 +1,4 @@
-"""A model of a spec: where its weights come from, its architecture, and its LLaDA or LLaMA variants and axes."""
+"""A model of a spec: where its weights come from, its architecture, its LLaDA or LLaMA variants and axes."""
 
 from __future__ import annotations
 

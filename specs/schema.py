@@ -38,7 +38,6 @@ from specs.model_spec import (
 )
 from specs.shapes import PRESET_NAMES
 
-
 # ---------------------------------------------------------------- the spec
 
 

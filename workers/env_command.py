@@ -216,10 +216,19 @@ def deviceless_main(wanted: list[str]) -> int:
     skipped = [name for name in wanted if name not in DEVICELESS_CHECKS]
     checks = [DEVICELESS_CHECKS[name]() for name in (wanted or DEVICELESS_CHECKS) if name in DEVICELESS_CHECKS]
     print("capabilities (--no-device: the GPU is not touched)")
-    for check in checks:
-        print(f"  {check.name.ljust(10)}  {'yes' if check.ok else 'no '}  {check.detail}")
+    _print_checks(checks)
     for name in skipped:
         print(f"  {name.ljust(10)}  --   not checked: needs the device (run llada-bench env before a sweep)")
+    return _exit_status(checks, wanted)
+
+
+def _print_checks(checks: list[Check]) -> None:
+    for check in checks:
+        print(f"  {check.name.ljust(10)}  {'yes' if check.ok else 'no '}  {check.detail}")
+
+
+def _exit_status(checks: list[Check], wanted: list[str]) -> int:
+    """Name each required capability that is missing (on stderr); EXIT_MISSING if any is."""
     missing = [c for c in checks if not c.ok and c.name in wanted]
     for check in missing:
         print(f"missing: {check.name}: {check.detail}", file=sys.stderr)
@@ -256,12 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     checks = [CHECKS[name]() for name in (wanted if args.json else wanted or CHECKS)]
     if not args.json:
         print("\ncapabilities")
-        for check in checks:
-            print(f"  {check.name.ljust(10)}  {'yes' if check.ok else 'no '}  {check.detail}")
-    missing = [c for c in checks if not c.ok and c.name in wanted]
-    for check in missing:
-        print(f"missing: {check.name}: {check.detail}", file=sys.stderr)
-    return EXIT_MISSING if missing else EXIT_OK
+        _print_checks(checks)
+    return _exit_status(checks, wanted)
 
 
 if __name__ == "__main__":

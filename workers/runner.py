@@ -26,16 +26,16 @@ import torch
 
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
-from workers.measure.calibrate import measured_roofs, with_host_floor
 from workers.environment import capture_environment
 from workers.errors import SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
+from workers.measure.calibrate import measured_roofs, with_host_floor
 from workers.measure.memory import free_device_memory, memory_at_failure
-from workers.models.loading import LoadedModel, load_model, shape_of_config
-from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
 from workers.measure.scenario import CompiledSteps, batch_seed, generate_untimed, measure
+from workers.models.loading import LoadedModel, load_model, shape_of_config
 from workers.models.sdpa_backends import NO_CUDNN, eager_llama_decode, without_cudnn_attention
 from workers.models.tokenization import decode_generation, model_input_ids
+from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
 
 SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
 # RuntimeErrors that are an allocation failure: the CPU allocator's, and CUDA's as some kernels report it

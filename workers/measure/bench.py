@@ -30,10 +30,10 @@ from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
+from workers.measure.timing import timer_for
 from workers.models.loading import llama_config_for_shape
 from workers.samplers import ar_generate, llada_generate
 from workers.samplers.reference import reference_llada_generate
-from workers.measure.timing import timer_for
 
 VOCAB_SIZE = MINILM_VOCAB_SIZE
 MASK_ID = VOCAB_SIZE - 1  # a synthetic vocabulary: its last id plays [MASK]

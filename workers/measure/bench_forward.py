@@ -28,11 +28,11 @@ from pathlib import Path
 import torch
 
 from specs.schema import Controls, ModelSpec
+from workers.measure.timing import timer_for
 from workers.models.loading import LoadedModel, load_model
 from workers.samplers import ar_steps, llada_steps
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada_graphs import LladaGraphs
-from workers.measure.timing import timer_for
 
 MINIATURE = Path(__file__).resolve().parent.parent / "models" / "miniature"
 

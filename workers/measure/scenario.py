@@ -33,13 +33,13 @@ from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
 from workers.measure.energy import EnergyMeter
 from workers.measure.memory import MemoryTracker, free_device_memory
+from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 from workers.models.loading import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
 from workers.samplers.cache_check import require_written
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada import llada_steps
 from workers.samplers.llada_graphs import LladaGraphs
-from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 
 
 @dataclass

@@ -28,9 +28,10 @@ from transformers.utils import is_flash_attn_2_available
 from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
-from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
-from workers.models.attention import make_sync_free
 from workers.errors import CheckpointFormatError, SpecMismatchError
+from workers.measure.memory import weights_bytes
+from workers.models.attention import make_sync_free
+from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
 from workers.models.llada_checkpoint import (
     is_llada_config,
     llada_mask_token_id,
@@ -38,7 +39,6 @@ from workers.models.llada_checkpoint import (
     llama_config_from_llada,
 )
 from workers.models.llada_model import make_bidirectional
-from workers.measure.memory import weights_bytes
 from workers.models.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
 
 DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -181,6 +181,24 @@ def _finish(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
+def _loaded(
+    spec: ModelSpec,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    device: torch.device,
+    dtype: torch.dtype,
+    mask: int | None,
+    eos: tuple[int, ...],
+    weights: Literal["synthetic", "real"],
+    provenance: ModelProvenance | None = None,
+) -> LoadedModel:
+    """The model ready for inference, with what a run reads beside it, whichever way its weights came."""
+    return LoadedModel(
+        spec=spec, model=_finish(model), tokenizer=tokenizer, device=device, dtype=dtype, mask_token_id=mask,
+        eos_token_ids=eos, weights=weights, weights_bytes=weights_bytes(model), provenance=provenance,
+    )  # fmt: skip
+
+
 # ---------------------------------------------------------------- synthetic
 
 
@@ -200,17 +218,7 @@ def _load_synthetic(
     mask = None
     if spec.arch == "llada":
         mask = spec.mask_token_id if spec.mask_token_id is not None else tokenizer.mask_token_id
-    return LoadedModel(
-        spec=spec,
-        model=_finish(model),
-        tokenizer=tokenizer,
-        device=device,
-        dtype=dtype,
-        mask_token_id=mask,
-        eos_token_ids=eos_token_ids(tokenizer),
-        weights="synthetic",
-        weights_bytes=weights_bytes(model),
-    )
+    return _loaded(spec, model, tokenizer, device, dtype, mask, eos_token_ids(tokenizer), "synthetic")
 
 
 # ---------------------------------------------------------------- checkpoints
@@ -246,18 +254,8 @@ def _load_checkpoint(
         load_safetensors_into(model, directory, device, rename)
     mask = llada_mask_token_id(raw, tokenizer, spec.mask_token_id) if spec.arch == "llada" else None
     eos = eos_token_ids(tokenizer, _config_eos(raw, directory))
-    return LoadedModel(
-        spec=spec,
-        model=_finish(model),
-        tokenizer=tokenizer,
-        device=device,
-        dtype=dtype,
-        mask_token_id=mask,
-        eos_token_ids=tuple(t for t in eos if t != mask),
-        weights="real",
-        weights_bytes=weights_bytes(model),
-        provenance=read_provenance(directory),
-    )
+    eos = tuple(t for t in eos if t != mask)
+    return _loaded(spec, model, tokenizer, device, dtype, mask, eos, "real", read_provenance(directory))
 
 
 def read_provenance(directory: Path) -> ModelProvenance | None:

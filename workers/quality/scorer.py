@@ -12,11 +12,11 @@ import torch
 
 from specs.results import Generation, QualityRecord
 from specs.schema import BertScoreSpec, ModelSpec, RunConfig
+from workers.models.tokenization import model_input_ids
 from workers.quality.bertscore import QualityError, load_bertscorer, score_texts
 from workers.quality.degeneracy import degeneracy
 from workers.quality.elbo import elbo_nll
 from workers.quality.perplexity import continuation_nll, evaluator_pair
-from workers.models.tokenization import model_input_ids
 
 if TYPE_CHECKING:
     from workers.models.loading import LoadedModel

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -37,6 +37,7 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, causal_mask
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.kv_cache import PreallocatedCache
+from workers.samplers.prompt_batch import check_prompt_batch
 
 Phase = Literal["prefill", "decode"]
 KvCache = Literal["preallocated", "dynamic"]
@@ -72,16 +73,7 @@ class ArDecoder:
         cache: KvCache = KV_CACHE,
         compiled: CompiledDecode | None = None,
     ) -> None:
-        if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
-            raise ValueError(
-                "prompt_ids must be a [batch, prompt_len] long tensor, "
-                f"got {tuple(prompt_ids.shape)} {prompt_ids.dtype}"
-            )
-        if attention_mask is not None and attention_mask.shape != prompt_ids.shape:
-            raise ValueError(
-                f"attention_mask must have the prompt's shape {tuple(prompt_ids.shape)}, "
-                f"got {tuple(attention_mask.shape)}"
-            )
+        check_prompt_batch(prompt_ids, attention_mask)
         if n_new <= 0:
             raise ValueError(f"n_new must be positive, got {n_new}")
         if temperature < 0:
@@ -237,21 +229,10 @@ def ar_steps(
 
 
 def ar_generate(
-    model: nn.Module,
-    prompt_ids: Tensor,
-    attention_mask: Tensor | None = None,
-    *,
-    n_new: int,
-    temperature: float = 0.0,
-    generator: torch.Generator | None = None,
-    logits_suppress_ids: Sequence[int] = (),
-    cache: KvCache = KV_CACHE,
+    model: nn.Module, prompt_ids: Tensor, attention_mask: Tensor | None = None, **settings: Any
 ) -> Tensor:
-    """Run `ar_steps` to the end; returns `[B, P + n_new]` (the prompt, then the new tokens)."""
-    decoder = ar_steps(
-        model, prompt_ids, attention_mask, n_new=n_new, temperature=temperature, generator=generator,
-        logits_suppress_ids=logits_suppress_ids, cache=cache,
-    )  # fmt: skip
+    """Run `ar_steps` (same arguments) to the end; returns `[B, P + n_new]` (the prompt, then the new tokens)."""
+    decoder = ar_steps(model, prompt_ids, attention_mask, **settings)
     for _ in decoder:
         pass
     return decoder.sequences

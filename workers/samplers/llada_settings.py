@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-import torch
 from torch import Tensor, nn
+
+from workers.samplers.prompt_batch import check_prompt_batch
 
 Remasking = Literal["low_confidence", "random"]
 REMASKING_STRATEGIES: tuple[str, ...] = get_args(Remasking)
@@ -87,16 +88,7 @@ def check_arguments(
             "build it with e.g. LlamaConfig(..., is_causal=False)"
         )
     vocab_size = int(config.vocab_size)
-    if prompt_ids.ndim != 2 or prompt_ids.dtype != torch.long:
-        raise ValueError(
-            "prompt_ids must be a [batch, prompt_len] long tensor, "
-            f"got {tuple(prompt_ids.shape)} {prompt_ids.dtype}"
-        )
-    if attention_mask is not None and attention_mask.shape != prompt_ids.shape:
-        raise ValueError(
-            f"attention_mask must have the prompt's shape {tuple(prompt_ids.shape)}, "
-            f"got {tuple(attention_mask.shape)}"
-        )
+    check_prompt_batch(prompt_ids, attention_mask)
     if gen_length <= 0 or block_length <= 0 or steps <= 0:
         raise ValueError(
             f"gen_length, block_length and steps must be positive, got {gen_length}, {block_length}, {steps}"
