@@ -45,12 +45,6 @@ _SAMPLE_PERIOD_S = 0.001
 _KIB = 1024
 
 
-def weights_bytes(model: torch.nn.Module) -> int:
-    """Bytes of every parameter and persistent buffer (tied weights once): the model's cost before any input."""
-    unique = {id(t): t for t in model.state_dict(keep_vars=True).values()}
-    return sum(t.numel() * t.element_size() for t in unique.values())
-
-
 def _status_kib(field: str) -> int | None:
     try:
         text = _PROC_STATUS.read_text()

@@ -29,7 +29,6 @@ from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.errors import CheckpointFormatError, SpecMismatchError
-from workers.measure.memory import weights_bytes
 from workers.models.attention import make_sync_free
 from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
 from workers.models.llada_checkpoint import (
@@ -173,6 +172,12 @@ def _reset_rotary(model: LlamaForCausalLM, device: torch.device) -> None:
     rotary.attention_scaling = fresh.attention_scaling
     others = [name for name, _ in model.named_buffers() if "rotary_emb" not in name]
     assert not others, f"unexpected buffers would stay uninitialised: {others}"
+
+
+def weights_bytes(model: torch.nn.Module) -> int:
+    """Bytes of every parameter and persistent buffer (tied weights once): the model's cost before any input."""
+    unique = {id(t): t for t in model.state_dict(keep_vars=True).values()}
+    return sum(t.numel() * t.element_size() for t in unique.values())
 
 
 def _finish(model: PreTrainedModel) -> PreTrainedModel:
