@@ -101,25 +101,51 @@ class LladaSampler:
         self,
         model: nn.Module,
         prompt_ids: Tensor,
-        attention_mask: Tensor | None,
+        attention_mask: Tensor | None = None,
         *,
         gen_length: int,
         block_length: int,
         steps: int,
         mask_id: int,
-        temperature: float,
-        cfg_scale: float,
-        remasking: Remasking,
-        generator: torch.Generator | None,
-        logits_suppress_ids: Sequence[int],
-        confidence_suppress_ids: Sequence[int],
-        full_logits: bool,
+        temperature: float = 0.0,
+        cfg_scale: float = 0.0,
+        remasking: Remasking = "low_confidence",
+        generator: torch.Generator | None = None,
+        logits_suppress_ids: Sequence[int] = (),
+        confidence_suppress_ids: Sequence[int] = (),
+        full_logits: bool = False,
         cache: Cache = "none",
         threshold: float | None = None,
         factor: float | None = None,
         refresh_every_step: bool = False,
         graphs: LladaGraphs | None = None,
     ) -> None:
+        """Set up a LLaDA generation; iterating it runs one step (one NFE) at a time.
+
+        model: a bidirectional mask predictor (transformers causal-LM interface, `config.is_causal=False`).
+        prompt_ids `[B, P]`, attention_mask `[B, P]` (1 = token, 0 = left padding) or None.
+        gen_length / block_length / steps: as in the official sampler; `steps // (gen_length // block_length)`
+            steps per block, and `steps <= gen_length`.
+        mask_id: the [MASK] token id (from the tokenizer or config, never a literal).
+        temperature: 0 is greedy; > 0 Gumbel-max in float64. cfg_scale: 0 disables classifier-free guidance.
+        remasking: "low_confidence" (commit the most probable predictions) or "random".
+        generator: the RNG for temperature and random remasking; None uses torch's global generator, as the
+            official code does.
+        logits_suppress_ids: ids whose logits are set to -inf before sampling (official `logits_eos_inf`).
+        confidence_suppress_ids: ids set to -inf in the softmax that scores confidence (official
+            `confidence_eos_eot_inf`); `official_suppress_ids` maps the official flags onto both lists.
+        full_logits: project logits at every position, as the official code does. The default projects only
+            the current block: the same numbers wherever a matmul's rows do not depend on how many rows it
+            has (true for the CPU shapes tested, M = B*block >= 16), but a BLAS may choose another kernel for
+            fewer rows and round the last bit differently, which can flip an exact near-tie.
+        cache: "none" (vanilla), "prefix" or "dual": the Fast-dLLM KV caches (module docstring).
+        threshold / factor: the confidence rules of parallel decoding (`parallel.parallel_commit`); at most
+            one, only with low-confidence remasking. None of cache, threshold, factor: the vanilla sampler.
+        refresh_every_step: a test option of the caches: refill the cache before every step (two forwards a
+            step), so a cached variant must reproduce vanilla's tokens.
+        graphs: the `graph` variant's captured forwards for this batch shape and cache (`LladaGraphs`, kept by
+            the caller between generations); None runs every forward eagerly.
+        """
         check_arguments(
             model, prompt_ids, attention_mask, gen_length, block_length, steps, mask_id, temperature,
             cfg_scale, remasking, logits_suppress_ids, confidence_suppress_ids,
@@ -355,60 +381,11 @@ class LladaSampler:
 
 
 def llada_steps(
-    model: nn.Module,
-    prompt_ids: Tensor,
-    attention_mask: Tensor | None = None,
-    *,
-    gen_length: int,
-    block_length: int,
-    steps: int,
-    mask_id: int,
-    temperature: float = 0.0,
-    cfg_scale: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    generator: torch.Generator | None = None,
-    logits_suppress_ids: Sequence[int] = (),
-    confidence_suppress_ids: Sequence[int] = (),
-    full_logits: bool = False,
-    cache: Cache = "none",
-    threshold: float | None = None,
-    factor: float | None = None,
-    refresh_every_step: bool = False,
-    graphs: LladaGraphs | None = None,
+    model: nn.Module, prompt_ids: Tensor, attention_mask: Tensor | None = None, **settings: Any
 ) -> LladaSampler:
-    """Set up a LLaDA generation; iterating the result runs it one step (one NFE) at a time.
-
-    model: a bidirectional mask predictor (transformers causal-LM interface, `config.is_causal=False`).
-    prompt_ids `[B, P]`, attention_mask `[B, P]` (1 = token, 0 = left padding) or None.
-    gen_length / block_length / steps: as in the official sampler; `steps // (gen_length // block_length)`
-        steps per block, and `steps <= gen_length`.
-    mask_id: the [MASK] token id (from the tokenizer or config, never a literal).
-    temperature: 0 is greedy; > 0 Gumbel-max in float64. cfg_scale: 0 disables classifier-free guidance.
-    remasking: "low_confidence" (commit the most probable predictions) or "random".
-    generator: the RNG for temperature and random remasking; None uses torch's global generator, as the
-        official code does.
-    logits_suppress_ids: ids whose logits are set to -inf before sampling (official `logits_eos_inf`).
-    confidence_suppress_ids: ids set to -inf in the softmax that scores confidence (official
-        `confidence_eos_eot_inf`); `official_suppress_ids` maps the official flags onto both lists.
-    full_logits: project logits at every position, as the official code does. The default projects only
-        the current block: the same numbers wherever a matmul's rows do not depend on how many rows it
-        has (true for the CPU shapes tested, M = B*block >= 16), but a BLAS may choose another kernel for
-        fewer rows and round the last bit differently, which can flip an exact near-tie.
-    cache: "none" (vanilla), "prefix" or "dual": the Fast-dLLM KV caches (module docstring).
-    threshold / factor: the confidence rules of parallel decoding (`parallel.parallel_commit`); at most one,
-        only with low-confidence remasking. None of cache, threshold, factor: the vanilla sampler.
-    refresh_every_step: a test option of the caches: refill the cache before every step (two forwards a
-        step), so a cached variant must reproduce vanilla's tokens.
-    graphs: the `graph` variant's captured forwards for this batch shape and cache (`LladaGraphs`, kept by
-        the caller between generations); None runs every forward eagerly.
-    """
-    return LladaSampler(
-        model, prompt_ids, attention_mask, gen_length=gen_length, block_length=block_length, steps=steps,
-        mask_id=mask_id, temperature=temperature, cfg_scale=cfg_scale, remasking=remasking,
-        generator=generator, logits_suppress_ids=logits_suppress_ids,
-        confidence_suppress_ids=confidence_suppress_ids, full_logits=full_logits, cache=cache,
-        threshold=threshold, factor=factor, refresh_every_step=refresh_every_step, graphs=graphs,
-    )  # fmt: skip
+    """Set up a LLaDA generation (the arguments of `LladaSampler`); iterating the result runs it one step
+    (one NFE) at a time."""
+    return LladaSampler(model, prompt_ids, attention_mask, **settings)
 
 
 def llada_generate(
