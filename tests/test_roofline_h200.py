@@ -24,6 +24,8 @@ from report.predictions import (
 )
 from report.render import SweepLayout, _load, render_report
 from report.table import results_table
+from specs.artifacts import verify
+from specs.paths import PACKAGE_ROOT
 
 DATA = Path(__file__).parent / "data" / "h200"
 SWEEPS = ("campaign-h100", "accel-8b")
@@ -103,3 +105,21 @@ def test_a_violation_is_flagged_when_a_run_beats_its_roofs(tmp_path: Path) -> No
     assert set(marked.markers) == set(flagged["run_id"].to_list())
     rows = roofline_findings(with_roofline_columns(table, predictions)).filter(pl.col("finding") == "roofline violated")
     assert rows.height == 1 and rows["warning"][0] and f"{flagged.height} run(s)" in rows["value"][0]
+
+
+@pytest.mark.parametrize("name", SWEEPS)
+def test_the_committed_h200_results_verify_and_match_a_report_regenerated_from_the_artifacts(
+    name: str, tmp_path: Path
+) -> None:
+    """results/h200 is what a reader opens first; it must be the artifacts' own report from today's code,
+    not a stale copy (`just h200-results` regenerates it)."""
+    committed = PACKAGE_ROOT / "results" / "h200" / name
+    assert verify(SweepLayout(committed)) == []
+    fresh = _unpack(name, tmp_path)
+    render_report(fresh, echo=False)
+    for document in ("report.md", "findings.json"):
+        assert (committed / document).read_text(encoding="utf-8") == (fresh / document).read_text(encoding="utf-8"), (
+            f"results/h200/{name}/{document} differs from the report regenerated now: run `just h200-results`"
+        )
+    committed_figures = sorted(p.name for p in (committed / "figures").iterdir())
+    assert committed_figures == sorted(p.name for p in (fresh / "figures").iterdir())
