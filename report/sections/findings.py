@@ -1,0 +1,32 @@
+"""Section 1, Findings: the answer in one table (each number linked to the table it comes from) and the pairings."""
+
+from __future__ import annotations
+
+from report.document import Paragraph, Table
+from report.pairings import pairing_blocks
+from report.sections.inputs import Blocks, ReportInputs
+from report.sections.quality import judge_note
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    """One table (each number links to the table it comes from) and, in the figures, one figure."""
+    findings = inputs.findings
+    if not findings.height:
+        return Blocks([Paragraph("No finding: the sweep has no successful runs of both models at the same "
+                                 "lengths.")], [])
+    columns = (["hardware"] if multi else []) + ["N_out", "finding", "value"]
+    rows, links = [], []
+    for r in findings.iter_rows(named=True):
+        rows.append(tuple(([r["hardware"]] if multi else []) + [str(r["generation_length"]), r["finding"], r["value"]]))
+        links.append(tuple(([None] if multi else []) + [None, None, r["source"]]))
+    caption = ("The answer: S_parity (the fewest diffusion steps from which LLaDA matches the named LLaMA reference "
+               "at every larger step) with its bootstrap interval over prompts; the speedup L_e2e(LLaMA) / "
+               "L_e2e(LLaDA at S_parity) at every batch size, conditional on S_parity, with goodput (tokens before "
+               "the first EOS); and B*, the batch size from which LLaMA's throughput stays ahead of LLaDA's at each "
+               "step count, interpolated between measured batch sizes, beside the roofline's B* for the same device")
+    blocks = [Table(tuple(columns), tuple(rows), caption, fold=False, links=tuple(links)),
+              *pairing_blocks(inputs.pairings, multi)]
+    judge = judge_note(inputs.quality)
+    if judge:
+        blocks.append(Paragraph(judge))
+    return Blocks(blocks, [])

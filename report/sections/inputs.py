@@ -1,0 +1,41 @@
+"""What every section reads (the flat table, the analyses, the figures and the manifest of one sweep) and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import polars as pl
+
+from report.document import Block, FigureBlock
+from report.pairings import Pairing
+from report.quality import QualityData
+from specs.artifacts import Manifest
+from specs.schema import ExperimentSpec
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    sweep: str
+    spec_text: str | None
+    spec: ExperimentSpec | None
+    manifest: Manifest | None
+    problems: tuple[str, ...]
+    table: pl.DataFrame
+    quality: QualityData
+    figures: tuple[FigureBlock, ...]
+    figure_sections: dict[int, str]  # figure number → section anchor
+    predictions: pl.DataFrame  # every hardware's predictions (may be empty)
+    roofline_notes: tuple[str, ...]
+    findings: pl.DataFrame  # report.findings.FINDINGS_SCHEMA
+    crossovers: pl.DataFrame  # report.findings.CROSSOVER_SCHEMA
+    variants: pl.DataFrame  # report.variants.VARIANT_SCHEMA (empty without variant runs)
+    pairings: tuple[Pairing, ...] = ()  # report.pairings.pairing_table: the answer both ways
+
+
+
+class Blocks(NamedTuple):
+    """A section's own blocks: the lead stands before the section's figures, the tail after them."""
+
+    lead: list[Block]
+    tail: list[Block]

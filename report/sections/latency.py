@@ -1,0 +1,89 @@
+"""Section 3, Latency: the per-run latency table and, where LLaDA runs timed only their first steps, the check
+of that extrapolation against the same point run in full."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from report import stats
+from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
+from report.extrapolation import extrapolated_share, extrapolation_checks
+from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell
+from report.sections.inputs import Blocks, ReportInputs
+
+CAPTION = ("Latency per run: median over repetitions with the interval of the median (a 95% BCa bootstrap CI "
+           f"from {stats.MIN_CI_SAMPLES} repetitions up, else the range), mean ± sd and CV. ITL (study) is "
+           "(L_e2e - TTFT) / (N_out - 1), the study's definition (3.1.1); the decode-pass and step percentiles "
+           "are over every timed pass of every repetition; compile: torch.compile time spent in the warm-ups "
+           "of a compiled variant, never in the latency; roofline efficiency: the roofs-only predicted "
+           "latency / the measured median (1 = at the roof; 'VIOLATED': faster than 0.9x the roofs allow)")
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    ok = inputs.table.filter(pl.col("status") == "ok")
+    return Blocks([], [latency_table(ok, multi), *extrapolation_blocks(inputs.table)])
+
+
+def latency_table(ok: pl.DataFrame, multi: bool) -> Table:
+    columns = [
+        *simple(key_columns(multi)),
+        ("latency median", lambda r: fmt_seconds(r["latency_e2e_s_median"])),
+        ("interval of the median", lambda r: interval_cell(r, "latency_e2e_s", fmt_seconds)),
+        ("mean ± sd", lambda r: _mean_sd(r, "latency_e2e_s", fmt_seconds)),
+        ("CV", lambda r: fmt_float(r["latency_e2e_s_cv"], 2)),
+        ("TTFT", lambda r: fmt_seconds(r["ttft_s_median"])),
+        ("ITL (study)", lambda r: fmt_seconds(r["itl_s_median"])),
+        ("decode pass p50 / p90 / p99", lambda r: _tails(r, "itl_token_s")),
+        ("step p50 / p90 / p99", lambda r: _tails(r, "step_s")),
+        ("reps", lambda r: str(r["latency_e2e_s_n"])),
+        ("timed", timed_cell),
+        ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"])),
+        ("roofline efficiency", _efficiency_cell),
+    ]
+    return column_table(ok, columns, CAPTION)
+
+
+def _mean_sd(row: dict, name: str, fmt) -> str:
+    if row[f"{name}_mean"] is None:
+        return "–"
+    sd = row[f"{name}_sd"]
+    return f"{fmt(row[f'{name}_mean'])} ± {fmt(sd)}" if sd is not None else fmt(row[f"{name}_mean"])
+
+
+def _tails(row: dict, name: str) -> str:
+    values = [row[f"{name}_p{p}"] for p in stats.TAIL_PERCENTILES]
+    return "–" if values[0] is None else " / ".join(fmt_seconds(v) for v in values)
+
+
+def _efficiency_cell(row: dict) -> str:
+    value = row.get("roofline_efficiency")
+    if value is None:
+        return "–"
+    return fmt_float(value, 2) + (" VIOLATED" if row.get("roofline_violated") else "")
+
+
+def extrapolation_blocks(table: pl.DataFrame) -> list[Block]:
+    """Say how many latencies are extrapolated, and set each check point's extrapolation beside its full run."""
+    extrapolated, _ = extrapolated_share(table.filter(pl.col("status") == "ok"))
+    if not extrapolated:
+        return []
+    checks = extrapolation_checks(table)
+    blocks: list[Block] = [Paragraph(
+        f"{extrapolated} LLaDA run(s) timed only their first steps and extrapolated the rest from the mean timed step "
+        "(controls.extrapolation; column 'timed'). Where a point also ran in full, the full measurement is the one "
+        "every figure, the Findings and the throughput tables use." + (
+            "" if checks.height else " The sweep has no check point that ran both ways, so the extrapolation is "
+            "unchecked."))]
+    if checks.height:
+        columns = [
+            ("model", "model"), ("B", "batch_size"), ("P", "prompt_length"), ("N_out", "generation_length"),
+            ("steps", "steps"), ("timed steps", "timed_steps"),
+            ("extrapolated median", lambda r: fmt_seconds(r["extrapolated_median_s"])),
+            ("full median", lambda r: fmt_seconds(r["full_median_s"])),
+            ("extrapolated / full", lambda r: fmt_float(r["ratio"], 3)),
+            ("reps (extrapolated, full)", lambda r: f"{r['extrapolated_n']}, {r['full_n']}"),
+        ]
+        blocks.append(column_table(checks, columns,
+                                   "Extrapolation check: the same configuration timed from its first steps and in "
+                                   "full; a ratio near 1 means the first steps stand for the whole generation"))
+    return blocks

@@ -1,0 +1,24 @@
+"""Section 5, Memory: peak memory per run, out-of-memory runs included, with the weights and the KV cache."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from report.document import fmt_bytes
+from report.sections.cells import column_table, key_columns, simple
+from report.sections.inputs import Blocks, ReportInputs
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    rows = inputs.table.filter(pl.col("status").is_in(["ok", "oom"]))
+    columns = [
+        *simple(key_columns(multi)), ("status", "status"),
+        ("peak allocated", lambda r: fmt_bytes(r["peak_allocated_bytes"])),
+        ("peak reserved", lambda r: fmt_bytes(r["peak_reserved_bytes"])),
+        ("RSS growth", lambda r: fmt_bytes(r["peak_rss_delta_bytes"])),
+        ("weights", lambda r: fmt_bytes(r["weights_bytes"])),
+        ("held at OOM", lambda r: fmt_bytes(r["at_failure_allocated_bytes"])),
+        ("KV cache", lambda r: fmt_bytes(r["cache_bytes"])),
+    ]
+    return Blocks([], [column_table(rows, columns, "Peak memory per run; KV cache: the peak bytes a variant's cache "
+                                                   "held (LLaDA's prefix or dual cache; '–' where the run reports none)")])

@@ -1,0 +1,48 @@
+"""The report's sections in the study's order, each built by its own module, with its figures placed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import polars as pl
+
+from report.document import Block, Document, Section
+from report.energy import energy_blocks
+from report.sections import findings, latency, memory, provenance, quality, roofline, setup, throughput, variants
+from report.sections.inputs import Blocks, ReportInputs
+from report.table import UNKNOWN_HARDWARE
+
+
+def _energy(inputs: ReportInputs, multi: bool) -> Blocks:
+    """The energy section's text and tables stand before its figures."""
+    return Blocks(energy_blocks(inputs.table, multi), [])
+
+
+# (anchor, title, builder): the document order. A figure goes to the section its catalog entry names.
+SECTIONS: tuple[tuple[str, str, Callable[[ReportInputs, bool], Blocks]], ...] = (
+    ("findings", "1. Findings", findings.build),
+    ("setup", "2. Setup and controls", setup.build),
+    ("latency", "3. Latency", latency.build),
+    ("throughput", "4. Throughput", throughput.build),
+    ("memory", "5. Memory", memory.build),
+    ("quality", "6. Quality vs computation", quality.build),
+    ("variants", "7. Accelerated variants", variants.build),
+    ("roofline", "8. Roofline", roofline.build),
+    ("energy", "9. Energy", _energy),
+    ("provenance", "10. Environment and provenance", provenance.build),
+)
+
+
+def build_document(inputs: ReportInputs) -> Document:
+    table = inputs.table
+    multi = table.filter(pl.col("hardware") != UNKNOWN_HARDWARE)["hardware"].n_unique() > 1
+    figures: dict[str, list[Block]] = {anchor: [] for anchor, _, _ in SECTIONS}
+    for block in inputs.figures:
+        figures[inputs.figure_sections[block.number]].append(block)
+    sections = []
+    for anchor, title, build in SECTIONS:
+        lead, tail = build(inputs, multi)
+        sections.append(Section(anchor, title, [*lead, *figures[anchor], *tail]))
+    statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
+    subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
+    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections)

@@ -1,0 +1,41 @@
+"""Section 10, Environment and provenance: the environments the runs recorded, the verification and the
+manifest's checksums."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from report.document import Block, Paragraph, Table, fmt_value
+from report.sections.inputs import Blocks, ReportInputs
+from report.table import UNKNOWN_HARDWARE
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    table = inputs.table
+    env = table.filter(pl.col("hardware") != UNKNOWN_HARDWARE).group_by(
+        "hardware", "device_kind", "dtype", "attention", "torch_version", "cuda_version", "driver", "git_commit",
+        "image_digest", "hostname", "other_gpu_processes",
+    ).len().sort("hardware")
+    blocks: list[Block] = [Table(
+        ("hardware", "device", "dtype", "attention", "torch", "CUDA", "driver", "git commit", "image digest", "host",
+         "shared GPU", "runs"),
+        tuple(tuple(fmt_value(v) for v in row) for row in env.iter_rows()),
+        "Environments the runs recorded")]
+    if inputs.problems:
+        blocks.append(Paragraph("Verification FAILED: " + "; ".join(inputs.problems), warning=True))
+    else:
+        blocks.append(Paragraph("Verification passed: every run file and the frozen spec match the "
+                                "manifest's sha256 checksums."))
+    manifest = inputs.manifest
+    if manifest is None:
+        blocks.append(Paragraph("No readable manifest.json.", warning=True))
+        return Blocks([], blocks)
+    blocks.append(Paragraph(f"spec.yaml sha256: {manifest.spec_sha256}"))
+    status = dict(table.select("run_id", "status").iter_rows())
+    model = dict(table.select("run_id", "model").iter_rows())
+    blocks.append(Table(
+        ("run file", "model", "status", "sha256"),
+        tuple((f"runs/{rid}.json", model.get(rid, "–"), status.get(rid, "missing"), digest)
+              for rid, digest in sorted(manifest.runs.items())),
+        "Manifest checksums"))
+    return Blocks([], blocks)

@@ -1,0 +1,102 @@
+"""Section 2, Setup and controls: the models, the grid, the controls, the runs by status and the frozen spec."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from report import stats
+from report.document import Block, Paragraph, Preformatted, Table
+from report.sections.cells import column_table, key_columns, simple
+from report.sections.inputs import Blocks, ReportInputs
+from report.table import UNKNOWN_HARDWARE
+from specs.schema import ExperimentSpec
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    blocks: list[Block] = []
+    if inputs.problems:
+        blocks.append(Paragraph(
+            "These artifacts FAILED verification and were rendered only because --allow-unverified was given: "
+            + "; ".join(inputs.problems), warning=True))
+    spec = inputs.spec
+    if spec is not None and spec.description:
+        blocks.append(Paragraph(spec.description))
+    table = inputs.table
+    models = table.select("model", "arch", "weights").unique().sort(["arch", "model"])
+    blocks.append(Table(("model", "arch", "weights", "source"), tuple(
+        (m, a, w, _source(spec, m)) for m, a, w in models.iter_rows()), "Models"))
+    if spec is not None:
+        blocks += _spec_blocks(spec)
+    counts = table.group_by("hardware", "status").len().sort(["hardware", "status"])
+    blocks.append(Table(("hardware", "status", "runs"), tuple((h, s, str(n)) for h, s, n in counts.iter_rows()),
+                        "Runs by hardware and status (figures never mix hardware)"))
+    failed = table.filter(pl.col("status") != "ok")
+    if failed.height:
+        columns = [("run", "run_id"), *simple(key_columns(True)), ("status", "status"),
+                   ("error", lambda r: (r["error"] or "").splitlines()[0][:160] if r["error"] else "–")]
+        blocks.append(column_table(failed, columns, "Runs that did not succeed"))
+    if table.filter(pl.col("hardware") == UNKNOWN_HARDWARE).height:
+        blocks.append(Paragraph("Runs without an environment record (hardware 'unknown') appear in the tables "
+                                "only, never in a figure."))
+    if inputs.spec_text is not None:
+        blocks.append(Preformatted(inputs.spec_text, "The frozen spec (spec.yaml)"))
+    return Blocks(blocks, [])
+
+
+def _spec_blocks(spec: ExperimentSpec) -> list[Block]:
+    """The grid and the controls, with a warning where too few repetitions make every interval a range."""
+    c = spec.controls
+    blocks: list[Block] = [_grid_table(spec), Table(("control", "value"), (
+        ("dtype", c.dtype), ("attention kernel", c.attention), ("device", c.device),
+        ("warm-up passes", str(c.warmup)), ("measured repetitions", str(c.repetitions)),
+        ("temperature", f"{c.temperature:g}"), ("seed", str(c.seed)),
+        ("hardware requirement", f"gpu={c.hardware.gpu}, exclusive={c.hardware.exclusive}"),
+    ), "Controls (identical across runs)")]
+    if c.repetitions < stats.MIN_CI_SAMPLES:
+        blocks.append(Paragraph(
+            f"{c.repetitions} measured repetitions per run: every latency and throughput interval below is "
+            f"the range of the {c.repetitions} values, not a confidence interval (a 95% interval needs at least "
+            f"{stats.MIN_CI_SAMPLES}; the GPU specs measure 10).", warning=True))
+    return blocks
+
+
+def _source(spec: ExperimentSpec | None, model: str) -> str:
+    m = spec.model(model) if spec else None
+    if m is None:
+        return "–"
+    source = m.source
+    if hasattr(source, "checkpoint"):
+        return f"checkpoint {source.checkpoint}"
+    synthetic = source.synthetic
+    return f"synthetic {synthetic if isinstance(synthetic, str) else 'custom shape'}"
+
+
+def _impl_names(impls: Sequence) -> str:
+    """'vanilla, dual-cache (cache dual), static-compile (compile)': each implementation with what it changes."""
+    def knobs(impl) -> str:
+        changed = impl.model_dump(exclude_defaults=True, exclude={"name"})
+        return f" ({', '.join(k if v is True else f'{k} {v}' for k, v in changed.items())})" if changed else ""
+
+    return ", ".join(f"{impl.name}{knobs(impl)}" for impl in impls)
+
+
+def _grid_table(spec: ExperimentSpec) -> Table:
+    grid = spec.grid
+    pairs = ", ".join(f"{p.prompt}+{p.generation}" for p in grid.length_pairs())
+    rows = [("batch sizes", ", ".join(map(str, grid.batch_sizes))), ("prompt + generation lengths", pairs)]
+    for model in spec.models:
+        axes = spec.llada_axes(model)
+        if axes is not None:
+            rows += [
+                (f"{model.name}: diffusion steps", ", ".join(map(str, axes.steps))),
+                (f"{model.name}: block lengths", ", ".join(map(str, axes.block_lengths))),
+                (f"{model.name}: remasking", ", ".join(axes.remasking)),
+                (f"{model.name}: cfg scales", ", ".join(f"{v:g}" for v in axes.cfg_scales)),
+                (f"{model.name}: implementations", _impl_names(axes.impl)),
+            ]
+        elif spec.grid.llama is not None:
+            rows.append((f"{model.name}: implementations", _impl_names(spec.grid.llama.impl)))
+    rows.append(("prompts", f"{spec.prompts.count} from {spec.prompts.dataset}"))
+    return Table(("axis", "values"), tuple(rows), "Grid")

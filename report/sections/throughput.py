@@ -1,0 +1,62 @@
+"""Section 4, Throughput: tokens per second and goodput per run, and the batch size B* where LLaMA pulls ahead."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import polars as pl
+
+from report.document import Block, Table, fmt_float, fmt_rate
+from report.findings import CROSSOVER_ANCHOR
+from report.sections.cells import column_table, hardware_column, interval_cell, key_columns, simple, timed_cell
+from report.sections.inputs import Blocks, ReportInputs
+from report.table import USEFUL_FRACTION_FLAG
+
+
+def build(inputs: ReportInputs, multi: bool) -> Blocks:
+    tail: list[Block] = [throughput_table(inputs.table.filter(pl.col("status") == "ok"), multi)]
+    if inputs.crossovers.height:
+        tail.append(crossover_table(inputs.crossovers, multi))
+    return Blocks([], tail)
+
+
+def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
+    columns = [
+        *simple(key_columns(multi)),
+        ("tokens/s median", lambda r: fmt_rate(r["tokens_per_s_median"])),
+        ("interval", lambda r: interval_cell(r, "tokens_per_s", fmt_rate)),
+        ("timed", timed_cell),
+        ("goodput tokens/s", lambda r: fmt_rate(r["goodput_tokens_per_s_median"])),
+        ("useful / N_out", lambda r: fmt_float(r["useful_fraction"], 3)
+         + (" FLAG" if r["low_useful"] else "")),
+        ("forwards", lambda r: fmt_float(r["forwards"], 4)),
+        ("tokens per forward", lambda r: fmt_float(r["tokens_per_forward"], 3)),
+    ]
+    return column_table(ok, columns,
+                        "Throughput per run: B x N_out / latency, and goodput B x useful tokens / latency (useful: "
+                        f"tokens before the first EOS; FLAG below {USEFUL_FRACTION_FLAG:.0%} of N_out). Tokens per "
+                        "forward: N_out over model forward passes per sequence (LLaMA 1; a CFG step counts two); "
+                        "forwards: the median over repetitions where a variant's confidence rule made them vary, "
+                        "else the schedule's count")
+
+
+def crossover_table(crossovers: pl.DataFrame, multi: bool) -> Table:
+    columns = [*hardware_column(multi), ("P", "prompt_length"), ("N_out", "generation_length"),
+               ("LLaDA", "llada_model"), ("steps", "steps"), ("block", "block_length"), ("batch sizes", "batch_sizes"),
+               ("T(LLaMA) / T(LLaDA)", "throughput_ratios"), ("B* measured", _measured_b_star),
+               ("B* roofline", _predicted_b_star("predicted_b_star")),
+               ("B* roofline, roofs alone", _predicted_b_star("predicted_b_star_roofs")), ("profile", "profile")]
+    return column_table(crossovers, columns,
+                        "Crossover: the batch size B* from which LLaMA's throughput stays ahead of LLaDA's at each "
+                        "step count, interpolated in log B between measured batch sizes ('<=': LLaMA ahead at every "
+                        "batch measured, '>': LLaDA ahead at every one), and the faithful roofline's B* on the "
+                        "device's profile", fold=False, anchor=CROSSOVER_ANCHOR)
+
+
+def _measured_b_star(r: dict) -> str:
+    bound = {"<=": "<= ", ">": "> "}.get(r["b_star_bound"], "")
+    return f"{bound}{r['b_star']:.3g}"
+
+
+def _predicted_b_star(column: str) -> Callable[[dict], str]:
+    return lambda r: "–" if r["profile"] is None else ("> 4096" if r[column] is None else f"{r[column]:.3g}")
