@@ -30,6 +30,7 @@ from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
+from workers.measure.side_by_side import Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
 from workers.models.loading import llama_config_for_shape
 from workers.samplers import ar_generate, llada_generate
@@ -59,30 +60,6 @@ class BenchConfig:
     ar_repetitions: int = 15
     seed: int = 0
     threads: int = 0  # 0: every core this process may use
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Raw samples of two contenders timed side by side, and whether their tokens agreed."""
-
-    name: str
-    ours: list[float]
-    baseline: list[float]
-    goal: float
-    tokens_equal: bool
-
-    @property
-    def ratio(self) -> float:
-        """Median over rounds of ours / baseline (the two timed back to back in each round)."""
-        return statistics.median(o / b for o, b in zip(self.ours, self.baseline, strict=True))
-
-    @property
-    def ratio_of_medians(self) -> float:
-        return statistics.median(self.ours) / statistics.median(self.baseline)
-
-    @property
-    def met(self) -> bool:
-        return self.tokens_equal and self.ratio <= self.goal
 
 
 def model_config(*, bidirectional: bool) -> LlamaConfig:
@@ -116,16 +93,19 @@ def time_side_by_side(
 ) -> tuple[list[float], list[float], bool]:
     """Interleaved repetitions (order alternating each round); warm-up rounds excluded; raw samples kept."""
     timer = timer_for(torch.device("cpu"))
-    samples: dict[str, list[float]] = {"ours": [], "baseline": []}
     outputs: dict[str, Tensor] = {}
-    contenders = {"ours": ours, "baseline": baseline}
-    for round_ in range(warmup + repetitions):
-        order = ("ours", "baseline") if round_ % 2 == 0 else ("baseline", "ours")
-        for name in order:
+
+    def timed(name: str, contender: Callable[[], Tensor]) -> Callable[[], float]:
+        def run() -> float:
             with timer.measure() as interval:
-                outputs[name] = contenders[name]()
-            if round_ >= warmup:
-                samples[name].append(interval.seconds())
+                outputs[name] = contender()
+            return interval.seconds()
+
+        return run
+
+    samples = interleaved_rounds(
+        {"ours": timed("ours", ours), "baseline": timed("baseline", baseline)}, warmup=warmup, rounds=repetitions
+    )
     return samples["ours"], samples["baseline"], torch.equal(outputs["ours"], outputs["baseline"])
 
 
@@ -143,7 +123,7 @@ def compare_llada(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
         warmup=config.warmup,
         repetitions=config.repetitions,
     )
-    return Comparison("llada_generate / official (per-row reference)", ours, baseline, LLADA_GOAL, equal)
+    return Comparison("llada_generate / official (per-row reference)", ours, baseline, equal, LLADA_GOAL)
 
 
 def compare_ar(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
@@ -163,7 +143,7 @@ def compare_ar(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
         warmup=config.ar_warmup,
         repetitions=config.ar_repetitions,
     )
-    return Comparison("ar_generate / model.generate()", ours, baseline, AR_GOAL, equal)
+    return Comparison("ar_generate / model.generate()", ours, baseline, equal, AR_GOAL)
 
 
 def report(config: BenchConfig, results: list[Comparison]) -> str:

@@ -23,18 +23,19 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
+from specs.paths import PACKAGE_ROOT
 from specs.schema import Controls, ModelSpec
+from workers.measure.side_by_side import Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
 from workers.models.loading import LoadedModel, load_model
 from workers.samplers import ar_steps, llada_steps
 from workers.samplers.compiled import CompiledDecode
 from workers.samplers.llada_graphs import LladaGraphs
 
-MINIATURE = Path(__file__).resolve().parent.parent / "models" / "miniature"
+MINIATURE = PACKAGE_ROOT / "models" / "miniature"
 
 
 @dataclass(frozen=True)
@@ -51,19 +52,10 @@ class ForwardBench:
 
 
 @dataclass(frozen=True)
-class ForwardComparison:
-    """Per-forward seconds of both contenders, round by round, and whether their tokens agreed."""
+class ForwardComparison(Comparison):
+    """Per-forward seconds, compiled (`ours`) against eager (`baseline`), and the untimed compilation."""
 
-    name: str
-    eager_s: list[float]
-    compiled_s: list[float]
-    compile_s: float
-    tokens_equal: bool
-
-    @property
-    def ratio(self) -> float:
-        """Median over rounds of compiled / eager per-forward time (below 1: compiling saved host time)."""
-        return statistics.median(c / e for c, e in zip(self.compiled_s, self.eager_s, strict=True))
+    compile_s: float = 0.0
 
 
 def load_miniature(arch: str, device: torch.device) -> LoadedModel:
@@ -103,14 +95,12 @@ def side_by_side(
     """One untimed round of each (compiles), then `rounds` interleaved rounds."""
     _, eager_tokens = per_forward_s(eager, device)
     _, compiled_tokens = per_forward_s(compiled, device)
-    samples: dict[str, list[float]] = {"eager": [], "compiled": []}
-    contenders = {"eager": eager, "compiled": compiled}
-    for round_ in range(rounds):
-        for which in ("eager", "compiled") if round_ % 2 == 0 else ("compiled", "eager"):
-            seconds, _ = per_forward_s(contenders[which], device)
-            samples[which].append(seconds)
+    samples = interleaved_rounds(
+        {"eager": lambda: per_forward_s(eager, device)[0], "compiled": lambda: per_forward_s(compiled, device)[0]},
+        warmup=0, rounds=rounds,
+    )  # fmt: skip
     equal = torch.equal(eager_tokens, compiled_tokens)
-    return ForwardComparison(name, samples["eager"], samples["compiled"], compile_s(), equal)
+    return ForwardComparison(name, samples["compiled"], samples["eager"], equal, compile_s=compile_s())
 
 
 def compare_llama(loaded: LoadedModel, config: ForwardBench) -> ForwardComparison:
@@ -167,7 +157,7 @@ def report(config: ForwardBench, device: torch.device, results: list[ForwardComp
     ]
     for r in results:
         lines.append(
-            f"{r.name:<40} {1e3 * statistics.median(r.eager_s):9.3f} {1e3 * statistics.median(r.compiled_s):11.3f} "
+            f"{r.name:<40} {1e3 * statistics.median(r.baseline):9.3f} {1e3 * statistics.median(r.ours):11.3f} "
             f"{r.ratio:6.3f} {r.compile_s:9.1f} {'equal' if r.tokens_equal else 'DIFFER':>6}"
         )
     lines.append("")
