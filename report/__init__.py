@@ -1,1 +1,1 @@
-"""Artifacts to tables, figures and the HTML/Markdown report."""
+"""Artifacts → one flat table → analyses → figures (figures/) and sections (sections/) → report.html and report.md."""

@@ -1,1 +1,1 @@
-"""Analytical roofline model of LLaMA and LLaDA inference: per-operator FLOPs and bytes on a GPU profile."""
+"""The analytical roofline of LLaMA and LLaDA, pure Python: operator FLOPs and bytes, GPU profiles, predictions."""

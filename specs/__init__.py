@@ -1,1 +1,1 @@
-"""The shared vocabulary: spec schema, run results, artifact layout. Pydantic only."""
+"""The shared vocabulary, pydantic only: the spec files and their schema, run results, the artifact layout."""

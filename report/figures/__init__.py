@@ -1,1 +1,1 @@
-"""One module per family of figures: each function takes the flat results table and returns a Figure."""
+"""The report's figures, one module per family, each function returning a Figure; common.py holds what they share."""

@@ -1,4 +1,4 @@
-"""Samplers: the LLaDA masked-diffusion sampler and the autoregressive decode loop, as iterators of steps."""
+"""Samplers as iterators of steps: LLaDA's masked diffusion, the autoregressive loop, their caches and graphs."""
 
 from workers.samplers.autoregressive import ArDecoder, ArStep, ar_generate, ar_steps
 from workers.samplers.llada import (
