@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specs.artifacts import canonical_json
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.schema import VANILLA, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, RunConfig
+
+if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
+    from roofline.hardware import HardwareProfile
 
 RUN_ID_LENGTH = 12
 # Fields added after sweeps were first run enter the run id only when set, so those sweeps keep their ids
@@ -213,7 +216,7 @@ class PlanEstimate:
         return self.runs_s + sum(self.loads.values()) + self.start_s
 
 
-def predicted_run_seconds(config: RunConfig, hardware: Any) -> float:
+def predicted_run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     """The wall time of one run on `hardware` (orchestrator/walltime.py), its model load aside."""
     from orchestrator.walltime import run_seconds
 

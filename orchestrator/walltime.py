@@ -9,7 +9,11 @@ never imports this: these are costs of the harness, not of the models.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
+    from roofline.hardware import HardwareProfile
+    from specs.schema import RunConfig
 
 # A plan wants the time a run takes, not its bound: it costs a run on the roofs its kernels attain, the profile's
 # roofs x this share, and the host floor as it is. On the H200 the device-bound runs (LLaDA vanilla at batch 8
@@ -39,8 +43,8 @@ CPU_SYNTHETIC_BUILD_BYTES_PER_S = 2e9  # random initialisation on host cores
 CHECKPOINT_LOAD_BYTES_PER_S = 1e9
 
 
-def run_seconds(config: Any, hardware: Any) -> float:
-    """Wall time of one run (a `specs.schema.RunConfig`) on `hardware`: its warm-ups and repetitions (K steps
+def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
+    """Wall time of one run on `hardware`: its warm-ups and repetitions (K steps
     each when extrapolated), the untimed generations quality needs (prompt batches no repetition ran; LLaMA's
     sampled reference), compilation, and the per-run overhead. Model loads are counted once per model
     (`load_seconds`)."""
@@ -62,8 +66,8 @@ def run_seconds(config: Any, hardware: Any) -> float:
     return total
 
 
-def attained(hardware: Any) -> Any:
-    """`hardware` (a roofline HardwareProfile) with its roofs at ATTAINED_FRACTION, its floors unchanged."""
+def attained(hardware: HardwareProfile) -> HardwareProfile:
+    """`hardware` with its roofs at ATTAINED_FRACTION, its floors unchanged."""
     return hardware.model_copy(update={
         "peak_tensor_flops_per_s": hardware.peak_tensor_flops_per_s * ATTAINED_FRACTION,
         "peak_vector_ops_per_s": hardware.peak_vector_ops_per_s * ATTAINED_FRACTION,
@@ -71,7 +75,7 @@ def attained(hardware: Any) -> Any:
     })
 
 
-def load_seconds(config: Any, hardware: Any) -> float:
+def load_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     """Seconds to load or build the run's model: its weights over the build rate (synthetic) or the read rate
     (a checkpoint)."""
     from roofline.predict import predict_run
