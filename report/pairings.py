@@ -15,7 +15,7 @@ predicted implementation among those that ran.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -28,7 +28,7 @@ from report.findings import measured_crossover
 from report.parity import ratio_interval
 from report.quality import FIGURE_METRICS
 from report.table import full_where_measured
-from roofline.crossover import MAX_BATCH
+from roofline.crossover import MAX_BATCH, crossing_batch
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.predict import predict_run
@@ -296,28 +296,6 @@ def best_roofline_crossover(
     chosen = {"llama": _fastest_predicted(llama, profile, at, prefer)[0],
               "llada": _fastest_predicted(llada, profile, at, prefer)[0]}
     return crossing, chosen
-
-
-def crossing_batch(log_ratio: Callable[[int], float], max_batch: int = MAX_BATCH) -> float | None:
-    """Where log_ratio(B) first reaches 0, interpolated linearly in log B between the integers around it; 1.0 when
-    it is >= 0 at B = 1, None when it stays below 0 up to `max_batch` (roofline.crossover's search: powers of two
-    bracket the crossing, then a bisection over integers)."""
-    if log_ratio(1) >= 0:
-        return 1.0
-    low, high = 1, 2
-    while log_ratio(high) < 0:
-        if high >= max_batch:
-            return None
-        low, high = high, min(2 * high, max_batch)
-    while high - low > 1:
-        mid = (low + high) // 2
-        if log_ratio(mid) < 0:
-            low = mid
-        else:
-            high = mid
-    r_low, r_high = log_ratio(low), log_ratio(high)
-    fraction = -r_low / (r_high - r_low) if r_high != r_low else 1.0
-    return math.exp(math.log(low) + fraction * (math.log(high) - math.log(low)))
 
 
 # ---------------------------------------------------------------- findings.json and the terminal

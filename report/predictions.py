@@ -89,7 +89,7 @@ def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
         dtype=roofs.dtype,
         host_floor_s=floor_s or 0.0,
         host_floor_layers=floor_layers or 32,
-        source=f"measured by workers/calibrate.py in the sweep's worker: {roofs.method}{notes}",
+        source=f"measured by workers/measure/calibrate.py in the sweep's worker: {roofs.method}{notes}",
     )
 
 

@@ -11,6 +11,9 @@ from roofline.predict import predict
 
 _HW = get_hardware("a100-sxm4-80gb")
 
+# LLaDA's case: 128 + 512 tokens, 256 steps over blocks of 32.
+_LLADA_RUN = {"batch": 1, "prompt_len": 128, "gen_len": 512, "steps": 256, "block_length": 32, "hardware": _HW}
+
 CASES: dict[str, Callable[[], object]] = {
     "llama 128+512 faithful": lambda: predict(
         "llama", None, batch=1, prompt_len=128, gen_len=512, hardware=_HW
@@ -18,20 +21,8 @@ CASES: dict[str, Callable[[], object]] = {
     "llama 2048+2048 b8 faithful": lambda: predict(
         "llama", None, batch=8, prompt_len=2048, gen_len=2048, hardware=_HW
     ),
-    "llada 128+512 s256 k32 faithful": lambda: predict(
-        "llada", None, batch=1, prompt_len=128, gen_len=512, steps=256, block_length=32, hardware=_HW
-    ),
-    "llada 128+512 s256 k32 study": lambda: predict(
-        "llada",
-        None,
-        batch=1,
-        prompt_len=128,
-        gen_len=512,
-        steps=256,
-        block_length=32,
-        hardware=_HW,
-        fidelity="study",
-    ),
+    "llada 128+512 s256 k32 faithful": lambda: predict("llada", None, **_LLADA_RUN),
+    "llada 128+512 s256 k32 study": lambda: predict("llada", None, **_LLADA_RUN, fidelity="study"),
 }
 
 

@@ -9,8 +9,8 @@ import sys
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware
-from roofline.llada import estimate_llada
-from roofline.llama import estimate_llama
+from roofline.llada import LladaEstimate, estimate_llada
+from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import llada_memory, llama_memory
 from roofline.render import llada_json, llada_text, llama_json, llama_text
 from specs.shapes import PRESET_NAMES, preset_shape
@@ -109,49 +109,25 @@ def _run(args: argparse.Namespace) -> str:
         raise RooflineInputError(f"unknown fidelity {args.fidelity!r}; allowed: {', '.join(FIDELITIES)}")
     hardware: HardwareProfile = get_hardware(args.hardware or DEFAULT_HARDWARE[args.fidelity])
     shape = preset_shape(args.arch, args.preset)
+    run = {"prompt_len": args.prompt_len, "gen_len": args.gen_len, "batch": args.batch}
+    est: LlamaEstimate | LladaEstimate
     if args.arch == "llama":
-        est = estimate_llama(
-            shape,
-            hardware,
-            prompt_len=args.prompt_len,
-            gen_len=args.gen_len,
-            batch=args.batch,
-            fidelity=args.fidelity,
-            compiled_decode=args.compile,
+        est = estimate_llama(shape, hardware, **run, fidelity=args.fidelity, compiled_decode=args.compile)
+        memory = llama_memory(shape, **run)
+        to_json, to_text = llama_json, llama_text
+    else:
+        # What the sampler does with the logits sets both its time and its memory.
+        sampler = {"cfg_scale": args.cfg_scale, "temperature": args.temperature, "remasking": args.remasking,
+                   "cache": args.cache}
+        est = estimate_llada(
+            shape, hardware, **run, **sampler, block_length=args.block_length, steps=args.steps,
+            fidelity=args.fidelity, truncate_blocks=args.truncate_blocks, forwards=args.forwards,
         )
-        memory = llama_memory(shape, batch=args.batch, prompt_len=args.prompt_len, gen_len=args.gen_len)
-        if args.json:
-            return json.dumps(llama_json(est, memory), indent=2) + "\n"
-        return llama_text(est, memory, hardware)
-    est_llada = estimate_llada(
-        shape,
-        hardware,
-        prompt_len=args.prompt_len,
-        gen_len=args.gen_len,
-        block_length=args.block_length,
-        steps=args.steps,
-        batch=args.batch,
-        cfg_scale=args.cfg_scale,
-        fidelity=args.fidelity,
-        truncate_blocks=args.truncate_blocks,
-        temperature=args.temperature,
-        remasking=args.remasking,
-        cache=args.cache,
-        forwards=args.forwards,
-    )
-    memory = llada_memory(
-        shape,
-        batch=args.batch,
-        prompt_len=args.prompt_len,
-        gen_len=args.gen_len,
-        cfg_scale=args.cfg_scale,
-        temperature=args.temperature,
-        remasking=args.remasking,
-        cache=args.cache,
-    )
+        memory = llada_memory(shape, **run, **sampler)
+        to_json, to_text = llada_json, llada_text
     if args.json:
-        return json.dumps(llada_json(est_llada, memory), indent=2) + "\n"
-    return llada_text(est_llada, memory, hardware)
+        return json.dumps(to_json(est, memory), indent=2) + "\n"
+    return to_text(est, memory, hardware)
 
 
 def main(argv: list[str] | None = None) -> int:

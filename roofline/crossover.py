@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from roofline.hardware import HardwareProfile
 from roofline.operators import BYTES_PER_ELEMENT
@@ -37,30 +39,21 @@ def throughput_ratio(
 
 
 def predicted_crossover(
-    hardware: HardwareProfile,
-    *,
-    llama_shape: ModelShape | None,
-    llada_shape: ModelShape | None,
-    prompt_len: int,
-    gen_len: int,
-    steps: int,
-    block_length: int,
-    element_bytes: int = BYTES_PER_ELEMENT,
-    max_batch: int = MAX_BATCH,
+    hardware: HardwareProfile, *, max_batch: int = MAX_BATCH, **generation: Any
 ) -> float | None:
-    """The (real-valued) batch size where LLaMA's predicted throughput first reaches LLaDA's, interpolated
-    linearly in log B and log ratio between the integer batch sizes around it. 1.0 when LLaMA is already
-    ahead at batch 1; None when it stays behind up to `max_batch`.
+    """The (real-valued) batch size where LLaMA's predicted throughput first reaches LLaDA's (`crossing_batch` of
+    `throughput_ratio`, whose keywords `generation` are: the two shapes, the lengths, LLaDA's steps and block
+    length, the element bytes). 1.0 when LLaMA is already ahead at batch 1; None when it stays behind up to
+    `max_batch`."""
+    return crossing_batch(lambda batch: math.log(throughput_ratio(batch, hardware, **generation)), max_batch)
+
+
+def crossing_batch(log_ratio: Callable[[int], float], max_batch: int = MAX_BATCH) -> float | None:
+    """Where log_ratio(B) first reaches 0, interpolated linearly in log B and log ratio between the integers around
+    it; 1.0 when it is >= 0 at B = 1, None when it stays below 0 up to `max_batch`.
 
     Powers of two bracket the crossing, then a bisection over integers finds it (the ratio is evaluated some
     twenty times, not max_batch times)."""
-
-    def log_ratio(b: int) -> float:
-        return math.log(throughput_ratio(
-            b, hardware, llama_shape=llama_shape, llada_shape=llada_shape, prompt_len=prompt_len, gen_len=gen_len,
-            steps=steps, block_length=block_length, element_bytes=element_bytes,
-        ))
-
     if log_ratio(1) >= 0:
         return 1.0
     low, high = 1, 2

@@ -51,21 +51,6 @@ class HardwareProfile(BaseModel):
         return self.peak_tensor_flops_per_s / self.memory_bandwidth_bytes_per_s
 
 
-def _profile(
-    name: str, *, bf16_tflops: float, vector_tops: float, bandwidth_gb_s: float, memory_gib: int, source: str,
-    host_floor_s: float = 0.0,
-) -> HardwareProfile:
-    return HardwareProfile(
-        name=name,
-        peak_tensor_flops_per_s=bf16_tflops * 1e12,
-        peak_vector_ops_per_s=vector_tops * 1e12,
-        memory_bandwidth_bytes_per_s=bandwidth_gb_s * 1e9,
-        memory_bytes=memory_gib * _GIB,
-        source=source,
-        host_floor_s=host_floor_s,
-    )
-
-
 # Host time of one eager transformers forward of the 32-layer 8B decoder, measured on an NVIDIA H200 node (16
 # host cores, torch 2.11, transformers 5.17, sdpa): the floor the host-bound runs sit on whatever the GPU does.
 # The nine eager LLaMA runs of the campaign-h100 sweep (batch 1, 8, 64; 256-1024 new tokens) decode at a median
@@ -78,109 +63,72 @@ _HOST_FLOOR_SOURCE = (
     "torch 2.11): the median ITL of the host-bound eager LLaMA decode."
 )
 
+# Datasheet profiles, a row each: name, dense BF16 tensor TFLOPS, FP32 TFLOPS, bandwidth GB/s, memory GiB, host
+# floor per eager forward (0: none), source. The vector roof is the FP32 figure / 2 (= SMs x FP32 lanes x boost
+# clock), see HardwareProfile.
+_DATASHEETS: tuple[tuple[str, float, float, float, int, float, str], ...] = (
+    ("a100-sxm4-80gb", 312.0, 19.5, 2039.0, 80, EAGER_FORWARD_HOST_FLOOR_S,
+     ("NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+      "HBM2e 2,039 GB/s, 80 GB.")),
+    ("a100-pcie-80gb", 312.0, 19.5, 1935.0, 80, 0.0,
+     ("NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
+      "HBM2e 1,935 GB/s, 80 GB.")),
+    ("h100-sxm", 1979.0 / 2, 67.0, 3350.0, 80, EAGER_FORWARD_HOST_FLOOR_S,
+     ("NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
+      "FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB.")),
+    ("h100-pcie", 1513.0 / 2, 51.0, 2000.0, 80, 0.0,
+     ("NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe): BF16 1,513 TFLOPS with sparsity (756.5 dense), "
+      "FP32 51 TFLOPS, HBM2e 2 TB/s, 80 GB.")),
+    ("h200", 1979.0 / 2, 67.0, 4800.0, 141, EAGER_FORWARD_HOST_FLOOR_S,
+     ("NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
+      "FP32 67 TFLOPS, HBM3e 4.8 TB/s, 141 GB.")),
+    ("a40", 149.7, 37.4, 696.0, 48, 0.0,
+     ("NVIDIA A40 datasheet: BF16 Tensor Core 149.7 TFLOPS dense (299.4 with sparsity), FP32 37.4 TFLOPS, "
+      "GDDR6 696 GB/s, 48 GB.")),
+    ("rtx-a6000", 154.8, 38.7, 768.0, 48, 0.0,
+     ("NVIDIA RTX A6000 datasheet and Ampere GA102 whitepaper: BF16 tensor (FP32 accumulate) "
+      "154.8 TFLOPS dense (309.7 with sparsity), FP32 38.7 TFLOPS, GDDR6 768 GB/s, 48 GB.")),
+    ("l40s", 362.05, 91.6, 864.0, 48, 0.0,
+     ("NVIDIA L40S datasheet: BF16 Tensor Core 362.05 TFLOPS dense (733 with sparsity), FP32 91.6 TFLOPS, "
+      "GDDR6 864 GB/s, 48 GB.")),
+    ("rtx-4090", 165.2, 82.6, 1008.0, 24, 0.0,
+     ("NVIDIA Ada Lovelace architecture whitepaper (GeForce RTX 4090): BF16 tensor with FP32 accumulate "
+      "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, GDDR6X 1,008 GB/s, 24 GB.")),
+)
 
-# Vector op/s below = datasheet FP32 TFLOPS / 2 (= SMs x FP32 lanes x boost clock), see HardwareProfile.
-_PROFILES: tuple[HardwareProfile, ...] = (
-    HardwareProfile(
-        name="study-a6000",
-        # 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz x 2: an A100's MAC rate on an A6000's SM count and clock.
-        peak_tensor_flops_per_s=242.56512e12,
-        # 84 SM x 128 lanes x 1.41 GHz, one op per element.
-        peak_vector_ops_per_s=15.16032e12,
-        # 384 B/cycle x 2.0 GHz.
-        memory_bandwidth_bytes_per_s=768e9,
-        memory_bytes=48 * _GIB,
-        source=(
-            "The study's constants (run_llama_roofline_model.py / run_llada_roofline_model.py), reconstructed "
-            "in shared/study/roofline-model.md: 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz; 84 SM x 128 x 1.41 GHz; "
-            "384 B/cycle x 2.0 GHz; 48 GB (RTX A6000). The tensor roof is A100-class, ~1.57x an A6000's."
-        ),
-    ),
-    _profile(
-        "a100-sxm4-80gb",
-        bf16_tflops=312.0,
-        vector_tops=19.5 / 2,
-        bandwidth_gb_s=2039.0,
-        memory_gib=80,
-        source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
-        "HBM2e 2,039 GB/s, 80 GB." + _HOST_FLOOR_SOURCE,
-        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
-    ),
-    _profile(
-        "a100-pcie-80gb",
-        bf16_tflops=312.0,
-        vector_tops=19.5 / 2,
-        bandwidth_gb_s=1935.0,
-        memory_gib=80,
-        source="NVIDIA A100 Tensor Core GPU datasheet (A100 80GB PCIe): BF16 312 TFLOPS dense, FP32 19.5 TFLOPS, "
-        "HBM2e 1,935 GB/s, 80 GB.",
-    ),
-    _profile(
-        "h100-sxm",
-        bf16_tflops=1979.0 / 2,
-        vector_tops=67.0 / 2,
-        bandwidth_gb_s=3350.0,
-        memory_gib=80,
-        source="NVIDIA H100 Tensor Core GPU datasheet (H100 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
-        "FP32 67 TFLOPS, HBM3 3.35 TB/s, 80 GB." + _HOST_FLOOR_SOURCE,
-        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
-    ),
-    _profile(
-        "h100-pcie",
-        bf16_tflops=1513.0 / 2,
-        vector_tops=51.0 / 2,
-        bandwidth_gb_s=2000.0,
-        memory_gib=80,
-        source="NVIDIA H100 Tensor Core GPU datasheet (H100 PCIe): BF16 1,513 TFLOPS with sparsity (756.5 dense), "
-        "FP32 51 TFLOPS, HBM2e 2 TB/s, 80 GB.",
-    ),
-    _profile(
-        "h200",
-        bf16_tflops=1979.0 / 2,
-        vector_tops=67.0 / 2,
-        bandwidth_gb_s=4800.0,
-        memory_gib=141,
-        source="NVIDIA H200 Tensor Core GPU datasheet (H200 SXM): BF16 1,979 TFLOPS with sparsity (989.5 dense), "
-        "FP32 67 TFLOPS, HBM3e 4.8 TB/s, 141 GB." + _HOST_FLOOR_SOURCE,
-        host_floor_s=EAGER_FORWARD_HOST_FLOOR_S,
-    ),
-    _profile(
-        "a40",
-        bf16_tflops=149.7,
-        vector_tops=37.4 / 2,
-        bandwidth_gb_s=696.0,
-        memory_gib=48,
-        source="NVIDIA A40 datasheet: BF16 Tensor Core 149.7 TFLOPS dense (299.4 with sparsity), FP32 37.4 TFLOPS, "
-        "GDDR6 696 GB/s, 48 GB.",
-    ),
-    _profile(
-        "rtx-a6000",
-        bf16_tflops=154.8,
-        vector_tops=38.7 / 2,
-        bandwidth_gb_s=768.0,
-        memory_gib=48,
-        source="NVIDIA RTX A6000 datasheet and Ampere GA102 whitepaper: BF16 tensor (FP32 accumulate) "
-        "154.8 TFLOPS dense (309.7 with sparsity), FP32 38.7 TFLOPS, GDDR6 768 GB/s, 48 GB.",
-    ),
-    _profile(
-        "l40s",
-        bf16_tflops=362.05,
-        vector_tops=91.6 / 2,
-        bandwidth_gb_s=864.0,
-        memory_gib=48,
-        source="NVIDIA L40S datasheet: BF16 Tensor Core 362.05 TFLOPS dense (733 with sparsity), FP32 91.6 TFLOPS, "
-        "GDDR6 864 GB/s, 48 GB.",
-    ),
-    _profile(
-        "rtx-4090",
-        bf16_tflops=165.2,
-        vector_tops=82.6 / 2,
-        bandwidth_gb_s=1008.0,
-        memory_gib=24,
-        source="NVIDIA Ada Lovelace architecture whitepaper (GeForce RTX 4090): BF16 tensor with FP32 accumulate "
-        "165.2 TFLOPS dense (330.3 with sparsity), FP32 82.6 TFLOPS, GDDR6X 1,008 GB/s, 24 GB.",
+
+def _datasheet_profile(
+    name: str, bf16_tflops: float, fp32_tflops: float, bandwidth_gb_s: float, memory_gib: int, host_floor_s: float,
+    source: str,
+) -> HardwareProfile:
+    """One row of `_DATASHEETS` as a profile; a host floor cites its own source."""
+    return HardwareProfile(
+        name=name,
+        peak_tensor_flops_per_s=bf16_tflops * 1e12,
+        peak_vector_ops_per_s=fp32_tflops / 2 * 1e12,
+        memory_bandwidth_bytes_per_s=bandwidth_gb_s * 1e9,
+        memory_bytes=memory_gib * _GIB,
+        source=source + (_HOST_FLOOR_SOURCE if host_floor_s else ""),
+        host_floor_s=host_floor_s,
+    )
+
+
+_STUDY_PROFILE = HardwareProfile(
+    name="study-a6000",
+    # 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz x 2: an A100's MAC rate on an A6000's SM count and clock.
+    peak_tensor_flops_per_s=242.56512e12,
+    # 84 SM x 128 lanes x 1.41 GHz, one op per element.
+    peak_vector_ops_per_s=15.16032e12,
+    # 384 B/cycle x 2.0 GHz.
+    memory_bandwidth_bytes_per_s=768e9,
+    memory_bytes=48 * _GIB,
+    source=(
+        "The study's constants (run_llama_roofline_model.py / run_llada_roofline_model.py), reconstructed "
+        "in shared/study/roofline-model.md: 84 SM x 4 TC x 256 MAC/cycle x 1.41 GHz; 84 SM x 128 x 1.41 GHz; "
+        "384 B/cycle x 2.0 GHz; 48 GB (RTX A6000). The tensor roof is A100-class, ~1.57x an A6000's."
     ),
 )
+_PROFILES: tuple[HardwareProfile, ...] = (_STUDY_PROFILE, *(_datasheet_profile(*row) for row in _DATASHEETS))
 
 HARDWARE: dict[str, HardwareProfile] = {profile.name: profile for profile in _PROFILES}
 

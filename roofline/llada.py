@@ -7,14 +7,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
+from roofline.estimate import Estimate
 from roofline.fidelity import Fidelity, modelling, require_study_scope
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator
+from roofline.operators import BYTES_PER_ELEMENT, Operator
 from roofline.phase import PhaseCost, cost_of, empty_cost
 from roofline.sampler import Remasking, sampler_operators
 from specs.shapes import ModelShape
-
 
 # The KV cache of an accelerated variant (specs.schema.LladaImpl.cache): none, the prefix left of the block, or
 # the whole sequence (refreshed at each block's first step).
@@ -36,16 +36,9 @@ class BlockEstimate(BaseModel):
     cached_step_s: float | None = None
 
 
-class LladaEstimate(BaseModel):
+class LladaEstimate(Estimate):
     """Predicted cost of one LLaDA generation, per the chosen fidelity."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    fidelity: Fidelity
-    hardware: str
-    batch: int
-    prompt_len: int
-    gen_len: int
     block_length: int
     steps: int
     forwards: int  # model forwards costed: `steps`, or fewer where a confidence rule ends blocks early
@@ -58,11 +51,7 @@ class LladaEstimate(BaseModel):
     num_blocks: int
     steps_per_block: int
     blocks: list[BlockEstimate]
-    total_s: float
     aggregate_ai: float
-    breakdown_s: dict[OpClass, float]
-    flops: int
-    bytes_: int
 
     @property
     def mean_step_s(self) -> float:
@@ -223,27 +212,10 @@ def estimate_llada(
         total = total + full + cached.repeated(runs - 1)
         blocks.append(BlockEstimate(seq_len=seq_len, time_per_step_s=full.total_time_s, steps=runs,
                                     cached_query_len=query, cached_step_s=cached.total_time_s))
-    return LladaEstimate(
-        fidelity=fidelity,
-        hardware=hardware.name,
-        batch=batch,
-        prompt_len=prompt_len,
-        gen_len=gen_len,
-        block_length=block_length,
-        steps=steps,
-        forwards=sum(per_block),
-        cache=cache,
-        cfg_scale=cfg_scale,
-        temperature=temperature,
-        remasking=remasking,
-        truncate_blocks=choices.llada_truncate_blocks,
-        mode="Semi-Autoregressive" if num_blocks > 1 else "Non-Semi-Autoregressive",
-        num_blocks=num_blocks,
-        steps_per_block=steps // num_blocks,
-        blocks=blocks,
-        total_s=total.total_time_s,
-        aggregate_ai=total.aggregate_ai,
-        breakdown_s=total.time_s,
-        flops=total.total_flops,
-        bytes_=total.total_bytes,
+    return LladaEstimate.of(
+        total, hardware, fidelity=fidelity, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+        block_length=block_length, steps=steps, forwards=sum(per_block), cache=cache, cfg_scale=cfg_scale,
+        temperature=temperature, remasking=remasking, truncate_blocks=choices.llada_truncate_blocks,
+        mode="Semi-Autoregressive" if num_blocks > 1 else "Non-Semi-Autoregressive", num_blocks=num_blocks,
+        steps_per_block=steps // num_blocks, blocks=blocks, aggregate_ai=total.aggregate_ai,
     )

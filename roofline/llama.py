@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
+from roofline.estimate import Estimate
 from roofline.fidelity import Fidelity, modelling, require_study_scope
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
@@ -39,24 +40,13 @@ class PhaseSummary(BaseModel):
         )
 
 
-class LlamaEstimate(BaseModel):
-    """Predicted cost of generating `gen_len` tokens after a `prompt_len` prompt, per the chosen fidelity."""
+class LlamaEstimate(Estimate):
+    """Predicted cost of one LLaMA generation: its prefill and its decode passes, per the chosen fidelity."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    fidelity: Fidelity
-    hardware: str
-    batch: int
-    prompt_len: int
-    gen_len: int
     decode_passes: int
     compiled_decode: bool = False  # the decode passes ran compiled (no per-operator dispatch floor)
     prefill: PhaseSummary
     decode: PhaseSummary | None
-    total_s: float
-    breakdown_s: dict[OpClass, float]
-    flops: int
-    bytes_: int
 
     @property
     def ttft_s(self) -> float:
@@ -135,18 +125,10 @@ def estimate_llama(
         element_bytes=element_bytes, compiled_decode=compiled_decode,
     )
     total = prefill if decode is None else prefill + decode
-    return LlamaEstimate(
-        fidelity=fidelity,
-        hardware=hardware.name,
-        batch=batch,
-        prompt_len=prompt_len,
-        gen_len=gen_len,
+    return LlamaEstimate.of(
+        total, hardware, fidelity=fidelity, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
         decode_passes=passes,
         compiled_decode=compiled_decode,
         prefill=PhaseSummary.of(prefill),
         decode=None if decode is None else PhaseSummary.of(decode),
-        total_s=total.total_time_s,
-        breakdown_s=total.time_s,
-        flops=total.total_flops,
-        bytes_=total.total_bytes,
     )

@@ -156,21 +156,8 @@ def latency_vs_generation_length(
                 fidelity=fidelity,
             )
             points += [
-                LatencyPoint(
-                    arch="llama",
-                    fidelity=fidelity,
-                    prompt_len=prompt_len,
-                    gen_len=gen_len,
-                    steps=None,
-                    latency_s=ar.total_s,
-                ),
-                LatencyPoint(
-                    arch="llada",
-                    fidelity=fidelity,
-                    prompt_len=prompt_len,
-                    gen_len=gen_len,
-                    steps=steps,
-                    latency_s=diffusion.total_s,
-                ),
+                LatencyPoint(arch=arch, fidelity=fidelity, prompt_len=prompt_len, gen_len=gen_len, steps=arch_steps,
+                             latency_s=latency_s)
+                for arch, arch_steps, latency_s in (("llama", None, ar.total_s), ("llada", steps, diffusion.total_s))
             ]
     return points

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
+from roofline.estimate import Estimate
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
-from roofline.llada import BlockEstimate, LladaCache, estimate_llada
-from roofline.llama import estimate_llama
+from roofline.llada import BlockEstimate, LladaCache, LladaEstimate, estimate_llada
+from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import MemoryFootprint, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
-from roofline.sampler import Remasking
 from specs.shapes import Arch, ModelShape, preset_shape
-
 
 # Where a LLaDA prediction's forward count comes from: the step schedule (no confidence rule), the forwards the
 # run measured (samples.forwards), or the schedule's steps as a cap (a confidence rule, nothing measured).
@@ -57,20 +59,13 @@ def predict(
     prompt_len: int,
     gen_len: int,
     hardware: HardwareProfile,
-    steps: int | None = None,
-    block_length: int | None = None,
-    cfg_scale: float = 0.0,
     fidelity: Fidelity = "faithful",
-    truncate_blocks: bool = False,
-    temperature: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
     llada_cache: LladaCache = "none",
-    forwards: int | None = None,
     forwards_source: ForwardsSource | None = None,
     compiled_decode: bool = False,
     graph_forwards: bool = False,
+    **llada: Any,
 ) -> Prediction:
     """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
     `latency_roofs_s` is the roofs alone, a lower bound; `latency_s` adds the profile's floors. A profile with a
@@ -78,25 +73,25 @@ def predict(
     layers): a forward costs max(its roofs, the floor), the host and the device overlapping. It replaces the
     per-launch dispatch floor, a coarser model of the same host work. Compiled decode passes
     (`compiled_decode`) and graph-captured forwards (`graph_forwards`) skip the eager host path: no floor.
-    `logits_positions`: LLaDA positions given logits each step (None: all, as the official sampler does).
     `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's).
-    Variants: `llada_cache` and `forwards` (fewer than `steps` under a confidence rule; `forwards_source` says
-    where the count came from) for LLaDA, `compiled_decode` for LLaMA."""
+    `llada`: for arch 'llada', `estimate_llada`'s keywords: `steps` and `block_length` (needed), `cfg_scale`,
+    `truncate_blocks`, `temperature`, `remasking`, `logits_positions` (positions given logits each step; None:
+    all, as the official sampler does) and `forwards` (fewer than `steps` under a confidence rule;
+    `forwards_source` says where the count came from); `llada_cache` is its `cache`. Arch 'llama' takes them
+    unset (its sampler's temperature and remasking cost nothing here) and `compiled_decode`."""
     shape = shape or preset_shape(arch, "8b")
     floor_s = 0.0 if graph_forwards else hardware.host_floor_of(shape.num_layers)
     if hardware.host_floor_s > 0 or graph_forwards:  # a replayed graph dispatches no operator from the host
         hardware = hardware.model_copy(update={"dispatch_s": 0.0})
+    run = {"batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "element_bytes": element_bytes}
+    estimate: Callable[[HardwareProfile], Estimate]  # the run's estimate on a profile
     memory: MemoryFootprint
     if arch == "llama":
-        if steps is not None or block_length is not None or cfg_scale or llada_cache != "none" or forwards:
-            raise RooflineInputError("steps, block_length, cfg_scale, llada_cache and forwards apply to arch 'llada' only")
-        est = estimate_llama(
-            shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
-            element_bytes=element_bytes, compiled_decode=compiled_decode,
-        )
-        memory = llama_memory(shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, element_bytes=element_bytes)
-        flops, bytes_ = est.flops, est.bytes_
-        roofs_s = est.total_s
+        _refuse_llada_keywords(llada, llada_cache)
+        estimate = partial(estimate_llama, shape, fidelity=fidelity, compiled_decode=compiled_decode, **run)
+        est = estimate(hardware)
+        assert isinstance(est, LlamaEstimate)
+        memory = llama_memory(shape, **run)
         decode_s = est.decode.total_s if est.decode else 0.0
         # What the floor adds where it binds (added, so a floor that never binds leaves the roofs' sum as is).
         prefill_extra = max(floor_s - est.ttft_s, 0.0)
@@ -107,77 +102,47 @@ def predict(
         step_s = None
         costed_forwards, source = None, None
     elif arch == "llada":
-        if steps is None or block_length is None:
+        if llada.get("steps") is None or llada.get("block_length") is None:
             raise RooflineInputError("arch 'llada' needs steps and block_length")
         if compiled_decode:
             raise RooflineInputError("compiled_decode applies to arch 'llama' only")
-        llada = estimate_llada(
-            shape,
-            hardware,
-            prompt_len=prompt_len,
-            gen_len=gen_len,
-            block_length=block_length,
-            steps=steps,
-            batch=batch,
-            cfg_scale=cfg_scale,
-            fidelity=fidelity,
-            truncate_blocks=truncate_blocks,
-            temperature=temperature,
-            remasking=remasking,
-            logits_positions=logits_positions,
-            element_bytes=element_bytes,
-            cache=llada_cache,
-            forwards=forwards,
-        )
-        memory = llada_memory(
-            shape,
-            batch=batch,
-            prompt_len=prompt_len,
-            gen_len=gen_len,
-            cfg_scale=cfg_scale,
-            temperature=temperature,
-            remasking=remasking,
-            logits_positions=logits_positions,
-            element_bytes=element_bytes,
-            cache=llada_cache,
-        )
-        flops, bytes_ = llada.flops, llada.bytes_
-        roofs_s = llada.total_s
-        latency_s = llada.total_s + sum(_block_floor_extra_s(block, floor_s) for block in llada.blocks)
-        ttft_s, itl_s, step_s = None, None, latency_s / llada.forwards
-        costed_forwards = llada.forwards
-        source = forwards_source or ("schedule" if forwards is None else "measured")
+        estimate = partial(estimate_llada, shape, fidelity=fidelity, cache=llada_cache, **run, **llada)
+        est = estimate(hardware)
+        assert isinstance(est, LladaEstimate)
+        memory = llada_memory(shape, **run, cfg_scale=est.cfg_scale, temperature=est.temperature,
+                              remasking=est.remasking, logits_positions=llada.get("logits_positions"), cache=est.cache)
+        latency_s = est.total_s + sum(_block_floor_extra_s(block, floor_s) for block in est.blocks)
+        ttft_s, itl_s, step_s = None, None, latency_s / est.forwards
+        costed_forwards = est.forwards
+        source = forwards_source or ("schedule" if llada.get("forwards") is None else "measured")
     else:
         raise RooflineInputError(f"unknown arch {arch!r}; allowed: llama, llada")
-    if floor_s == 0.0 and hardware.dispatch_s > 0:
-        roofs_s = _roofs_only_latency_s(arch, shape, hardware, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-                                        steps=steps, block_length=block_length, cfg_scale=cfg_scale,
-                                        fidelity=fidelity, truncate_blocks=truncate_blocks, temperature=temperature,
-                                        remasking=remasking, logits_positions=logits_positions,
-                                        element_bytes=element_bytes, llada_cache=llada_cache, forwards=forwards,
-                                        compiled_decode=compiled_decode)
+    roofs_s = est.total_s
+    if floor_s == 0.0 and hardware.dispatch_s > 0:  # the roofs alone: the same run without the dispatch floor
+        roofs_s = estimate(hardware.model_copy(update={"dispatch_s": 0.0})).total_s
     return Prediction(
-        arch=arch,
-        fidelity=fidelity,
-        hardware=hardware.name,
-        latency_s=latency_s,
-        ttft_s=ttft_s,
-        itl_s=itl_s,
-        step_s=step_s,
-        tokens_per_s=batch * gen_len / latency_s,
-        flops=flops,
-        bytes_=bytes_,
-        peak_memory_bytes=memory.peak_bytes,
-        weights_bytes=memory.weights_bytes,
-        kv_cache_bytes=memory.kv_cache_bytes,
-        activation_bytes=memory.activation_bytes,
-        logits_bytes=memory.logits_bytes,
-        fits=memory.peak_bytes <= hardware.memory_bytes,
-        forwards=costed_forwards,
-        forwards_source=source,
-        latency_roofs_s=roofs_s,
-        host_floor_s=floor_s,
+        arch=arch, fidelity=fidelity, hardware=hardware.name, latency_s=latency_s, ttft_s=ttft_s, itl_s=itl_s,
+        step_s=step_s, tokens_per_s=batch * gen_len / latency_s, flops=est.flops, bytes_=est.bytes_,
+        peak_memory_bytes=memory.peak_bytes, **memory.model_dump(exclude={"peak_bytes"}),
+        fits=memory.peak_bytes <= hardware.memory_bytes, forwards=costed_forwards, forwards_source=source,
+        latency_roofs_s=roofs_s, host_floor_s=floor_s,
     )
+
+
+# The keywords of `estimate_llada` that `predict` passes on (what it does not take itself).
+_LLADA_KEYWORDS = frozenset(inspect.signature(estimate_llada).parameters) - {
+    "shape", "hardware", "batch", "prompt_len", "gen_len", "element_bytes", "fidelity", "cache"
+}
+
+
+def _refuse_llada_keywords(llada: dict[str, Any], cache: LladaCache) -> None:
+    """A LLaMA prediction takes LLaDA's keywords only unset; temperature, remasking, logits positions and block
+    truncation pass (a LLaMA run records its sampler's settings too, and they cost it nothing here)."""
+    if unknown := sorted(llada.keys() - _LLADA_KEYWORDS):
+        raise TypeError(f"predict() got unexpected keyword arguments {unknown}")
+    if (llada.get("steps") is not None or llada.get("block_length") is not None or llada.get("cfg_scale")
+            or cache != "none" or llada.get("forwards")):
+        raise RooflineInputError("steps, block_length, cfg_scale, llada_cache and forwards apply to arch 'llada' only")
 
 
 def _block_floor_extra_s(block: BlockEstimate, floor_s: float) -> float:
@@ -187,11 +152,6 @@ def _block_floor_extra_s(block: BlockEstimate, floor_s: float) -> float:
     if block.cached_step_s is None:
         return block.steps * full_extra
     return full_extra + (block.steps - 1) * max(floor_s - block.cached_step_s, 0.0)
-
-
-def _roofs_only_latency_s(arch: Arch, shape: ModelShape, hardware: HardwareProfile, **run: Any) -> float:
-    """The latency on the roofs alone, for a profile whose floor is the per-launch dispatch floor."""
-    return predict(arch, shape, hardware=hardware.model_copy(update={"dispatch_s": 0.0}), **run).latency_s
 
 
 def predict_run(

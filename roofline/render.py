@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.estimate import Estimate
 from roofline.hardware import HardwareProfile
 from roofline.llada import LladaEstimate
 from roofline.llama import LlamaEstimate, PhaseSummary
@@ -142,6 +143,12 @@ def _phase_json(phase: PhaseSummary) -> dict[str, float]:
     }
 
 
+def _generation_json(est: Estimate) -> dict[str, Any]:
+    """What both documents say of the generation: its totals and what it was computed for."""
+    return {"flops": est.flops, "bytes": est.bytes_, "fidelity": est.fidelity, "hardware": est.hardware,
+            "batch": est.batch, "prompt_len": est.prompt_len, "gen_len": est.gen_len}
+
+
 def llama_json(est: LlamaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
     """The issue's LLaMA document (times in seconds), plus what it was computed for."""
     return {
@@ -149,13 +156,7 @@ def llama_json(est: LlamaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
         "breakdown_s": {c: est.breakdown_s[c] for c in STUDY_CLASSES},
         "prefill": _phase_json(est.prefill),
         "decode": None if est.decode is None else _phase_json(est.decode),
-        "flops": est.flops,
-        "bytes": est.bytes_,
-        "fidelity": est.fidelity,
-        "hardware": est.hardware,
-        "batch": est.batch,
-        "prompt_len": est.prompt_len,
-        "gen_len": est.gen_len,
+        **_generation_json(est),
         "decode_passes": est.decode_passes,
         "ttft_s": est.ttft_s,
         "memory": memory.model_dump(),
@@ -171,13 +172,7 @@ def llada_json(est: LladaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
         "blocks": [b.model_dump(exclude_none=True) for b in est.blocks],  # cache fields only for a variant
         "total_s": est.total_s,
         "aggregate_ai": est.aggregate_ai,
-        "flops": est.flops,
-        "bytes": est.bytes_,
-        "fidelity": est.fidelity,
-        "hardware": est.hardware,
-        "batch": est.batch,
-        "prompt_len": est.prompt_len,
-        "gen_len": est.gen_len,
+        **_generation_json(est),
         "block_length": est.block_length,
         "steps": est.steps,
         "cfg_scale": est.cfg_scale,
