@@ -82,6 +82,12 @@ def _one(slug: str, build: Callable[[], Figure]) -> Made:
         return [(slug, skipped)]
 
 
+def _single(number: int, slug: str, title: str, section: str, shows: str,
+            build: Callable[[GroupContext], Figure]) -> FigureEntry:
+    """The entry of a figure made once per hardware kind, its file named by its slug."""
+    return FigureEntry(number, slug, title, section, shows, lambda ctx: _one(slug, lambda: build(ctx)))
+
+
 def _per_metric(slug: str, ctx: GroupContext, build: Callable[[str], Figure]) -> Made:
     metrics = ctx.metrics()
     if not metrics:
@@ -102,37 +108,31 @@ def _tokens_per_forward(ctx: GroupContext) -> Made:
                 lambda: quality_vs_tokens_per_forward(ctx.table, ctx.quality.by_setting, metrics))
 
 
-def _roofline(ctx: GroupContext) -> Made:
-    def build() -> Figure:
-        predictions = ctx.predictions()
-        profile = ctx.profile.profile
-        assert profile is not None
-        ok = ctx.table.filter(pl.col("status") == "ok")
-        if not ok.height:
-            raise FigureSkipped("no successful runs")
-        prompt = int(ok["prompt_length"].mode().sort()[0])
-        gen = int(ok["generation_length"].max())
-        batch = int(ok["batch_size"].min())
-        shapes = model_shapes(ctx.results)
-        dtype = ok["dtype"].mode().sort()[0]
-        points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch,
-                                 llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"),
-                                 element_bytes=element_bytes_of(dtype))
-        setting = f"prompt {prompt}, N_out {gen}, batch {batch}"
-        return roofline_figure(ctx.table, predictions, profile, points, operator_setting=setting,
-                               overridden=ctx.profile.overridden)
-
-    return _one("roofline", build)
+def _roofline(ctx: GroupContext) -> Figure:
+    predictions = ctx.predictions()
+    profile = ctx.profile.profile
+    assert profile is not None
+    ok = ctx.table.filter(pl.col("status") == "ok")
+    if not ok.height:
+        raise FigureSkipped("no successful runs")
+    prompt = int(ok["prompt_length"].mode().sort()[0])
+    gen = int(ok["generation_length"].max())
+    batch = int(ok["batch_size"].min())
+    shapes = model_shapes(ctx.results)
+    dtype = ok["dtype"].mode().sort()[0]
+    points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch,
+                             llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"),
+                             element_bytes=element_bytes_of(dtype))
+    setting = f"prompt {prompt}, N_out {gen}, batch {batch}"
+    return roofline_figure(ctx.table, predictions, profile, points, operator_setting=setting,
+                           overridden=ctx.profile.overridden)
 
 
-def _measured_vs_predicted(ctx: GroupContext) -> Made:
-    def build() -> Figure:
-        profile = ctx.profile.profile
-        predictions = ctx.predictions()
-        assert profile is not None
-        return measured_vs_predicted(ctx.table, predictions, profile, overridden=ctx.profile.overridden)
-
-    return _one("measured_vs_predicted", build)
+def _measured_vs_predicted(ctx: GroupContext) -> Figure:
+    profile = ctx.profile.profile
+    predictions = ctx.predictions()
+    assert profile is not None
+    return measured_vs_predicted(ctx.table, predictions, profile, overridden=ctx.profile.overridden)
 
 
 def _variant_metrics(ctx: GroupContext) -> list[str]:
@@ -186,28 +186,27 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 
 FIGURES: tuple[FigureEntry, ...] = (
-    FigureEntry(10, "findings_throughput", "Throughput vs batch size, and where LLaMA overtakes LLaDA", "findings",
-                "Measured tokens/s against batch size for LLaMA and LLaDA at each step count, the faithful "
-                "roofline's prediction for the same device dashed, and B* (where LLaMA overtakes) marked.",
-                lambda c: _one("findings_throughput", lambda: findings_throughput(
-                    c.table, c.predicted_throughput, c.crossovers))),
-    FigureEntry(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
-                "Median end-to-end latency against N_out for both models, one panel per batch size; LLaMA's "
-                "latency also split into its prefill (TTFT) and its decode passes, LLaDA one line per step count.",
-                lambda c: _one("latency_vs_generation_length", lambda: latency_vs_generation_length(c.table))),
-    FigureEntry(7, "step_time_vs_length", "Per-step time vs length", "latency",
-                "LLaDA's time per diffusion step against sequence length, and LLaMA's inter-token latency "
-                "against the context each decode pass attends, one line per batch size.",
-                lambda c: _one("step_time_vs_length", lambda: step_time_vs_length(c.table))),
-    FigureEntry(3, "throughput_by_batch", "Throughput by batch size", "throughput",
-                "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
-                "bars over repetitions, goodput (useful tokens only) as black ticks; batches that ran out of memory "
-                "are marked OOM.",
-                lambda c: _one("throughput_by_batch", lambda: throughput_by_batch(c.table))),
-    FigureEntry(4, "memory_heatmap", "Memory heatmap", "memory",
-                "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
-                "on a shared colour scale, out-of-memory cells hatched.",
-                lambda c: _one("memory_heatmap", lambda: memory_heatmap(c.table))),
+    _single(10, "findings_throughput", "Throughput vs batch size, and where LLaMA overtakes LLaDA", "findings",
+            "Measured tokens/s against batch size for LLaMA and LLaDA at each step count, the faithful "
+            "roofline's prediction for the same device dashed, and B* (where LLaMA overtakes) marked.",
+            lambda c: findings_throughput(c.table, c.predicted_throughput, c.crossovers)),
+    _single(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
+            "Median end-to-end latency against N_out for both models, one panel per batch size; LLaMA's "
+            "latency also split into its prefill (TTFT) and its decode passes, LLaDA one line per step count.",
+            lambda c: latency_vs_generation_length(c.table)),
+    _single(7, "step_time_vs_length", "Per-step time vs length", "latency",
+            "LLaDA's time per diffusion step against sequence length, and LLaMA's inter-token latency "
+            "against the context each decode pass attends, one line per batch size.",
+            lambda c: step_time_vs_length(c.table)),
+    _single(3, "throughput_by_batch", "Throughput by batch size", "throughput",
+            "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
+            "bars over repetitions, goodput (useful tokens only) as black ticks; batches that ran out of memory "
+            "are marked OOM.",
+            lambda c: throughput_by_batch(c.table)),
+    _single(4, "memory_heatmap", "Memory heatmap", "memory",
+            "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
+            "on a shared colour scale, out-of-memory cells hatched.",
+            lambda c: memory_heatmap(c.table)),
     FigureEntry(1, "pareto_frontier", "Latency-quality Pareto frontier", "quality",
                 "End-to-end latency (log) against quality: LLaMA a point per batch size, LLaDA a curve over "
                 "diffusion steps, the Pareto frontier dashed; one panel per generation length, one figure per metric.",
@@ -221,19 +220,18 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "Quality against tokens generated per model forward pass (LLaMA 1, LLaDA N_out / steps), one panel "
                 "per metric: samplers compared independently of the hardware.",
                 _tokens_per_forward),
-    FigureEntry(6, "block_length_ablation", "Block-length ablation", "quality",
-                "LLaDA latency and quality against block length at fixed step counts.",
-                lambda c: _one("block_length_ablation", lambda: block_length_ablation(
-                    c.table, c.quality.by_setting, _metric_for_ablation(c)))),
-    FigureEntry(8, "roofline", "Roofline with measured operating points", "roofline",
-                "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
-                "a LLaMA prefill, a decode pass and a LLaDA step, and each run's measured operating point.",
-                _roofline),
-    FigureEntry(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
-                "Each run's median measured latency against the roofline's prediction on the device that ran "
-                "(study and faithful models; with the host or dispatch floor and on the roofs alone), with the y = x line; "
-                "runs faster than 0.9x their roofs-only prediction circled as roofline violated.",
-                _measured_vs_predicted),
+    _single(6, "block_length_ablation", "Block-length ablation", "quality",
+            "LLaDA latency and quality against block length at fixed step counts.",
+            lambda c: block_length_ablation(c.table, c.quality.by_setting, _metric_for_ablation(c))),
+    _single(8, "roofline", "Roofline with measured operating points", "roofline",
+            "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
+            "a LLaMA prefill, a decode pass and a LLaDA step, and each run's measured operating point.",
+            _roofline),
+    _single(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
+            "Each run's median measured latency against the roofline's prediction on the device that ran "
+            "(study and faithful models; with the host or dispatch floor and on the roofs alone), with the y = x line; "
+            "runs faster than 0.9x their roofs-only prediction circled as roofline violated.",
+            _measured_vs_predicted),
     FigureEntry(15, "energy_per_token", "Energy per generated token by batch size", "energy",
                 "Joules per generated token against batch size for each model, implementation and LLaDA step "
                 "count, from the counter read around the measured repetitions (NVML's board, RAPL's packages); "

@@ -14,9 +14,10 @@ from collections.abc import Sequence
 import polars as pl
 
 from report.document import Paragraph, Table, fmt_float, fmt_seconds
+from report.extrapolation import checked_pairs
 from report.findings import FINDINGS_SCHEMA
 from report.pairings import BEST_PAIRING, Pairing
-from report.table import GRID_POINT, full_where_measured
+from report.table import full_where_measured
 
 ENERGY_ANCHOR = "energy-table"
 SOURCE_LABEL = {"nvml": "NVML", "rapl": "RAPL"}
@@ -54,13 +55,7 @@ def counter_text(table: pl.DataFrame, hardware: str | None = None) -> str:
 def energy_checks(table: pl.DataFrame) -> pl.DataFrame:
     """Each check point that ran both extrapolated and in full: both joules per token and their ratio, which says
     how well scaling the timed steps' energy stands for the whole generation."""
-    if "joules_per_token" not in table.columns:
-        return pl.DataFrame(schema=CHECK_SCHEMA)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("joules_per_token").is_not_null())
-    keys = [k for k in GRID_POINT if k in ok.columns]
-    extrapolated = ok.filter(pl.col("extrapolated").fill_null(False))
-    full = ok.filter(~pl.col("extrapolated").fill_null(False))
-    paired = extrapolated.join(full, on=keys, how="inner", suffix="_full", nulls_equal=True)
+    paired = checked_pairs(table, "joules_per_token")
     if not paired.height:
         return pl.DataFrame(schema=CHECK_SCHEMA)
     return paired.select(

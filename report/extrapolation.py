@@ -20,16 +20,22 @@ CHECK_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def extrapolation_checks(table: pl.DataFrame) -> pl.DataFrame:
-    """One row per check point: the extrapolated and the full median latency, their ratio and the repetitions
-    each rests on. A ratio near 1 means the first K steps stand for the whole generation."""
-    if "extrapolated" not in table.columns:
-        return pl.DataFrame(schema=CHECK_SCHEMA)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
+def checked_pairs(table: pl.DataFrame, value: str) -> pl.DataFrame:
+    """Each check point's extrapolated row beside its full row (columns suffixed `_full`), among the successful
+    rows that have `value`; empty where the table has no such pair."""
+    if "extrapolated" not in table.columns or value not in table.columns:
+        return table.clear()
+    ok = table.filter((pl.col("status") == "ok") & pl.col(value).is_not_null())
     keys = [k for k in GRID_POINT if k in ok.columns]
     extrapolated = ok.filter(pl.col("extrapolated").fill_null(False))
     full = ok.filter(~pl.col("extrapolated").fill_null(False))
-    paired = extrapolated.join(full, on=keys, how="inner", suffix="_full", nulls_equal=True)
+    return extrapolated.join(full, on=keys, how="inner", suffix="_full", nulls_equal=True)
+
+
+def extrapolation_checks(table: pl.DataFrame) -> pl.DataFrame:
+    """One row per check point: the extrapolated and the full median latency, their ratio and the repetitions
+    each rests on. A ratio near 1 means the first K steps stand for the whole generation."""
+    paired = checked_pairs(table, "latency_e2e_s_median")
     if not paired.height:
         return pl.DataFrame(schema=CHECK_SCHEMA)
     return paired.select(

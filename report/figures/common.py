@@ -46,15 +46,20 @@ def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: 
     text mark (LLaDA's step count) when `annotate`."""
     color, marker = style
     arch = s.arch or ""
-    low, high = s.y_low or s.y, s.y_high or s.y
-    yerr = [[max(y - lo, 0.0) for y, lo in zip(s.y, low)], [max(hi - y, 0.0) for y, hi in zip(s.y, high)]]
-    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color or ARCH_COLOR.get(arch, "black"),
+    ax.errorbar(s.x, s.y, yerr=error_bars(s), label=s.label, color=color or ARCH_COLOR.get(arch, "black"),
                 marker=marker or ARCH_MARKER.get(arch, "o"), linestyle="-" if s.kind == "line" else "none",
                 markersize=6, capsize=2, zorder=3)
     if annotate:
         for x, y, mark in zip(s.x, s.y, s.markers):
             if mark:
                 ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
+
+
+def error_bars(s: Series) -> list[list[float]]:
+    """matplotlib's yerr for a series: each point's distance down to its low bound and up to its high bound (none
+    below zero); a series without bounds gets bars of zero."""
+    low, high = s.y_low or s.y, s.y_high or s.y
+    return [[max(y - lo, 0.0) for y, lo in zip(s.y, low)], [max(hi - y, 0.0) for y, hi in zip(s.y, high)]]
 
 
 class FigureSkipped(Exception):
@@ -289,6 +294,20 @@ def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
     return f"{model}: {', '.join(parts)}" if parts else model
 
 
+def llada_settings(df: pl.DataFrame) -> list[tuple[str, str, int | None, pl.DataFrame]]:
+    """(label, model, steps, rows) of each LLaDA setting in df: per model, each of its step counts crossed with
+    the other LLaDA knobs that vary for it (`LLADA_AXES`), sorted; labelled by `llada_label`."""
+    out = []
+    llada = df.filter(pl.col("arch") == "llada")
+    for model in sorted(llada["model"].unique().to_list()):
+        rows = llada.filter(pl.col("model") == model)
+        axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
+        for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
+            chosen = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items()))
+            out.append((llada_label(model, key, axes), model, key["steps"], chosen))
+    return out
+
+
 def length_groups(df: pl.DataFrame) -> list[tuple[int, int]]:
     """(prompt_length, generation_length) pairs present, sorted."""
     pairs = df.select("prompt_length", "generation_length").unique().sort(["generation_length", "prompt_length"])
@@ -299,6 +318,11 @@ def length_title(prompt: int, generation: int, prompts: Sequence[int]) -> str:
     """'N_out = 64' when one prompt length is swept, else 'prompt 32, N_out = 64'."""
     head = f"N_out = {generation} tokens"
     return head if len(set(prompts)) <= 1 else f"prompt {prompt}, {head}"
+
+
+def matching(df: pl.DataFrame, key: dict) -> pl.DataFrame:
+    """df's rows whose columns equal key's values, a null matching a null."""
+    return df.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in key.items()))
 
 
 def tuple_of(values: Iterable[object]) -> tuple[float, ...]:

@@ -9,23 +9,16 @@ from matplotlib.figure import Figure
 from report.figures.common import (
     ARCH_COLOR,
     ARCH_LABEL,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
-    attach,
-    caption,
-    figure_legend,
     impl_styles,
-    length_groups,
-    length_title,
-    new_figure,
-    one_hardware,
+    matching,
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
     tuple_of,
 )
+from report.figures.frame import Frame, length_panels
 
 EXTRAPOLATED_MARK = "extrapolated"
 LINE_KEYS = ("arch", "model", "impl", "steps", "block_length")
@@ -37,8 +30,7 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     arch's blue and LLaDA's vanilla lines warm by step count; each variant keeps its own colour and marker
     (report.figures.common.impl_styles). A point whose joules per token are scaled from its timed steps is hollow
     and marked in the plotted data."""
-    name = "energy_per_token"
-    hardware = one_hardware(df, name)
+    frame = Frame.of("energy_per_token", df)
     rows = df.filter((pl.col("status") == "ok") & pl.col("joules_per_token").is_not_null())
     if not rows.height:
         raise FigureSkipped("no run recorded energy (no NVML or readable RAPL counter on the machine)")
@@ -46,15 +38,14 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     styles = impl_styles(rows["impl"].to_list())
     step_color = steps_colors(rows.filter(pl.col("steps").is_not_null())["steps"].unique().to_list() or [0])
     blocks = rows.filter(pl.col("block_length").is_not_null())["block_length"].n_unique()
-    groups = length_groups(rows)
-    fig, axes = new_figure(len(groups), columns=3, panel_size=(4.8, 3.8))
-    panels = []
-    for ax, (prompt, gen) in zip(axes, groups):
-        sub = rows.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+    lengths = length_panels(rows)
+    axes = frame.draw(len(lengths), columns=3, panel_size=(4.8, 3.8))
+    for ax, at in zip(axes, lengths):
+        sub = at.of(rows)
         series = []
         order = [pl.col("arch") != "llama", "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length"]
         for key in sub.select(LINE_KEYS).unique().sort(order, nulls_last=True).iter_rows(named=True):
-            points = sub.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in key.items())).sort("batch_size")
+            points = matching(sub, key).sort("batch_size")
             label = _label(key, blocks > 1)
             variant_color, marker = styles[key["impl"]]
             color = variant_color or (step_color[key["steps"]] if key["arch"] == "llada" else ARCH_COLOR["llama"])
@@ -70,22 +61,17 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
                         markerfacecolor="white" if mark else color)
         power_of_two_axis(ax, "x", rows["batch_size"].to_list())
         plain_log_axis(ax, "y")
-        title = length_title(prompt, gen, [p for p, _ in groups])
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("batch size B (sequences)")
-        ax.set_ylabel("joules per generated token")
-        panels.append(Panel(title, ax.get_xlabel(), ax.get_ylabel(), "log2", "log", tuple(series)))
-    if any(m for p in panels for s in p.series for m in s.markers):
+        frame.panel(ax, at.title, "batch size B (sequences)", "joules per generated token", "log2", "log", series,
+                    title_size=10)
+    if any(m for p in frame.panels for s in p.series for m in s.markers):
         ax0 = axes[0]
         ax0.plot([], [], marker="o", color="#666666", markerfacecolor="white", linestyle="none",
                  label="hollow: J/token scaled from the timed steps (extrapolated)")
-    figure_legend(fig, axes)
-    fig.suptitle("Energy per generated token by batch size")
     sources = sorted({f"{s.upper()}: {scope}" for s, scope in
                       rows.select("energy_source", "energy_scope").unique().iter_rows()})
     notes = (f"Counter: {'; '.join(sources)}. Joules over the measured repetitions / (repetitions x B x N_out); "
              "a board or package counter includes its idle power. Solid: vanilla; dashed: a variant.",)
-    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes))
+    return frame.finish("Energy per generated token by batch size", notes, df)
 
 
 def _label(key: dict, show_block: bool) -> str:

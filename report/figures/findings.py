@@ -9,24 +9,17 @@ from matplotlib.figure import Figure
 
 from report.figures.common import (
     ARCH_COLOR,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
     at_primary_block,
-    attach,
-    caption,
-    figure_legend,
-    length_groups,
-    length_title,
-    new_figure,
-    one_hardware,
+    error_bars,
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
     tuple_of,
 )
-from report.table import unlearned_warnings, vanilla_runs
+from report.figures.frame import Frame, length_panels
+from report.table import unlearned_warnings
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
@@ -34,22 +27,18 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     bars), the faithful roofline's throughput on this device dashed in the same colours (`predicted`:
     report.findings.predicted_throughput), and each step count's measured B* marked where LLaMA's line overtakes
     it (`crossovers`: report.findings.crossover_table)."""
-    name = "findings_throughput"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
+    frame = Frame.of("findings_throughput", df, vanilla=True)
+    df, hardware = frame.runs, frame.hardware
     runs, block_note = at_primary_block(df.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     if not runs.height or runs["arch"].n_unique() < 2:
         raise FigureSkipped("no successful runs of both models")
-    groups = length_groups(runs)
-    prompts = [p for p, _ in groups]
+    lengths = length_panels(runs)
     colors = steps_colors(runs["steps"].drop_nulls().to_list())
-    fig, axes = new_figure(len(groups), columns=2, panel_size=(6.0, 4.4))
-    panels = []
+    axes = frame.draw(len(lengths), columns=2, panel_size=(6.0, 4.4))
     profile = None
-    for ax, (prompt, gen) in zip(axes, groups):
-        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
-        pred = predicted.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
-                                & (pl.col("generation_length") == gen))
+    for ax, at in zip(axes, lengths):
+        sub = at.of(runs)
+        pred = at.of(predicted.filter(pl.col("hardware") == hardware))
         series = []
         ordered = sub.with_columns((pl.col("arch") != "llama").alias("_later")).sort("_later", "model", "steps")
         for (arch, model, steps), rows in ordered.group_by(["arch", "model", "steps"], maintain_order=True):
@@ -59,9 +48,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
                        tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
             series.append(s)
-            err = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
-            ax.errorbar(s.x, s.y, yerr=err, color=color, marker="s" if arch == "llama" else "o", markersize=4,
-                        linewidth=2.0 if arch == "llama" else 1.4, capsize=2, label=label, zorder=3)
+            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker="s" if arch == "llama" else "o",
+                        markersize=4, linewidth=2.0 if arch == "llama" else 1.4, capsize=2, label=label, zorder=3)
             line = pred.filter((pl.col("model") == model) & (pl.col("steps").is_null() if steps is None
                                                              else pl.col("steps") == steps)).sort("batch_size")
             if line.height:
@@ -70,9 +58,9 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
                            tuple_of(line["predicted_tokens_per_s"]), arch=arch, model=model)
                 series.append(p)
                 ax.plot(p.x, p.y, color=color, linestyle="--", linewidth=1.0, alpha=0.8, zorder=2)
-        cross = crossovers.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
-                                  & (pl.col("generation_length") == gen) & (pl.col("b_star_bound") == "=")
-                                  & pl.col("block_length").is_in(sub["block_length"].drop_nulls().unique().to_list()))
+        blocks = sub["block_length"].drop_nulls().unique().to_list()
+        cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
+                                         & pl.col("block_length").is_in(blocks))
         for row in cross.iter_rows(named=True):
             y = row["b_star_tokens_per_s"]
             mark = Series(f"B* at {row['steps']} steps = {row['b_star']:.3g}", "vline", (row["b_star"],), (y,))
@@ -83,23 +71,16 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
                         fontsize=7)
         power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())
         plain_log_axis(ax, "y")
-        title = length_title(prompt, gen, prompts)
-        ax.set_title(title)
-        ax.set_xlabel("batch size B (sequences)")
-        ax.set_ylabel("throughput (tokens/s)")
-        panels.append(Panel(title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", tuple(series)))
+        frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", series)
     ax0 = axes[0]
     if profile:
         ax0.plot([], [], color="#555555", linestyle="--", label="roofline prediction (same colour)")
     ax0.scatter([], [], marker="X", color="#999999", edgecolors="black", label="B*: LLaMA overtakes LLaDA")
-    figure_legend(fig, axes)
-    fig.suptitle("Throughput vs batch size")
     notes = (
         "Solid: measured median tokens/s (B x N_out / L_e2e) with IQR error bars over repetitions. Dashed: the "
         "faithful roofline's prediction" + (f" on {profile}" if profile else " (no profile for this device)")
         + ". X: B*, the batch from which LLaMA stays ahead of LLaDA at that step count, interpolated in log B "
         "between measured batch sizes.",
     ) + ((block_note,) if block_note else ())
-    return attach(fig, FigureData(name, hardware, caption(runs, hardware), tuple(panels), notes,
-                                  warnings=tuple(unlearned_warnings(df))))
+    return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 

@@ -10,28 +10,20 @@ from report.figures.common import (
     ARCH_COLOR,
     ARCH_LABEL,
     ARCH_MARKER,
-    LLADA_AXES,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
     at_primary_block,
-    attach,
-    caption,
     empty_panel,
-    figure_legend,
-    llada_label,
-    new_figure,
+    error_bars,
+    llada_settings,
     ok_runs,
-    one_hardware,
     power_of_two_axis,
     sequential_colors,
     steps_colors,
     tuple_of,
     value_axis,
-    varying,
 )
-from report.table import vanilla_runs
+from report.figures.frame import Frame
 
 IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 
@@ -43,10 +35,8 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     per step count (and per other LLaDA knob that varies). When the grid fixes the prompt by the generation
     length (a prompt fraction), each line runs over the (prompt, N_out) pairs; when it crosses several prompt
     lengths with each N_out, each prompt length gets its own line."""
-    name = "latency_vs_generation_length"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
-    runs = ok_runs(df).filter(pl.col("latency_e2e_s_median").is_not_null())
+    frame = Frame.of("latency_vs_generation_length", df, vanilla=True)
+    runs = ok_runs(frame.runs).filter(pl.col("latency_e2e_s_median").is_not_null())
     if runs.height == 0:
         raise FigureSkipped("no successful runs with latency samples")
     if runs["generation_length"].n_unique() < 2:
@@ -55,28 +45,20 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     batches = sorted(runs["batch_size"].unique().to_list())
     crossed = int(runs.group_by("generation_length").agg(pl.col("prompt_length").n_unique())["prompt_length"].max()) > 1
     colors = steps_colors(runs["steps"].drop_nulls().to_list())
-    fig, axes = new_figure(len(batches), panel_size=(4.2, 3.6))
-    panels = []
-    for ax, batch in zip(axes, batches):
+    for ax, batch in zip(frame.draw(len(batches), panel_size=(4.2, 3.6)), batches):
         sub = runs.filter(pl.col("batch_size") == batch)
-        title = f"batch {batch}"
         series = _latency_series(sub, crossed)
         for s, steps in series:
             draw_series(ax, s, colors.get(steps, ARCH_COLOR["llama"]))
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
         yscale = value_axis(ax, [y for s, _ in series for y in s.y])
-        ax.set_title(title)
-        ax.set_xlabel("generation length N_out (tokens)")
-        ax.set_ylabel("latency (s)")
-        panels.append(Panel(title, "generation length N_out (tokens)", "latency (s)", "log2", yscale,
-                            tuple(s for s, _ in series)))
-    figure_legend(fig, axes)
-    fig.suptitle("End-to-end latency vs generation length")
+        frame.panel(ax, f"batch {batch}", "generation length N_out (tokens)", "latency (s)", "log2", yscale,
+                    (s for s, _ in series))
     pairs = runs.select("prompt_length", "generation_length").unique().sort("generation_length")
     prompts = ("Each line crosses prompt lengths: one line per prompt length." if crossed else
                "Prompt length with each N_out: " + ", ".join(f"{p}+{g}" for p, g in pairs.iter_rows()) + ".")
     notes = (IQR_NOTE, prompts) + ((block_note,) if block_note else ())
-    return attach(fig, FigureData(name, hardware, caption(runs, hardware), tuple(panels), notes))
+    return frame.finish("End-to-end latency vs generation length", notes, runs)
 
 
 def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Series, int | None]]:
@@ -95,17 +77,12 @@ def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Seri
                     f"{model}{suffix}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
                     tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch="llama", model=model,
                 ), None))
-        llada = part_of.filter(pl.col("arch") == "llada")
-        for model in sorted(llada["model"].unique().to_list()):
-            rows = llada.filter(pl.col("model") == model)
-            axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
-            for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
-                line = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("generation_length")
-                series.append((Series(
-                    llada_label(model, key, axes) + suffix, "line", tuple_of(line["generation_length"]),
-                    tuple_of(line["latency_e2e_s_median"]), tuple_of(line["latency_e2e_s_p25"]),
-                    tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
-                ), key["steps"]))
+        for label, model, steps, line in llada_settings(part_of):
+            line = line.sort("generation_length")
+            series.append((Series(
+                label + suffix, "line", tuple_of(line["generation_length"]), tuple_of(line["latency_e2e_s_median"]),
+                tuple_of(line["latency_e2e_s_p25"]), tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
+            ), steps))
     return series
 
 
@@ -113,9 +90,7 @@ def draw_series(ax, s: Series, color) -> None:
     """A line with IQR error bars; LLaMA's TTFT dotted and its decode dashed."""
     style = {"TTFT (prefill)": ":", "decode": "--"}
     linestyle = next((v for k, v in style.items() if s.label.endswith(k)), "-")
-    yerr = None
-    if s.y_low is not None and s.y_high is not None:
-        yerr = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low)], [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high)]]
+    yerr = error_bars(s) if s.y_low is not None and s.y_high is not None else None
     ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, linestyle=linestyle,
                 marker=ARCH_MARKER.get(s.arch or "llama", "o"), markersize=4, capsize=2, linewidth=1.4)
 
@@ -123,17 +98,15 @@ def draw_series(ax, s: Series, color) -> None:
 def step_time_vs_length(df: pl.DataFrame) -> Figure:
     """Figure 7: LLaDA time per diffusion step vs sequence length (left) and LLaMA inter-token latency vs the
     context each decode pass attends (right), one line per batch size."""
-    name = "step_time_vs_length"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
-    runs = ok_runs(df)
+    frame = Frame.of("step_time_vs_length", df, vanilla=True)
+    runs = ok_runs(frame.runs)
     steps = step_time_by_length(runs)
     itl = itl_by_context(runs)
     if not steps.height and not itl.height:
         raise FigureSkipped("no LLaDA step timings and no LLaMA decode timings")
     batches = sorted(set(steps["batch_size"].to_list()) | set(itl["batch_size"].to_list()))
     colors = sequential_colors(batches)
-    fig, (left, right) = new_figure(2, panel_size=(5.4, 4.0))
+    left, right = frame.draw(2, panel_size=(5.4, 4.0))
     step_series = []
     for (model, batch), rows in steps.group_by(["model", "batch_size"], maintain_order=True):
         rows = rows.sort("sequence_length")
@@ -141,15 +114,8 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
                    tuple_of(rows["step_s_p25"]), tuple_of(rows["step_s_p75"]), arch="llada", model=model)
         step_series.append(s)
         draw_series(left, s, colors[batch])
-    left_scale = value_axis(left, [y for s in step_series for y in s.y])
-    if step_series:
-        power_of_two_axis(left, "x", steps["sequence_length"].unique().to_list())
-        left.legend(fontsize="x-small")
-    else:
-        empty_panel(left, "no LLaDA runs")
-    left.set_title(f"{ARCH_LABEL['llada']}: time per diffusion step")
-    left.set_xlabel("sequence length P + N_out (tokens)")
-    left.set_ylabel("time per step (s)")
+    _side(frame, left, step_series, "no LLaDA runs", steps["sequence_length"].unique().to_list(),
+          f"{ARCH_LABEL['llada']}: time per diffusion step", "sequence length P + N_out (tokens)", "time per step (s)")
 
     itl_series = []
     for (model, batch, prompt), rows in itl.group_by(["model", "batch_size", "prompt_length"], maintain_order=True):
@@ -158,23 +124,26 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
                    model=model)
         itl_series.append(s)
         right.plot(s.x, s.y, color=colors[batch], label=label, linewidth=1.2)
-    right_scale = value_axis(right, [y for s in itl_series for y in s.y])
-    if itl_series:
-        right.legend(fontsize="x-small")
-    else:
-        empty_panel(right, "no LLaMA decode timings")
-    right.set_title(f"{ARCH_LABEL['llama']}: inter-token latency")
-    right.set_xlabel("context length attended (tokens)")
-    right.set_ylabel("inter-token latency (s)")
-    fig.suptitle("Per-step cost vs length")
-    panels = (
-        Panel(left.get_title(), left.get_xlabel(), left.get_ylabel(), "log2", left_scale, tuple(step_series)),
-        Panel(right.get_title(), right.get_xlabel(), right.get_ylabel(), "linear", right_scale, tuple(itl_series)),
-    )
+    _side(frame, right, itl_series, "no LLaMA decode timings", None, f"{ARCH_LABEL['llama']}: inter-token latency",
+          "context length attended (tokens)", "inter-token latency (s)")
     notes = (
         (
             "LLaDA: median over repetitions of each run's mean step time, then over runs sharing batch and length; "
             "bars: IQR. LLaMA: each decode pass of the longest run per batch, median over repetitions."
         ),
     )
-    return attach(fig, FigureData(name, hardware, caption(runs, hardware), panels, notes))
+    return frame.finish("Per-step cost vs length", notes, runs, legend=False)
+
+
+def _side(frame: Frame, ax, series: list[Series], missing: str, x_powers: list | None, title: str, xlabel: str,
+          ylabel: str) -> None:
+    """One side of figure 7: its own legend (x on a power-of-two axis where `x_powers` are given), or `missing`
+    when it has no series."""
+    yscale = value_axis(ax, [y for s in series for y in s.y])
+    if series:
+        if x_powers is not None:
+            power_of_two_axis(ax, "x", x_powers)
+        ax.legend(fontsize="x-small")
+    else:
+        empty_panel(ax, missing)
+    frame.panel(ax, title, xlabel, ylabel, "linear" if x_powers is None else "log2", yscale, series)

@@ -10,18 +10,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from report.analysis import memory_grid
-from report.figures.common import (
-    ARCH_LABEL,
-    Cell,
-    FigureData,
-    FigureSkipped,
-    Panel,
-    attach,
-    caption,
-    new_figure,
-    one_hardware,
-)
-from report.table import vanilla_runs
+from report.figures.common import ARCH_LABEL, Cell, FigureSkipped
+from report.figures.frame import Frame
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 KIND_LABEL = {"reserved": "peak reserved memory", "rss_delta": "peak RSS growth, CPU"}
@@ -33,9 +23,8 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     """Peak reserved memory (on CPU: the process's RSS growth) per (sequence length, batch size) cell, one
     panel per model on one shared colour scale. OOM cells are hatched and labelled; cells never run are blank.
     A cell is the largest peak of its runs (LLaDA's step counts and block lengths share a cell)."""
-    name = "memory_heatmap"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
+    frame = Frame.of("memory_heatmap", df, vanilla=True)
+    df = frame.runs
     grid = memory_grid(df)
     if not grid.filter(pl.col("state").is_in(["ok", "oom"])).height:
         raise FigureSkipped("no run measured its peak memory or ran out of memory")
@@ -52,8 +41,7 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     seqs = sorted(grid["sequence_length"].unique().to_list())
     batches = sorted(grid["batch_size"].unique().to_list())
     models = grid.select("arch", "model").unique().sort(["arch", "model"], descending=[True, False]).rows()
-    fig, axes = new_figure(len(models), panel_size=(1.6 + 1.0 * len(batches), max(3.6, 1.4 + 0.7 * len(seqs))))
-    panels = []
+    axes = frame.draw(len(models), panel_size=(1.6 + 1.0 * len(batches), max(3.6, 1.4 + 0.7 * len(seqs))))
     label = f"{KIND_LABEL.get(kind, kind)} ({unit})"
     for ax, (arch, model) in zip(axes, models):
         cells = _cells(grid.filter(pl.col("model") == model), seqs, batches, scale)
@@ -65,18 +53,13 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
         ax.set_yticks(range(len(seqs)), [str(s) for s in seqs])
         ax.grid(False)
         ax.set_aspect("auto")
-        title = f"{model} ({ARCH_LABEL.get(arch, arch)})"
-        ax.set_title(title)
-        ax.set_xlabel("batch size B (sequences)")
-        ax.set_ylabel("sequence length (tokens)")
-        panels.append(Panel(title, "batch size B (sequences)", "sequence length (tokens)",
-                            "category", "category", cells=tuple(cells)))
-    mappable = fig.colorbar(_scalar_mappable(cmap, norm), ax=axes, shrink=0.9)
+        frame.panel(ax, f"{model} ({ARCH_LABEL.get(arch, arch)})", "batch size B (sequences)",
+                    "sequence length (tokens)", "category", "category", cells=cells)
+    mappable = frame.fig.colorbar(_scalar_mappable(cmap, norm), ax=axes, shrink=0.9)
     mappable.set_label(label)
-    fig.suptitle(f"{KIND_TITLE.get(kind, kind)} by sequence length and batch size")
     notes = ("Each cell: the largest peak among its runs; hatched: out of memory; 'failed': no measurement.",)
-    return attach(fig, FigureData(name, hardware, caption(df.filter(pl.col("hardware") == hardware), hardware),
-                                  tuple(panels), notes, color_range=(vmin, vmax)))
+    return frame.finish(f"{KIND_TITLE.get(kind, kind)} by sequence length and batch size", notes,
+                        df.filter(pl.col("hardware") == frame.hardware), legend=False, color_range=(vmin, vmax))
 
 
 def _cells(grid: pl.DataFrame, seqs: list[int], batches: list[int], scale: float) -> list[Cell]:

@@ -11,21 +11,13 @@ from report.figures.common import (
     ARCH_COLOR,
     ARCH_MARKER,
     LLADA_AXES,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
     at_primary_block,
-    attach,
-    caption,
     empty_panel,
-    figure_legend,
-    length_groups,
-    length_title,
+    error_bars,
     llada_label,
-    new_figure,
     ok_runs,
-    one_hardware,
     plain_log_axis,
     power_of_two_axis,
     sequential_colors,
@@ -34,7 +26,8 @@ from report.figures.common import (
     value_axis,
     varying,
 )
-from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, vanilla_runs
+from report.figures.frame import Frame, length_panels
+from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -42,6 +35,7 @@ METRIC_LABEL = {
     "nll_per_token": "NLL per token (nats)", "elbo_nll_per_token": "ELBO NLL bound per token (nats)",
     "repeated_bigram_rate": "repeated-bigram rate", "distinct_1": "distinct-1", "distinct_2": "distinct-2",
 }
+TOKENS_PER_FORWARD = "tokens per forward pass (N_out / forwards)"
 CI_NOTE = ("Quality: median over prompts, error bars its interval (95% BCa bootstrap CI from six prompts up, else "
            "the range); a continuation too short for the metric ranks worst.")
 
@@ -61,15 +55,31 @@ def _warnings(df: pl.DataFrame) -> tuple[str, ...]:
     return tuple(unlearned_warnings(df))
 
 
+def step_marks(rows: pl.DataFrame) -> tuple[str, ...]:
+    """Each row's step count as its point's text mark (none for LLaMA)."""
+    return tuple("" if k is None else str(k) for k in rows["steps"].to_list())
+
+
+# The quality columns of report.variants.variant_points (value, interval low, interval high).
+VARIANT_QUALITY = ("quality", "quality_low", "quality_high")
+
+
+def quality_series(label: str, arch: str, model: str, rows: pl.DataFrame, x: str, value: str = "value",
+                   low: str = "interval_low", high: str = "interval_high") -> Series:
+    """Quality (`value`, bounded by `low` and `high`) against column `x` of rows: LLaDA a line over its steps,
+    LLaMA points, each point marked with its step count."""
+    return Series(label, "line" if arch == "llada" else "points", tuple_of(rows[x]), tuple_of(rows[value]),
+                  tuple_of(rows[low]), tuple_of(rows[high]), arch=arch, model=model, markers=step_marks(rows))
+
+
 # ------------------------------------------------------------------ figure 1
 
 
 def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str) -> Figure:
     """Median end-to-end latency (x, log) vs quality (y): LLaMA a point per batch size, LLaDA a curve over
     diffusion steps per batch size, and the Pareto frontier of all of them; one panel per generation length."""
-    name = f"pareto_frontier_{metric}"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
+    frame = Frame.of(f"pareto_frontier_{metric}", df, vanilla=True)
+    df = frame.runs
     quality = quality_by_run.filter(pl.col("metric") == metric).select(
         "run_id", pl.col("value").alias("quality"), pl.col("interval_low").alias("quality_low"),
         pl.col("interval_high").alias("quality_high"),
@@ -78,34 +88,31 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
     if not points.height:
         raise FigureSkipped(f"no run has both a latency and a {METRIC_LABEL.get(metric, metric)} value")
     higher = HIGHER_IS_BETTER.get(metric, True)
-    groups = length_groups(points)
-    prompts = [p for p, _ in groups]
+    lengths = length_panels(points)
     colors = sequential_colors(points["batch_size"].to_list(), "viridis", 0.0, 0.8)
-    fig, axes = new_figure(len(groups), columns=2, panel_size=(5.6, 4.2))
-    panels = []
-    for ax, (prompt, gen) in zip(axes, groups):
-        sub = points.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+    for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.6, 4.2)), lengths):
+        sub = at.of(points)
         series = _pareto_series(sub)
         for s, batch, style in series:
             _draw_quality_series(ax, s, colors[batch], LINESTYLES[style % len(LINESTYLES)])
-        front = pareto_front(sub, x="latency_e2e_s_median", y="quality", higher_is_better=higher)
-        frontier = Series("Pareto frontier", "frontier", tuple_of(front["latency_e2e_s_median"]),
-                          tuple_of(front["quality"]), markers=tuple(front["run_id"].to_list()))
-        ax.step(frontier.x, frontier.y, where="post", color="#444444", linestyle="--",
-                linewidth=1.0, label=frontier.label, zorder=1)
-        ax.scatter(frontier.x, frontier.y, s=90, facecolors="none", edgecolors="#444444", linewidths=1.0, zorder=4)
+        frontier = draw_frontier(ax, sub, "latency_e2e_s_median", higher)
         plain_log_axis(ax, "x")
-        title = length_title(prompt, gen, prompts)
-        ax.set_title(title)
-        ax.set_xlabel("end-to-end latency, median (s)")
-        ax.set_ylabel(metric_label(metric))
-        panels.append(Panel(title, "end-to-end latency, median (s)", metric_label(metric), "log", "linear",
-                            tuple(s for s, _, _ in series) + (frontier,)))
-    figure_legend(fig, axes)
-    fig.suptitle(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier")
+        frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log", "linear",
+                    (*(s for s, _, _ in series), frontier))
     notes = (CI_NOTE + " LLaDA points are labelled with their step count; circled points are on the frontier.",)
-    return attach(fig, FigureData(name, hardware, caption(points, hardware), tuple(panels),
-                                  notes + _quality_notes(df), warnings=_warnings(df)))
+    return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier",
+                        notes + _quality_notes(df), points, warnings=_warnings(df))
+
+
+def draw_frontier(ax, points: pl.DataFrame, x: str, higher_is_better: bool) -> Series:
+    """The Pareto frontier of points' latency (column `x`) against their quality, dashed, each point on it circled."""
+    front = pareto_front(points, x=x, y="quality", higher_is_better=higher_is_better)
+    frontier = Series("Pareto frontier", "frontier", tuple_of(front[x]), tuple_of(front["quality"]),
+                      markers=tuple(front["run_id"].to_list()))
+    ax.step(frontier.x, frontier.y, where="post", color="#444444", linestyle="--", linewidth=1.0,
+            label=frontier.label, zorder=1)
+    ax.scatter(frontier.x, frontier.y, s=90, facecolors="none", edgecolors="#444444", linewidths=1.0, zorder=4)
+    return frontier
 
 
 def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
@@ -137,8 +144,7 @@ LINESTYLES = ("-", "--", ":", "-.")
 
 
 def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
-    yerr = [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low or s.y)],
-            [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high or s.y)]]
+    yerr = error_bars(s)
     if s.kind == "points":
         ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER["llama"], markersize=8,
                     markeredgecolor="black", linestyle="none", capsize=2, zorder=3)
@@ -158,20 +164,16 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     level as a line with its band (its sampled level dotted, where measured); S_parity against the metric's
     headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
-    name = f"quality_vs_steps_{metric}"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
+    frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
+    df, hardware = frame.runs, frame.hardware
     setting = quality_by_setting.filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
     llada = setting.filter((pl.col("arch") == "llada") & (pl.col("continuation") == "generated"))
     if not llada.height:
         raise FigureSkipped(f"no LLaDA run has a {METRIC_LABEL.get(metric, metric)} value")
-    groups = length_groups(llada)
-    prompts = [p for p, _ in groups]
+    lengths = length_panels(llada)
     block_colors = sequential_colors(llada["block_length"].to_list(), "YlOrRd", 0.45, 0.95)
-    fig, axes = new_figure(len(groups), columns=2, panel_size=(5.4, 4.0))
-    panels = []
-    for ax, (prompt, gen) in zip(axes, groups):
-        sub = setting.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+    for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
+        sub = at.of(setting)
         series = _llama_levels(ax, sub)
         sub_llada = sub.filter((pl.col("arch") == "llada") & (pl.col("continuation") == "generated"))
         extra = [a for a in varying(sub_llada, LLADA_AXES) if a != "steps"]
@@ -183,20 +185,14 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
             series.append(s)
             _draw_quality_series(ax, s, block_colors.get(rows["block_length"][0], ARCH_COLOR["llada"]))
         multi_block = sub_llada["block_length"].n_unique() > 1
-        series += _draw_parity(ax, parity, hardware, (prompt, gen), metric, block_colors if multi_block else None,
-                               max(sub_llada["steps"].to_list()))
+        series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
+                               block_colors if multi_block else None, max(sub_llada["steps"].to_list()))
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
-        title = length_title(prompt, gen, prompts)
-        ax.set_title(title)
-        ax.set_xlabel("diffusion steps K")
-        ax.set_ylabel(metric_label(metric))
-        panels.append(Panel(title, "diffusion steps K", metric_label(metric), "log2", "linear", tuple(series)))
-    figure_legend(fig, axes)
-    fig.suptitle(f"LLaDA quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})")
+        frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", "linear", series)
     notes = (CI_NOTE + " Each setting at its smallest batch size. S_parity: the fewest steps from which LLaDA "
              "matches the reference at every larger step, against the metric's headline reference.",)
-    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes + _quality_notes(df),
-                                  warnings=_warnings(df)))
+    return frame.finish(f"LLaDA quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
+                        notes + _quality_notes(df), df, warnings=_warnings(df))
 
 
 def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
@@ -259,9 +255,8 @@ def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[
 def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str | None) -> Figure:
     """LLaDA latency (left, at the smallest batch size) and quality (right) vs block length, one line per step
     count (fixed steps); one row per generation length that swept two or more block lengths."""
-    name = "block_length_ablation"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
+    frame = Frame.of("block_length_ablation", df, vanilla=True)
+    df = frame.runs
     llada = ok_runs(df).filter((pl.col("arch") == "llada") & pl.col("latency_e2e_s_median").is_not_null())
     if not llada.height:
         raise FigureSkipped("no successful LLaDA runs")
@@ -270,68 +265,55 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     if not swept.height:
         blocks = ", ".join(str(b) for b in sorted(llada["block_length"].unique().to_list()))
         raise FigureSkipped(f"only one block length per generation length was swept (block length {blocks})")
-    quality = quality_by_setting.filter((pl.col("arch") == "llada") & (pl.col("hardware") == hardware)
+    quality = quality_by_setting.filter((pl.col("arch") == "llada") & (pl.col("hardware") == frame.hardware)
                                         & (pl.col("continuation") == "generated"))
     if metric is not None:
         quality = quality.filter(pl.col("metric") == metric)
     colors = steps_colors(llada["steps"].to_list())
-    fig, axes = new_figure(2 * swept.height, columns=2, panel_size=(5.0, 3.6))
-    panels = []
+    axes = frame.draw(2 * swept.height, columns=2, panel_size=(5.0, 3.6))
     for i, (model, prompt, gen, _) in enumerate(swept.iter_rows()):
         left, right = axes[2 * i], axes[2 * i + 1]
         runs = llada.filter((pl.col("model") == model) & (pl.col("prompt_length") == prompt)
                             & (pl.col("generation_length") == gen))
         batch = int(runs["batch_size"].min())
         runs = runs.filter(pl.col("batch_size") == batch)
-        lat_series = []
-        for steps, rows in runs.sort("block_length").group_by("steps", maintain_order=True):
-            s = Series(f"{steps[0]} steps", "line", tuple_of(rows["block_length"]), tuple_of(rows["latency_e2e_s_median"]),
-                       tuple_of(rows["latency_e2e_s_p25"]), tuple_of(rows["latency_e2e_s_p75"]), arch="llada", model=model)
-            lat_series.append((s, steps[0]))
-        lat_series.sort(key=lambda pair: pair[1])
-        for s, steps in lat_series:
-            left.errorbar(s.x, s.y, yerr=_err(s), color=colors[steps], marker="o", markersize=4, capsize=2, label=s.label)
-        power_of_two_axis(left, "x", runs["block_length"].unique().to_list())
-        left_scale = value_axis(left, [y for s, _ in lat_series for y in s.y])
-        left_title = f"{model}: latency, N_out = {gen}, batch {batch}"
-        left.set_title(left_title, fontsize=10)
-        left.set_xlabel("block length (tokens)")
-        left.set_ylabel("end-to-end latency, median (s)")
-        panels.append(Panel(left_title, "block length (tokens)", "end-to-end latency, median (s)", "log2", left_scale,
-                            tuple(s for s, _ in lat_series)))
+        lat_series = _over_blocks(left, runs.sort("block_length"), model, colors, "latency_e2e_s_median",
+                                  "latency_e2e_s_p25", "latency_e2e_s_p75")
+        left_scale = value_axis(left, [y for s in lat_series for y in s.y])
+        frame.panel(left, f"{model}: latency, N_out = {gen}, batch {batch}", "block length (tokens)",
+                    "end-to-end latency, median (s)", "log2", left_scale, lat_series, title_size=10)
         q = quality.filter((pl.col("model") == model) & (pl.col("prompt_length") == prompt)
                            & (pl.col("generation_length") == gen)).sort("block_length")
-        q_series = []
+        q_series: list[Series] = []
         label_metric = metric_label(metric) if metric else "quality"
         right_title = f"{model}: {METRIC_LABEL.get(metric or '', 'quality')}, N_out = {gen}"
         if q.height:
-            for steps, rows in q.group_by("steps", maintain_order=True):
-                s = Series(f"{steps[0]} steps", "line", tuple_of(rows["block_length"]), tuple_of(rows["value"]),
-                           tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]), arch="llada", model=model)
-                q_series.append((s, steps[0]))
-            q_series.sort(key=lambda pair: pair[1])
-            for s, steps in q_series:
-                right.errorbar(s.x, s.y, yerr=_err(s), color=colors[steps], marker="o", markersize=4, capsize=2, label=s.label)
-            power_of_two_axis(right, "x", q["block_length"].unique().to_list())
+            q_series = _over_blocks(right, q, model, colors, "value", "interval_low", "interval_high")
             note = None
         else:
             note = "no quality data for these runs"
             empty_panel(right, note)
-        right.set_title(right_title, fontsize=10)
-        right.set_xlabel("block length (tokens)")
-        right.set_ylabel(label_metric)
-        panels.append(Panel(right_title, "block length (tokens)", label_metric, "log2", "linear",
-                            tuple(s for s, _ in q_series), note=note))
-    figure_legend(fig, axes)
-    fig.suptitle("LLaDA block-length ablation at fixed step counts")
+        frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", "linear", q_series,
+                    title_size=10, note=note)
     notes = ("Latency: median over repetitions, error bars IQR. " + CI_NOTE,)
-    return attach(fig, FigureData(name, hardware, caption(llada, hardware), tuple(panels), notes + _quality_notes(df),
-                                  warnings=_warnings(df)))
+    return frame.finish("LLaDA block-length ablation at fixed step counts", notes + _quality_notes(df), llada,
+                        warnings=_warnings(df))
 
 
-def _err(s: Series) -> list[list[float]]:
-    return [[max(y - lo, 0.0) for y, lo in zip(s.y, s.y_low or s.y)],
-            [max(hi - y, 0.0) for y, hi in zip(s.y, s.y_high or s.y)]]
+def _over_blocks(ax, rows: pl.DataFrame, model: str, colors: dict, value: str, low: str, high: str) -> list[Series]:
+    """Figure 6's lines: `value` (bounded by `low` and `high`) against block length, one per step count in its
+    colour, fewest steps first; x on a power-of-two axis. `rows`: one LLaDA model's, sorted by block length."""
+    lines = []
+    for steps, group in rows.group_by("steps", maintain_order=True):
+        lines.append((steps[0], Series(f"{steps[0]} steps", "line", tuple_of(group["block_length"]),
+                                       tuple_of(group[value]), tuple_of(group[low]), tuple_of(group[high]),
+                                       arch="llada", model=model)))
+    lines.sort(key=lambda pair: pair[0])
+    for steps, s in lines:
+        ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[steps], marker="o", markersize=4, capsize=2,
+                    label=s.label)
+    power_of_two_axis(ax, "x", rows["block_length"].unique().to_list())
+    return [s for _, s in lines]
 
 
 # ------------------------------------------------------------------ figure 11
@@ -342,39 +324,29 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
     LLaMA sits at 1 (one token per forward), LLaDA at N_out / steps (a CFG step counts two forwards). One panel
     per metric, one line per LLaDA model and generation length; the view the dLLM literature uses to compare
     samplers independently of the hardware."""
-    name = "quality_vs_tokens_per_forward"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
-    setting = quality_by_setting.filter((pl.col("hardware") == hardware) & (pl.col("continuation") == "generated")
+    frame = Frame.of("quality_vs_tokens_per_forward", df, vanilla=True)
+    df = frame.runs
+    setting = quality_by_setting.filter((pl.col("hardware") == frame.hardware)
+                                        & (pl.col("continuation") == "generated")
                                         & pl.col("metric").is_in(metrics) & pl.col("tokens_per_forward").is_not_null())
     if not setting.filter(pl.col("arch") == "llada").height:
         raise FigureSkipped("no LLaDA run has a quality value")
     setting, block_note = at_primary_block(setting)
     gen_colors = sequential_colors(setting["generation_length"].to_list(), "YlOrRd", 0.45, 0.95)
-    fig, axes = new_figure(len(metrics), columns=2, panel_size=(5.2, 4.0))
-    panels = []
-    for ax, metric in zip(axes, metrics):
+    for ax, metric in zip(frame.draw(len(metrics), columns=2, panel_size=(5.2, 4.0)), metrics):
         sub = setting.filter(pl.col("metric") == metric)
         series = []
         for key in sub.select("arch", "model", "generation_length").unique().sort(["arch", "model", "generation_length"]).iter_rows(named=True):
             rows = sub.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("tokens_per_forward")
-            label = f"{key['model']}, N_out = {key['generation_length']}"
-            s = Series(label, "points" if key["arch"] == "llama" else "line", tuple_of(rows["tokens_per_forward"]),
-                       tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
-                       arch=key["arch"], model=key["model"],
-                       markers=tuple("" if st is None else str(st) for st in rows["steps"].to_list()))
+            s = quality_series(f"{key['model']}, N_out = {key['generation_length']}", key["arch"], key["model"], rows,
+                               "tokens_per_forward")
             series.append(s)
             color = ARCH_COLOR["llama"] if key["arch"] == "llama" else gen_colors[key["generation_length"]]
             _draw_quality_series(ax, s, color)
         values = sorted({x for s in series for x in s.x})
         power_of_two_axis(ax, "x", values)
-        ax.set_title(METRIC_LABEL.get(metric, metric))
-        ax.set_xlabel("tokens per forward pass (N_out / forwards)")
-        ax.set_ylabel(metric_label(metric))
-        panels.append(Panel(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), "log2", "linear", tuple(series)))
-    figure_legend(fig, axes)
-    fig.suptitle("Quality vs tokens per forward pass")
+        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
+                    series)
     notes = (CI_NOTE + " LLaDA points are labelled with their step count; LLaMA generates one token per forward.",)
     notes += (block_note,) if block_note else ()
-    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes + _quality_notes(df),
-                                  warnings=_warnings(df)))
+    return frame.finish("Quality vs tokens per forward pass", notes + _quality_notes(df), df, warnings=_warnings(df))

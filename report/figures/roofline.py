@@ -12,18 +12,14 @@ from matplotlib.figure import Figure
 from report.figures.common import (
     ARCH_COLOR,
     ARCH_LABEL,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
-    attach,
-    impl_styles,
     caption,
-    new_figure,
-    one_hardware,
+    impl_styles,
     plain_log_axis,
     tuple_of,
 )
+from report.figures.frame import Frame
 from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
 
@@ -134,16 +130,16 @@ def roofline_figure(
     """The roofs of `profile` with the model's operators and, on top, each successful run as one measured
     operating point: faithful-model FLOPs over its bytes (x) against those FLOPs over the run's median
     latency (y)."""
-    name = "roofline"
-    hardware = one_hardware(df, name)
+    frame = Frame.of("roofline", df)
     points = predictions.filter(
-        (pl.col("fidelity") == "faithful") & (pl.col("hardware") == hardware)
+        (pl.col("fidelity") == "faithful") & (pl.col("hardware") == frame.hardware)
         & pl.col("measured_flops_per_s").is_not_null() & pl.col("arithmetic_intensity").is_not_null()
     )
     if not points.height:
         raise FigureSkipped("no successful run has a faithful roofline prediction to place on the roofline")
-    fig = roofline_plot(list(operator_points), profile)
-    ax = fig.axes[0]
+    frame.fig = roofline_plot(list(operator_points), profile)
+    frame.axes = frame.fig.axes
+    ax = frame.axes[0]
     series = [
         Series("matmul roof", "hline", (), (profile.peak_tensor_flops_per_s,)),
         Series("elementwise roof", "hline", (), (profile.peak_vector_ops_per_s,)),
@@ -165,10 +161,8 @@ def roofline_figure(
     xs = [x for s in series[3:] for x in s.x if x > 0]
     ax.set_xlim(min(low, min(xs) / 2), max(high, max(xs) * 2))
     ax.legend(fontsize="x-small", loc="lower right", ncols=2)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("performance (FLOP/s)")
-    ax.set_title(f"Roofline of {profile.name} with measured operating points")
-    panel = Panel(ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), "log", "log", tuple(series))
+    frame.panel(ax, f"Roofline of {profile.name} with measured operating points", "arithmetic intensity (FLOP/byte)",
+                "performance (FLOP/s)", "log", "log", series)
     notes = (
         (
             f"Operators: one LLaMA prefill, its last decode pass and one LLaDA step at {operator_setting} (faithful "
@@ -176,7 +170,7 @@ def roofline_figure(
         ),
         *_profile_notes(profile),
     )
-    return attach(fig, FigureData(name, hardware, _profile_caption(df, hardware, profile, overridden), (panel,), notes))
+    return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden), legend=False)
 
 
 def _by_implementation(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
@@ -197,17 +191,14 @@ def measured_vs_predicted(
     roofline allows. With a floor in the profile (host floor per eager forward, or dispatch floor per launch),
     filled marks include it and hollow marks are the roofs alone. A run measured faster than 0.9x its roofs-only
     prediction is circled in red and named "roofline violated": the roofs are a lower bound on time."""
-    name = "measured_vs_predicted"
-    hardware = one_hardware(df, name)
-    rows = predictions.filter((pl.col("hardware") == hardware) & pl.col("measured_latency_s").is_not_null())
+    frame = Frame.of("measured_vs_predicted", df)
+    rows = predictions.filter((pl.col("hardware") == frame.hardware) & pl.col("measured_latency_s").is_not_null())
     fidelities = [f for f in ("study", "faithful") if rows.filter(pl.col("fidelity") == f).height]
     if not rows.filter(pl.col("predicted_latency_s").is_not_null()).height:
         raise FigureSkipped("no successful run has a roofline prediction")
     dispatch = profile.dispatch_s > 0 or profile.host_floor_s > 0
     floor_label = " + host floor" if profile.host_floor_s > 0 else " + dispatch"
-    fig, axes = new_figure(len(fidelities), columns=2, panel_size=(5.0, 4.4))
-    panels = []
-    for ax, fidelity in zip(axes, fidelities):
+    for ax, fidelity in zip(frame.draw(len(fidelities), columns=2, panel_size=(5.0, 4.4)), fidelities):
         sub = rows.filter((pl.col("fidelity") == fidelity) & pl.col("predicted_latency_s").is_not_null())
         series = []
         styles = impl_styles(sub["impl"].to_list())
@@ -245,12 +236,9 @@ def measured_vs_predicted(
         plain_log_axis(ax, "y")
         skipped = rows.filter((pl.col("fidelity") == fidelity) & pl.col("out_of_scope").is_not_null()).height
         title = f"{fidelity} model" + (f" ({skipped} runs out of its scope)" if skipped else "")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel(f"predicted latency on {profile.name} (s)")
-        ax.set_ylabel("measured latency, median (s)")
+        frame.panel(ax, title, f"predicted latency on {profile.name} (s)", "measured latency, median (s)", "log",
+                    "log", series, title_size=10)
         ax.legend(fontsize="x-small", loc="upper left")
-        panels.append(Panel(title, ax.get_xlabel(), ax.get_ylabel(), "log", "log", tuple(series)))
-    fig.suptitle("Measured vs roofline-predicted end-to-end latency")
     notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _profile_notes(profile)
-    return attach(fig, FigureData(name, hardware, _profile_caption(df, hardware, profile, overridden),
-                                  tuple(panels), notes))
+    return frame.finish("Measured vs roofline-predicted end-to-end latency", notes,
+                        _profile_caption(df, frame.hardware, profile, overridden), legend=False)

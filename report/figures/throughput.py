@@ -8,26 +8,15 @@ from matplotlib.figure import Figure
 
 from report.figures.common import (
     ARCH_COLOR,
-    LLADA_AXES,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
     at_primary_block,
-    attach,
-    caption,
-    figure_legend,
-    length_groups,
-    length_title,
-    llada_label,
-    new_figure,
-    one_hardware,
+    llada_settings,
     steps_colors,
     tuple_of,
     value_axis,
-    varying,
 )
-from report.table import vanilla_runs
+from report.figures.frame import Frame, length_panels
 
 STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
 
@@ -36,20 +25,15 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
     """Median T_gen = B x N_out / L_e2e per batch size: one bar per model setting (LLaMA, then LLaDA per step
     count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
     (OOM, error). One panel per generation length."""
-    name = "throughput_by_batch"
-    df = vanilla_runs(df)  # LLaMA against LLaDA: vanilla runs only (variants have figures 12-14)
-    hardware = one_hardware(df, name)
-    runs, block_note = at_primary_block(df)
+    frame = Frame.of("throughput_by_batch", df, vanilla=True)
+    runs, block_note = at_primary_block(frame.runs)
     ok = runs.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
     if not ok.height:
         raise FigureSkipped("no successful runs with throughput samples")
-    groups = length_groups(ok)
-    prompts = [p for p, _ in groups]
+    lengths = length_panels(ok)
     colors = steps_colors(ok["steps"].drop_nulls().to_list())
-    fig, axes = new_figure(len(groups), columns=2, panel_size=(6.0, 3.8))
-    panels = []
-    for ax, (prompt, gen) in zip(axes, groups):
-        sub = runs.filter((pl.col("prompt_length") == prompt) & (pl.col("generation_length") == gen))
+    for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(6.0, 3.8)), lengths):
+        sub = at.of(runs)
         batches = sorted(sub["batch_size"].unique().to_list())
         variants = _variants(sub)
         width = 0.8 / max(len(variants), 1)
@@ -78,19 +62,12 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
         ax.set_xticks(np.arange(len(batches)), [str(b) for b in batches])
         yscale = value_axis(ax, [y for s in series if s.kind == "bars" for y in s.y], log_above_ratio=20.0)
         ax.grid(False, axis="x")
-        title = length_title(prompt, gen, prompts)
-        ax.set_title(title)
-        ax.set_xlabel("batch size B (sequences)")
-        ax.set_ylabel("throughput (tokens/s)")
-        panels.append(Panel(title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale,
-                            tuple(series)))
-    figure_legend(fig, axes)
-    fig.suptitle("Generation throughput by batch size")
+        frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale, series)
     notes = ("Bars: median over repetitions of B x N_out / end-to-end latency; error bars: interquartile range. "
              "Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
              "under 90% of N_out is useful.",)
     notes += (block_note,) if block_note else ()
-    return attach(fig, FigureData(name, hardware, caption(ok, hardware), tuple(panels), notes))
+    return frame.finish("Generation throughput by batch size", notes, ok)
 
 
 def _variants(sub: pl.DataFrame) -> list[tuple[str, str, str, int | None, pl.DataFrame]]:
@@ -98,13 +75,7 @@ def _variants(sub: pl.DataFrame) -> list[tuple[str, str, str, int | None, pl.Dat
     out = []
     for model in sorted(sub.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
         out.append((model, "llama", model, None, sub.filter(pl.col("model") == model)))
-    llada = sub.filter(pl.col("arch") == "llada")
-    for model in sorted(llada["model"].unique().to_list()):
-        rows = llada.filter(pl.col("model") == model)
-        axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
-        for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
-            chosen = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items()))
-            out.append((llada_label(model, key, axes), "llada", model, key["steps"], chosen))
+    out += [(label, "llada", model, steps, rows) for label, model, steps, rows in llada_settings(sub)]
     return out
 
 

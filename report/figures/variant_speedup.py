@@ -8,21 +8,16 @@ from matplotlib.figure import Figure
 
 from report.figures.common import (
     ARCH_LABEL,
-    FigureData,
     FigureSkipped,
-    Panel,
     Series,
-    attach,
-    caption,
     draw_impl_series,
-    figure_legend,
     impl_styles,
-    new_figure,
-    one_hardware,
+    matching,
     power_of_two_axis,
     tuple_of,
     value_axis,
 )
+from report.figures.frame import Frame
 
 # One panel per model, lengths and LLaDA schedule (steps, block): one line per variant in its own colour.
 PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length", "steps", "block_length")
@@ -34,18 +29,15 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
     size (log2): one line per variant with its interval, the roofline's predicted speedup at the same points
     dashed, y = 1 drawn. One panel per model, lengths and LLaDA step count and block.
     `df`: this hardware's rows of the flat table (for the caption); `variants`: report.variants.variant_table."""
-    name = "variant_speedup"
-    hardware = one_hardware(df, name)
-    rows = variants.filter((pl.col("hardware") == hardware) & pl.col("speedup").is_not_null())
+    frame = Frame.of("variant_speedup", df)
+    rows = variants.filter((pl.col("hardware") == frame.hardware) & pl.col("speedup").is_not_null())
     if not rows.height:
         raise FigureSkipped("no variant run has a vanilla run at the same grid point"
                             if variants.height else "no variant runs in this sweep")
     styles = impl_styles(rows["impl"].to_list())
     keys = rows.select(PANEL_KEYS).unique().sort(list(PANEL_KEYS), nulls_last=True).rows(named=True)
-    fig, axes = new_figure(len(keys), columns=2, panel_size=(5.2, 4.0))
-    panels = []
-    for ax, key in zip(axes, keys):
-        sub = rows.filter(pl.all_horizontal(pl.col(k).eq_missing(v) for k, v in key.items()))
+    for ax, key in zip(frame.draw(len(keys), columns=2, panel_size=(5.2, 4.0)), keys):
+        sub = matching(rows, key)
         series = []
         for impl in sorted(sub["impl"].unique().to_list()):
             points = sub.filter(pl.col("impl") == impl).sort("batch_size")
@@ -72,14 +64,10 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
         schedule = f", {key['steps']} steps, block {key['block_length']}" if key["steps"] is not None else ""
         title = (f"{key['model']} ({ARCH_LABEL.get(key['arch'], key['arch'])}){schedule}\n"
                  f"prompt {key['prompt_length']}, N_out = {key['generation_length']}")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlabel("batch size B (sequences)")
-        ax.set_ylabel("speedup over vanilla (x)")
-        panels.append(Panel(title, ax.get_xlabel(), ax.get_ylabel(), "log2", yscale, tuple(series)))
-    figure_legend(fig, axes)
-    fig.suptitle("Speedup of each variant over vanilla by batch size")
+        frame.panel(ax, title, "batch size B (sequences)", "speedup over vanilla (x)", "log2", yscale, series,
+                    title_size=10)
     notes = ("Speedup: vanilla's median end-to-end latency over the variant's at the same model, lengths, steps and "
              "batch. Error bars: the 95% BCa bootstrap CI of the ratio of medians when both runs have six "
              "repetitions, else the range of the ratio. Dashed: the faithful roofline's predicted speedup on this "
              "device's profile (a confidence rule costed at its measured forwards, else at the step cap).",)
-    return attach(fig, FigureData(name, hardware, caption(df, hardware), tuple(panels), notes))
+    return frame.finish("Speedup of each variant over vanilla by batch size", notes, df)
