@@ -29,6 +29,18 @@ def drop_host_read_kwargs(kwargs: dict[str, object]) -> None:
         kwargs.pop(name, None)
 
 
+def project_qkv(
+    attention: LlamaAttention, hidden_states: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The layer's query [B, H, S, D] and key and value [B, H_kv, S, D] before RoPE, as LlamaAttention projects
+    them: the modules that replace its forward (here and LLaDA's) must not drift from it."""
+    hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
+    query = attention.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    key = attention.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    value = attention.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+    return query, key, value
+
+
 class SyncFreeLlamaAttention(LlamaAttention):
     """LlamaAttention whose kernel never receives position ids (see the module docstring)."""
 
@@ -59,10 +71,7 @@ class SyncFreeLlamaAttention(LlamaAttention):
         """LlamaAttention's forward with the cache's own attention in place of the configured kernel."""
         assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
         input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
-        query = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H, S, D]
-        key = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
-        value = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        query, key, value = project_qkv(self, hidden_states)
         query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         key, value = cache.update(key, value, self.layer_idx)  # type: ignore[attr-defined]
         output = cache.attend(self, query, key, value, attention_mask)  # type: ignore[attr-defined]  # [B, S, H, D]

@@ -27,7 +27,7 @@ from transformers.models.llama.modeling_llama import (
     rotate_half,
 )
 
-from workers.models.attention import drop_host_read_kwargs
+from workers.models.attention import drop_host_read_kwargs, project_qkv
 from workers.models.cache_kwarg import pop_cache
 
 
@@ -68,10 +68,7 @@ class BidirectionalAttention(LlamaAttention):
         cache = pop_cache(kwargs)  # `cache` from transformers 5.24, `past_key_values` before
         assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
         input_shape = hidden_states.shape[:-1]
-        hidden_shape = (*input_shape, -1, self.head_dim)
-        q = self.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H, S, D]
-        k = self.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)  # [B, H_kv, S, D]
-        v = self.v_proj(hidden_states).view(hidden_shape).transpose(1, 2)
+        q, k, v = project_qkv(self, hidden_states)  # [B, H, S, D], [B, H_kv, S, D] x 2
         q, k = rotate_float32(q, k, *position_embeddings)
         if cache is not None:  # the cached variants' BlockCache: keys and values of every position
             k, v = cache.update(k, v, self.layer_idx)
