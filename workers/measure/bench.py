@@ -30,7 +30,7 @@ from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
-from workers.measure.side_by_side import Comparison, interleaved_rounds
+from workers.measure.side_by_side import BenchShape, Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
 from workers.models.loading import llama_config_for_shape
 from workers.samplers import ar_generate, llada_generate
@@ -46,19 +46,14 @@ AR_GOAL = 1.05
 
 
 @dataclass(frozen=True)
-class BenchConfig:
-    """One benchmark configuration; the defaults finish in about two minutes on 2 CPU cores."""
+class BenchConfig(BenchShape):
+    """One benchmark configuration; the defaults finish in about two minutes on 2 CPU cores. Prompts shorter
+    than `prompt_length` (down to half) are left-padded."""
 
-    batch: int = 4
-    prompt_length: int = 32  # the longest prompt; the others are left-padded (lengths down to half)
-    gen_length: int = 64  # LLaDA generation length and the AR n_new
-    block_length: int = 16
-    steps: int = 32
     warmup: int = 1
     repetitions: int = 5
     ar_warmup: int = 2
     ar_repetitions: int = 15
-    seed: int = 0
     threads: int = 0  # 0: every core this process may use
 
 

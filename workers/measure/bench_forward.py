@@ -28,7 +28,7 @@ import torch
 
 from specs.paths import PACKAGE_ROOT
 from specs.schema import Controls, ModelSpec
-from workers.measure.side_by_side import Comparison, interleaved_rounds
+from workers.measure.side_by_side import BenchShape, Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
 from workers.models.loading import LoadedModel, load_model
 from workers.samplers import ar_steps, llada_steps
@@ -39,16 +39,13 @@ MINIATURE = PACKAGE_ROOT / "models" / "miniature"
 
 
 @dataclass(frozen=True)
-class ForwardBench:
+class ForwardBench(BenchShape):
     """The shapes timed; the defaults finish in a few minutes on 2 CPU cores, compilation included."""
 
     batch: int = 1
-    prompt_length: int = 32
-    gen_length: int = 64
     block_length: int = 32
     steps: int = 16
     rounds: int = 7
-    seed: int = 0
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,18 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class BenchShape:
+    """The generation a bench times: batch, lengths, LLaDA's schedule, and the seed of its random prompts."""
+
+    batch: int = 4
+    prompt_length: int = 32  # the longest prompt where a bench pads the others
+    gen_length: int = 64  # LLaDA's generation length and the AR loop's new tokens
+    block_length: int = 16
+    steps: int = 32
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Raw samples of two contenders timed side by side, and whether their tokens agreed."""
 
