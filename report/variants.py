@@ -153,8 +153,9 @@ def payoff_table(variants: pl.DataFrame) -> pl.DataFrame:
 
 
 def first_below_one(batches: list[int], speedups: list[float | None]) -> int | None:
-    """The first batch size whose speedup is below 1 (the variant is slower than vanilla there), or None."""
-    return next((b for b, s in zip(batches, speedups) if s is not None and s < 1), None)
+    """The first batch size whose speedup is below 1 (the variant is slower than vanilla there), or None. A
+    speedup of 1 up to rounding is level, not below: two predictions that sit on the same host floor."""
+    return next((b for b, s in zip(batches, speedups) if s is not None and s < 1 and not _level(s)), None)
 
 
 def payoff_statement(batches: list[int], measured: list[float], predicted: list[float] | None) -> str:
@@ -164,14 +165,27 @@ def payoff_statement(batches: list[int], measured: list[float], predicted: list[
     return f"measured: {_verdict(batches, measured)}; roofline: {roofline}"
 
 
+def _level(speedup: float) -> bool:
+    return math.isclose(speedup, 1.0, rel_tol=1e-9)
+
+
+def _batch_list(batches: list[int]) -> str:
+    return ", ".join(map(str, batches))
+
+
 def _verdict(batches: list[int], speedups: list[float]) -> str:
-    stops = first_below_one(batches, speedups)
-    if stops is None and all(math.isclose(s, 1.0) for s in speedups):
+    level = [b for b, s in zip(batches, speedups) if _level(s)]
+    if len(level) == len(batches):
         # A compiled decode step on a datasheet profile: the same operators, no dispatch floor to remove.
         return "no change at any batch measured (speedup 1)"
+    stops = first_below_one(batches, speedups)
+    if stops is None and level:
+        # Both on the host floor at the small batches (an eager cache variant): the roofline sees no gain there.
+        paying = [b for b in batches if b not in level]
+        return f"no change at B = {_batch_list(level)} (speedup 1), pays off at B = {_batch_list(paying)}"
     if stops is None:
-        return f"pays off at every batch measured (B = {', '.join(map(str, batches))})"
-    if stops == batches[0]:
+        return f"pays off at every batch measured (B = {_batch_list(batches)})"
+    if all(b in level for b in batches if b < stops):
         return f"slower than vanilla already at B = {stops}"
     return f"stops paying off at B = {stops}"
 
