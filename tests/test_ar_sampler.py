@@ -6,7 +6,6 @@ from functools import cache
 
 import pytest
 import torch
-from transformers import DynamicCache
 
 from tests.sampler_models import EOS_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import ArStep, ar_generate, ar_steps

@@ -4,13 +4,11 @@ line naming the field: nothing is left to be found after a model has loaded."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from orchestrator.cli import main
 from specs.loader import PACKAGE_ROOT, SpecError, parse_spec

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +14,7 @@ from specs.loader import load_spec
 from specs.results import RunResult, RunStatus
 from specs.schema import Controls, HardwareRequirement, ModelSpec, QualitySpec, RunConfig
 from tests.worker_fixtures import (
-    one_thread,
+    one_thread,  # noqa: F401  (a fixture: usefixtures finds it by name)
     run_config,
 )
 from workers.measure import scenario

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 import traceback
 from dataclasses import dataclass
-from datetime import UTC, datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import torch

@@ -11,8 +11,6 @@ LLADA_GPU_FINDINGS names a file, appended to it as JSON lines.
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from typing import Any
 
@@ -21,24 +19,14 @@ import torch
 
 from specs.results import RunStatus
 from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
+from tests.gpu.findings import CUDA, record_finding
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-CUDA = torch.device("cuda", 0)
 MIB = 2**20
-FINDINGS_ENV = "LLADA_GPU_FINDINGS"
-
-
-def _finding(name: str, **values: Any) -> None:
-    line = json.dumps({"finding": name, "device": torch.cuda.get_device_name(CUDA), **values})
-    print(line)
-    path = os.environ.get(FINDINGS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
 
 
 def _model(arch: str, preset: str = "small", attention: str = "sdpa", dtype: str = "bfloat16"):  # noqa: ANN202
@@ -97,7 +85,7 @@ def test_cuda_event_times_agree_with_the_wall_clock(arch: str) -> None:
         e2e, steps = run.e2e.seconds(), [s.seconds() for s in run.steps]
         assert 0 < sum(steps) <= e2e * 1.001 and e2e <= wall * 1.001
         ratios.append(e2e / wall)
-    _finding("event_e2e_over_wall", arch=arch, ratios=ratios)
+    record_finding("event_e2e_over_wall", arch=arch, ratios=ratios)
     assert min(ratios) > 0.7  # events start when queued: only launch latency before the first kernel is lost
 
 
@@ -151,7 +139,7 @@ def test_an_out_of_memory_is_recorded_as_oom_and_the_worker_goes_on() -> None:
     assert result.memory is not None and result.memory.at_failure_allocated_bytes is not None
     after = worker.run(small, sweep="gpu", run_id="after")
     assert after.status == RunStatus.OK and after.model_load_s == 0.0 and worker.broken is None
-    _finding("oom_then_ok", free_bytes_before=free, fraction=fraction)
+    record_finding("oom_then_ok", free_bytes_before=free, fraction=fraction)
 
 
 # ---------------------------------------------------------------- no sync inside a step
@@ -213,7 +201,7 @@ def test_sdpa_and_flash_attention_give_the_same_bidirectional_logits_in_bf16() -
     scale = a.abs().max().item()
     max_diff = (a - b).abs().max().item()
     argmax_agree = (a.argmax(-1) == b.argmax(-1)).float().mean().item()
-    _finding("sdpa_vs_flash_bidirectional_bf16", max_abs_diff=max_diff, logit_scale=scale, argmax_agreement=argmax_agree)
+    record_finding("sdpa_vs_flash_bidirectional_bf16", max_abs_diff=max_diff, logit_scale=scale, argmax_agreement=argmax_agree)
     assert max_diff <= 0.05 * scale and argmax_agree >= 0.9
     # Bidirectional in both: changing the last token moves the first position's logits.
     changed = ids.clone()
@@ -245,7 +233,7 @@ def test_how_often_block_only_and_full_logits_commit_different_tokens_in_bf16() 
             differing_tokens += diff
             differing_steps += diff > 0
             committed += record.committed
-    _finding(
+    record_finding(
         "block_only_vs_full_logits_bf16", steps=settings["steps"], differing_steps=differing_steps,
         differing_tokens=differing_tokens, committed_tokens=committed,
         differing_token_rate=differing_tokens / committed,

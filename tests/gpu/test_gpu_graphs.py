@@ -10,8 +10,6 @@ loop's tokens. Findings are printed (-s) and appended to LLADA_GPU_FINDINGS when
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import time
 from typing import Any
@@ -20,24 +18,14 @@ import pytest
 import torch
 
 from specs.schema import Controls, ModelSpec
+from tests.gpu.findings import CUDA, record_finding
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 
-CUDA = torch.device("cuda", 0)
-FINDINGS_ENV = "LLADA_GPU_FINDINGS"
 GEN = {"gen_length": 64, "block_length": 32, "steps": 16}  # 2 blocks of 8 steps
-
-
-def _finding(name: str, **values: Any) -> None:
-    line = json.dumps({"finding": name, "device": torch.cuda.get_device_name(CUDA), **values})
-    print(line)
-    path = os.environ.get(FINDINGS_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
 
 
 def _model(arch: str, dtype: str = "float32") -> Any:
@@ -86,7 +74,7 @@ def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
             assert torch.equal(replayed, eager), f"seed {seed}: {(replayed != eager).sum().item()} tokens differ"
     expected = {"none": 1, "dual": 2, "prefix": 3}[cache]
     assert graphs.graphs == expected
-    _finding("llada_graph_token_exact", cache=cache, graphs=graphs.graphs, capture_s=graphs.capture_s)
+    record_finding("llada_graph_token_exact", cache=cache, graphs=graphs.graphs, capture_s=graphs.capture_s)
 
 
 @pytest.mark.parametrize("cache", ["none", "dual"])
@@ -117,7 +105,7 @@ def test_llada_replayed_step_costs_a_fraction_of_the_eager_host_time(cache: str)
 
     host_ms(None), host_ms(graphs)  # warm-up: kernels, allocator, the captures
     eager, replayed = host_ms(None), host_ms(graphs)
-    _finding("llada_step_host_ms", cache=cache, eager_median=statistics.median(eager),
+    record_finding("llada_step_host_ms", cache=cache, eager_median=statistics.median(eager),
              replayed_median=statistics.median(replayed), layers=loaded.model.config.num_hidden_layers)  # fmt: skip
     assert statistics.median(replayed) < 0.5 * statistics.median(eager)
 
@@ -144,4 +132,4 @@ def test_llama_live_decode_replays_the_eager_loops_tokens(padded: bool) -> None:
                 pass
             assert torch.equal(decoder.sequences, eager)
     assert compiled.graphs == 2
-    _finding("llama_live_decode_token_exact", padded=padded, compile_s=compiled.compile_s, kernel=compiled.kernel)
+    record_finding("llama_live_decode_token_exact", padded=padded, compile_s=compiled.compile_s, kernel=compiled.kernel)

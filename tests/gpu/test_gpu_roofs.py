@@ -11,14 +11,12 @@ import torch
 
 from specs.results import RunStatus
 from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
-from tests.gpu.test_gpu_device import _finding
+from tests.gpu.findings import CUDA, record_finding
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
-
-CUDA = torch.device("cuda", 0)
 
 
 def test_the_elementwise_roof_is_measured_where_it_streams() -> None:
@@ -28,7 +26,7 @@ def test_the_elementwise_roof_is_measured_where_it_streams() -> None:
 
     roofs = calibrate(CUDA, "bfloat16")
     streamed = roofs.memory_bandwidth_bytes_per_s / 6
-    _finding("roofs", vector_ops_per_s=roofs.vector_ops_per_s, streamed_ops_per_s=streamed,
+    record_finding("roofs", vector_ops_per_s=roofs.vector_ops_per_s, streamed_ops_per_s=streamed,
              matmul_flops_per_s=roofs.matmul_flops_per_s, bandwidth=roofs.memory_bandwidth_bytes_per_s)
     assert roofs.vector_bytes is not None and roofs.vector_bytes >= 3 * (256 << 20)
     assert 0.5 * streamed < roofs.vector_ops_per_s < 2.0 * streamed
@@ -53,7 +51,7 @@ def test_an_eager_llama_warmup_costs_what_a_repetition_costs() -> None:
     repetition = statistics.median(result.samples.latency_e2e_s)
     roofs = result.environment.measured_roofs
     assert roofs is not None and roofs.host_floor_s is not None
-    _finding("eager_llama_warmup", warmup_s=warmup, repetition_s=repetition, host_floor_s=roofs.host_floor_s,
+    record_finding("eager_llama_warmup", warmup_s=warmup, repetition_s=repetition, host_floor_s=roofs.host_floor_s,
              attention_kernel=result.environment.attention_kernel)
     assert "no cuDNN" in (result.environment.attention_kernel or "")
     assert roofs.host_floor_layers == result.model_shape.num_layers  # type: ignore[union-attr]
