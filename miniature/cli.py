@@ -8,7 +8,13 @@ import sys
 from pathlib import Path
 
 from miniature.corpus import CorpusError
-from miniature.pipeline import DEFAULT_CONFIGS, DEFAULT_OUT_DIR, DEFAULT_WORK_DIR, compare_heldout, run_pipeline
+from miniature.pipeline import (
+    DEFAULT_CONFIGS,
+    DEFAULT_OUT_DIR,
+    DEFAULT_WORK_DIR,
+    compare_heldout,
+    run_pipeline,
+)
 
 # Retraining on the same corpus, seed and thread count repeats the run; float reductions may still
 # differ across CPUs and thread counts, which moves the final held-out loss by far less than this.

@@ -13,8 +13,8 @@ from pathlib import Path
 from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
 from orchestrator.extrapolation import extrapolation_checks, format_checks
-from orchestrator.lock import LockHeldError, SweepLock
 from orchestrator.feasibility import refuse_unmeasurable_batches
+from orchestrator.lock import LockHeldError, SweepLock
 from orchestrator.plan import (
     PlanEstimate,
     PlannedRun,

@@ -10,7 +10,14 @@ import errno
 import os
 from pathlib import Path
 
-from specs.artifacts import CHECKSUMS_FILE, LOCK_FILE, MANIFEST_FILE, SweepLayout, holds_sweep, is_own_temporary
+from specs.artifacts import (
+    CHECKSUMS_FILE,
+    LOCK_FILE,
+    MANIFEST_FILE,
+    SweepLayout,
+    holds_sweep,
+    is_own_temporary,
+)
 
 PROBE_BYTES = 1 << 18  # room for a few results: a nearly full disk fails here, not after a run
 

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from specs.paths import resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
+from specs.paths import resolve_path
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
 

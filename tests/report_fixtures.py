@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from roofline.memory import llada_cache_bytes
 from specs.artifacts import Manifest, SweepLayout, canonical_json, sha256_file
 from specs.results import (
     Environment,
@@ -40,7 +41,6 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
-from roofline.memory import llada_cache_bytes
 from specs.shapes import preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"

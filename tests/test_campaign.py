@@ -16,8 +16,8 @@ from specs.passages import eligible_spans
 from specs.schema import RunConfig
 from tests.spec_fixtures import mutated, spec_from, tiny_spec, write_spec
 from workers.hardware import check_hardware
-from workers.prompts import load_prompt_examples
 from workers.models.tokenization import synthetic_tokenizer
+from workers.prompts import load_prompt_examples
 
 SHIPPED = sorted((PACKAGE_ROOT / "specs").glob("*.yaml"))
 CAMPAIGN = PACKAGE_ROOT / "specs" / "campaign-h100.yaml"

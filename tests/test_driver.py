@@ -16,7 +16,7 @@ from specs.artifacts import verify
 from specs.results import RunStatus
 from tests import fake_actors
 from tests.fake_actors import FAULT_DIR_ENV, FakeActor
-from tests.spec_fixtures import TINY, mutated, tiny_dict, spec_from
+from tests.spec_fixtures import TINY, mutated, spec_from, tiny_dict
 
 pytestmark = pytest.mark.ray
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from transformers import LlamaForCausalLM
 
 from tests.sampler_models import left_padded_prompts, tiny_config
-from transformers import LlamaForCausalLM
 from workers.models.attention import make_sync_free
 from workers.samplers import ar_generate, ar_steps
 from workers.samplers.compiled import CompiledDecode

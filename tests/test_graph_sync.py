@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specs.schema import LladaImpl, LlamaImpl
-from tests.test_sync_free import SyncCounter, StepTimer, _model
+from tests.test_sync_free import StepTimer, SyncCounter, _model
 from tests.worker_fixtures import one_thread, run_config  # noqa: F401 (fixture)
 from workers.measure.scenario import CompiledSteps, generate
 from workers.measure.timing import PerfCounterTimer

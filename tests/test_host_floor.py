@@ -7,6 +7,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from orchestrator.plan import plan_runs
 from report.predictions import profile_from_roofs, run_profile
 from roofline.hardware import get_hardware
 from roofline.predict import predict
@@ -14,7 +15,6 @@ from specs.results import MeasuredRoofs
 from specs.schema import LladaImpl, LlamaImpl
 from specs.shapes import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
-from orchestrator.plan import plan_runs
 from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, with_host_floor
 from workers.models.sdpa_backends import eager_llama_decode, without_cudnn_attention
 

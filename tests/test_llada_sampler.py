@@ -7,9 +7,9 @@ from functools import cache
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.sampler_models import MASK_ID, PAD_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import LladaStep, llada_generate, llada_steps, official_suppress_ids, transfer_schedule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs, run_id_for
-from tests.spec_fixtures import mutated, tiny_dict, spec_from
+from tests.spec_fixtures import mutated, spec_from, tiny_dict
 
 
 def test_llada_axes_never_multiply_llama_runs() -> None:
@@ -162,6 +162,7 @@ def test_extrapolation_skips_variants_whose_steps_differ() -> None:
 
 def test_bad_variants_name_the_field(tmp_path, capsys) -> None:
     import pytest
+
     from specs.loader import SpecError
 
     cases = [

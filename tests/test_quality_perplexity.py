@@ -9,8 +9,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from workers.quality.perplexity import TokenNll, continuation_nll, evaluator_pair
 from workers.models.tokenization import synthetic_tokenizer
+from workers.quality.perplexity import TokenNll, continuation_nll, evaluator_pair
 
 VOCAB = 97
 

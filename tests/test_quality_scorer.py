@@ -20,10 +20,10 @@ from specs.schema import (
     SyntheticSource,
 )
 from workers.models.loading import LoadedModel, load_model
+from workers.models.tokenization import decode_generation
 from workers.prompts import PromptExample, load_prompt_examples
 from workers.quality import QualityOutcome, QualityScorer
 from workers.quality.scorer import CALIBRATION_REFERENCE, CALIBRATION_UNRELATED, SYNTHETIC_EVALUATOR_NOTE
-from workers.models.tokenization import decode_generation
 
 PROMPT_LENGTH, GENERATION_LENGTH = 16, 12
 PROMPT_IDS = [0, 1, 2]

@@ -29,7 +29,7 @@ from specs.artifacts import verify
 from specs.results import RunStatus
 from tests import fake_actors
 from tests.fake_actors import FakeActor
-from tests.spec_fixtures import TINY, tiny_dict, spec_from
+from tests.spec_fixtures import TINY, spec_from, tiny_dict
 
 pytestmark = pytest.mark.ray
 

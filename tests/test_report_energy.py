@@ -139,10 +139,10 @@ def test_the_h200_campaign_states_its_extrapolated_energy(tmp_path: Path) -> Non
 def test_the_worker_flags_energy_scaled_from_timed_steps() -> None:
     from types import SimpleNamespace
 
+    from specs.results import ExtrapolatedLatency, Samples
     from tests.worker_fixtures import run_config
     from workers.measure.energy import EnergyReading
     from workers.measure.scenario import energy_record
-    from specs.results import ExtrapolatedLatency, Samples
 
     config = run_config("llada", steps=16, block_length=8, timed_steps=4)
     meter = SimpleNamespace(reading=EnergyReading("nvml", BOARD, joules=40.0, seconds=0.1))

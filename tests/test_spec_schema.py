@@ -6,7 +6,7 @@ import pytest
 
 from specs.loader import SpecError, load_spec, parse_spec
 from specs.shapes import PRESETS, preset_shape
-from tests.spec_fixtures import mutated, tiny_dict, spec_from
+from tests.spec_fixtures import mutated, spec_from, tiny_dict
 
 
 def test_shipped_smoke_spec_is_valid() -> None:

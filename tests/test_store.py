@@ -13,7 +13,7 @@ from orchestrator.plan import plan_runs
 from orchestrator.store import ArtifactStore, DifferentSpecError, atomic_write
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult, RunStatus
-from tests.spec_fixtures import TINY, mutated, tiny_dict, spec_from
+from tests.spec_fixtures import TINY, mutated, spec_from, tiny_dict
 
 
 def fake_result(run, status: RunStatus = RunStatus.OK) -> RunResult:

@@ -20,8 +20,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from specs.schema import Controls, LladaImpl, ModelSpec
 from tests.worker_fixtures import one_thread, run_config  # noqa: F401 (fixture)
-from workers.models.loading import load_model
 from workers.measure.scenario import generate
+from workers.models.loading import load_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

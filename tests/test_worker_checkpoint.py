@@ -18,8 +18,8 @@ from tests.worker_fixtures import (
     write_llada_checkpoint,
     write_sharded,
 )
-from workers.models.checkpoint import resolve_checkpoint
 from workers.errors import CheckpointFormatError, ModelNotAvailableError
+from workers.models.checkpoint import resolve_checkpoint
 from workers.models.llada_checkpoint import llada_to_llama_name, llama_config_from_llada
 from workers.models.llada_model import is_bidirectional
 from workers.models.loading import load_model

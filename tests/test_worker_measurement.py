@@ -11,8 +11,8 @@ from specs.results import Memory
 from workers.measure import memory as memory_module
 from workers.measure import timing
 from workers.measure.memory import CpuPeakRss, MemoryTracker, free_device_memory, memory_at_failure
-from workers.models.loading import weights_bytes
 from workers.measure.timing import CudaEventTimer, PerfCounterTimer, timer_for
+from workers.models.loading import weights_bytes
 
 CUDA = torch.device("cuda", 0)
 

@@ -9,8 +9,8 @@ from specs.schema import Controls, ModelSpec
 from specs.shapes import preset_shape
 from tests.worker_fixtures import one_thread
 from workers.errors import SpecMismatchError
-from workers.models.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
 from workers.measure.memory import current_rss_bytes
+from workers.models.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
 from workers.models.loading import attention_implementation, load_model
 
 CPU = torch.device("cpu")

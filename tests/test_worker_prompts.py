@@ -11,7 +11,6 @@ import torch
 
 from specs.schema import Prompts
 from workers.errors import PromptsError, SpecMismatchError
-from workers.prompts import load_prompt_examples, prompt_batches, read_passages
 from workers.models.tokenization import (
     chat_frame,
     decode_generation,
@@ -20,6 +19,7 @@ from workers.models.tokenization import (
     model_input_ids,
     synthetic_tokenizer,
 )
+from workers.prompts import load_prompt_examples, prompt_batches, read_passages
 
 SHIPPED = Prompts(dataset="specs/data/prompts.txt", count=8)
 CPU = torch.device("cpu")

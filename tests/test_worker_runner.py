@@ -18,8 +18,8 @@ from tests.worker_fixtures import (
     run_config,
 )
 from workers.measure import scenario
-from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
 from workers.measure.scenario import batch_seed
+from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
 
 TINY = load_spec("specs/tiny.yaml")
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -49,10 +49,10 @@ def test_runs_that_is_a_file(tmp_path: Path, capsys) -> None:
 def test_a_refused_result_is_kept_in_the_temporary_directory(tmp_path: Path, monkeypatch) -> None:
     import tempfile
 
-    from orchestrator.store import RESCUE_DIR_ENV, rescue_result
-    from tests.sweep_faults import ok_result
     from orchestrator.plan import plan_runs
+    from orchestrator.store import RESCUE_DIR_ENV, rescue_result
     from specs.loader import load_spec
+    from tests.sweep_faults import ok_result
 
     monkeypatch.delenv(RESCUE_DIR_ENV, raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from transformers import PreTrainedTokenizerBase
 
 from specs.loader import resolve_path
-from specs.passages import PassageError, count_spans, eligible_spans, is_local, local_passages, shortage_message
+from specs.passages import (
+    PassageError,
+    count_spans,
+    eligible_spans,
+    is_local,
+    local_passages,
+    shortage_message,
+)
 from specs.schema import Prompts
 from workers.errors import PromptsError
 

@@ -8,7 +8,17 @@ import polars as pl
 
 from report.document import Block, Document, Section
 from report.energy import energy_blocks
-from report.sections import findings, latency, memory, provenance, quality, roofline, setup, throughput, variants
+from report.sections import (
+    findings,
+    latency,
+    memory,
+    provenance,
+    quality,
+    roofline,
+    setup,
+    throughput,
+    variants,
+)
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
 

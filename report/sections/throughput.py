@@ -8,7 +8,14 @@ import polars as pl
 
 from report.document import Block, Table, fmt_float, fmt_rate
 from report.findings import CROSSOVER_ANCHOR
-from report.sections.cells import column_table, hardware_column, interval_cell, key_columns, simple, timed_cell
+from report.sections.cells import (
+    column_table,
+    hardware_column,
+    interval_cell,
+    key_columns,
+    simple,
+    timed_cell,
+)
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import USEFUL_FRACTION_FLAG
 
