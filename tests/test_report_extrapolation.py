@@ -8,7 +8,7 @@ import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
 
 from report.extrapolation import extrapolated_share, extrapolation_checks
-from report.sections import _extrapolation_blocks
+from report.sections import extrapolation_blocks
 from report.table import full_where_measured, results_table, vanilla_runs
 from specs.artifacts import SweepLayout
 from specs.results import ExtrapolatedLatency, RunResult
@@ -66,8 +66,8 @@ def test_the_check_pairs_the_extrapolation_with_its_full_run(runs) -> None:
 
 def test_the_latency_section_says_which_latencies_are_extrapolated(runs) -> None:
     full = llada_ok(runs)[0]
-    assert _extrapolation_blocks(results_table(runs)) == []  # nothing extrapolated: nothing said
-    blocks = _extrapolation_blocks(results_table([*runs, extrapolated_twin(full, 1.25)]))
+    assert extrapolation_blocks(results_table(runs)) == []  # nothing extrapolated: nothing said
+    blocks = extrapolation_blocks(results_table([*runs, extrapolated_twin(full, 1.25)]))
     assert "1 LLaDA run(s) timed only their first steps" in blocks[0].text
     assert blocks[1].rows[0][-2:] == ("1.25", f"{len(full.samples.latency_e2e_s)}, {len(full.samples.latency_e2e_s)}")
 
@@ -75,7 +75,7 @@ def test_the_latency_section_says_which_latencies_are_extrapolated(runs) -> None
 def test_unchecked_extrapolation_is_said_to_be_unchecked(runs) -> None:
     lone = llada_ok(runs)[0]
     table = results_table([*(r for r in runs if r.run_id != lone.run_id), extrapolated_twin(lone, 1.0)])
-    (paragraph,) = _extrapolation_blocks(table)
+    (paragraph,) = extrapolation_blocks(table)
     assert "unchecked" in paragraph.text
     assert extrapolation_checks(table).height == 0
 

@@ -2,9 +2,7 @@
 
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.latency import extrapolation_blocks
-from report.sections.latency import extrapolation_blocks as _extrapolation_blocks
 from report.sections.order import SECTIONS, build_document
 from report.sections.quality import BERTSCORE_WINDOW_NOTE
 
-__all__ = ["BERTSCORE_WINDOW_NOTE", "SECTIONS", "Blocks", "ReportInputs", "build_document", "extrapolation_blocks",
-           "_extrapolation_blocks"]
+__all__ = ["BERTSCORE_WINDOW_NOTE", "SECTIONS", "Blocks", "ReportInputs", "build_document", "extrapolation_blocks"]
