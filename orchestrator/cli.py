@@ -358,5 +358,13 @@ def _verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def entry() -> None:
+    """The `llada-bench` command: main's exit status, also when an interrupted Ray start left the interpreter
+    unable to tear down (orchestrator/cluster.exit_process)."""
+    from orchestrator.cluster import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

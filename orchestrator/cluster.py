@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass
+from typing import NoReturn
 
 from orchestrator.reaper import Watchdog, start_watchdog
 
@@ -22,6 +24,7 @@ CLUSTER_MODE_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 _connected = False  # this process called ray.init through connect(), so disconnect() undoes it
 _watchdog: Watchdog | None = None  # kills the local Ray's processes if this process dies
+_start_cut_short = False  # a ray.init that an interrupt (or an error) cut short: see exit_process()
 
 
 def connect(*, num_cpus: int | None = None) -> Capacity:
@@ -75,12 +78,14 @@ def capacity() -> Capacity:
 def disconnect() -> None:
     """Undo connect(): shut Ray down and make sure no process of a local Ray is left (also after a start
     that was interrupted half-way). Does nothing when this process did not connect through connect()."""
-    global _connected, _watchdog
+    global _connected, _watchdog, _start_cut_short
     if not _connected:
         return
     import ray
 
     known = _watchdog.snapshot() if _watchdog is not None else {}
+    if not ray.is_initialized():
+        _start_cut_short = True
     try:
         ray.shutdown()
     finally:
@@ -88,3 +93,15 @@ def disconnect() -> None:
         if _watchdog is not None:
             _watchdog.finish(known)
             _watchdog = None
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process with `code`. After a Ray start that was cut short (SIGTERM while ray.init waits on its
+    core worker), Ray's half-built native side can abort the interpreter's teardown, so the process would die
+    by SIGABRT or SIGSEGV instead of exiting with `code`; it then leaves at once, its output flushed. By then
+    every result and the manifest are written and closed, and the kernel releases the sweep's lock."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if _start_cut_short:
+        os._exit(code)
+    sys.exit(code)

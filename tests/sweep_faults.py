@@ -93,4 +93,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from orchestrator.cluster import exit_process
+
+    exit_process(main())  # as the `llada-bench` command ends

@@ -149,3 +149,20 @@ def test_nothing_of_ray_outlives_a_sigkilled_driver(tmp_path: Path) -> None:
         tracker.kill_leftovers()
     assert left == [], left
     assert len(tracker.seen) >= 4
+
+
+@pytest.mark.parametrize("cut_short", [False, True], ids=["Ray started or never asked", "Ray's start cut short"])
+def test_the_command_exits_with_its_status_and_skips_teardown_only_after_a_cut_short_ray_start(cut_short: bool) -> None:
+    """A half-built Ray can abort the interpreter's teardown (SIGABRT instead of status 3); exit_process then
+    leaves at once, with the status and the output intact. Otherwise the normal exit runs (atexit included)."""
+    code = (
+        "import atexit, orchestrator.cluster as cluster\n"
+        "atexit.register(lambda: print('teardown ran', flush=True))\n"
+        f"cluster._start_cut_short = {cut_short}\n"
+        "print('interrupted', end='')\n"
+        "cluster.exit_process(3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 3
+    assert done.stdout.startswith("interrupted")  # flushed before leaving
+    assert ("teardown ran" in done.stdout) is not cut_short
