@@ -23,6 +23,8 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("prompts", "join_passages"): False,
     ("llada_impl",): None,
     ("llama_impl",): None,
+    ("llada_impl", "graph"): False,
+    ("llama_impl", "decode_attention"): "static",
 }
 
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs, run_id_for
+from specs.loader import load_spec
+from specs.paths import PACKAGE_ROOT
 from tests.spec_fixtures import mutated, spec_from, tiny_dict
 
 
@@ -201,3 +205,25 @@ def test_run_config_stores_vanilla_as_none_and_checks_the_arch() -> None:
     assert explicit.llama_impl is None and run_id_for(explicit) == run_id_for(llama)
     with pytest.raises(ValidationError, match="llada_impl: applies to llada models only"):
         RunConfig.model_validate({**llama.model_dump(), "llada_impl": {"name": "d", "cache": "dual"}})
+
+
+@pytest.mark.parametrize("sweep", ["campaign-h100", "accel-8b"])
+def test_sweeps_run_by_an_earlier_version_keep_their_run_ids_and_resume(sweep: str) -> None:
+    """The H200 sweeps (results/h200, written at 966dbce, before the graph and decode-attention options
+    existed) plan to exactly the run ids of their artifacts: a field added later enters the id only when set."""
+    root = PACKAGE_ROOT / "results" / "h200" / sweep
+    planned = {run.run_id for run in plan_runs(load_spec(root / "spec.yaml"))}
+    assert planned == {path.stem for path in (root / "runs").glob("*.json")}
+
+
+def test_the_options_added_later_still_separate_runs_when_set() -> None:
+    (run,) = [r for r in plan_runs(load_spec(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "spec.yaml"))
+              if r.config.llada_impl is not None and r.config.llada_impl.cache == "dual" and r.config.batch_size == 1]
+    graph = run.config.model_copy(update={"llada_impl": run.config.llada_impl.model_copy(update={"graph": True})})
+    assert run_id_for(graph) != run.run_id
+    (llama,) = [r for r in plan_runs(load_spec(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "spec.yaml"))
+                if r.config.llama_impl is not None and r.config.batch_size == 1]
+    live = llama.config.model_copy(
+        update={"llama_impl": llama.config.llama_impl.model_copy(update={"decode_attention": "live"})}
+    )
+    assert run_id_for(live) != llama.run_id
