@@ -3,6 +3,8 @@ roofline to every eager forward; and the eager LLaMA decode's attention kept off
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
@@ -15,6 +17,7 @@ from specs.results import MeasuredRoofs
 from specs.schema import LladaImpl, LlamaImpl
 from specs.shapes import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
+from workers.measure import calibrate
 from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, with_host_floor
 from workers.models.sdpa_backends import eager_llama_decode, without_cudnn_attention
 
@@ -49,6 +52,20 @@ def test_the_host_floor_is_measured_on_the_model_with_its_layers() -> None:
     # The report costs that run on it, and the profile of a sweep without it keeps the dispatch floor.
     assert profile_from_roofs(roofs).host_floor_s == roofs.host_floor_s
     assert profile_from_roofs(ROOFS).host_floor_s == 0.0 and profile_from_roofs(ROOFS).dispatch_s == 2e-6
+
+
+def test_a_freed_model_leaves_no_host_floor_for_a_model_loaded_in_its_place() -> None:
+    """The floor is kept per model object, weakly: a model loaded later (possibly at the freed one's address)
+    is measured afresh, never given the freed model's floor and layer count."""
+    deep = _micro(8)
+    with_host_floor(ROOFS, deep, "cpu")
+    assert deep in calibrate._host_floors
+    gc.collect()  # earlier tests' dead models go first: between here and the next collection only `deep` is freed
+    kept = len(calibrate._host_floors)  # other tests' live models may hold entries too
+    del deep
+    gc.collect()
+    assert len(calibrate._host_floors) == kept - 1
+    assert with_host_floor(ROOFS, _micro(2), "cpu").host_floor_layers == 2
 
 
 def test_a_gpu_calibration_streams_its_elementwise_operands() -> None:

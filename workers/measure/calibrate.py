@@ -28,6 +28,7 @@ import json
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -52,7 +53,9 @@ MODEL_CALLS = 10
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _cache: dict[tuple[str, str, int], MeasuredRoofs] = {}
-_host_floors: dict[int, tuple[float, int]] = {}  # id(model) -> (seconds per eager forward, its layers)
+# model -> (seconds per eager forward, its layers); weak keys, so a model loaded later at a freed model's address
+# is measured afresh rather than inheriting its floor
+_host_floors: weakref.WeakKeyDictionary[torch.nn.Module, tuple[float, int]] = weakref.WeakKeyDictionary()
 
 
 def measured_roofs(device: torch.device | str, dtype: torch.dtype | str) -> MeasuredRoofs:
@@ -137,10 +140,9 @@ def _model_dispatch_s(device: torch.device, dtype: torch.dtype, timer: Callable[
 
 def with_host_floor(roofs: MeasuredRoofs, model: torch.nn.Module, device: torch.device | str) -> MeasuredRoofs:
     """`roofs` with the host floor of `model` (measured once per model object in this process)."""
-    key = id(model)
-    if key not in _host_floors:
-        _host_floors[key] = (host_floor_s(model, torch.device(device)), _num_layers(model))
-    floor_s, layers = _host_floors[key]
+    if model not in _host_floors:
+        _host_floors[model] = (host_floor_s(model, torch.device(device)), _num_layers(model))
+    floor_s, layers = _host_floors[model]
     return roofs.model_copy(update={"host_floor_s": floor_s, "host_floor_layers": layers})
 
 
