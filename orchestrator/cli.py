@@ -19,6 +19,7 @@ from orchestrator.plan import (
     PlanEstimate,
     PlannedRun,
     format_duration,
+    hardware_profile,
     plan_runs,
     predict_plan,
     predicted_not_to_fit,
@@ -79,12 +80,10 @@ def load_checked_spec(spec_arg: str) -> ExperimentSpec:
     spec = load_spec(spec_arg)
     profile = spec.controls.hardware.profile
     if profile is not None:
-        from roofline.hardware import get_hardware
-
         try:
-            get_hardware(profile)
-        except KeyError as exc:
-            raise SpecError(f"{spec_arg}: controls.hardware.profile: {exc.args[0]}") from None
+            hardware_profile(profile)
+        except SpecError as exc:
+            raise SpecError(f"{spec_arg}: {exc}") from None
     return spec
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from orchestrator.plan import PlannedRun
+from orchestrator.plan import PlannedRun, hardware_profile
 from specs.loader import SpecError
 from specs.schema import ExperimentSpec
 
@@ -43,12 +43,7 @@ def refuse_unmeasurable_batches(spec: ExperimentSpec, planned: list[PlannedRun])
 def _device_memory(spec: ExperimentSpec) -> tuple[str, int] | None:
     profile = spec.controls.hardware.profile
     if profile is not None:
-        from roofline.hardware import get_hardware
-
-        try:
-            hardware = get_hardware(profile)
-        except KeyError as exc:
-            raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
+        hardware = hardware_profile(profile)
         return f"profile {hardware.name}", hardware.memory_bytes
     if spec.controls.device == "cpu":
         return "this machine's RAM", os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -61,11 +56,10 @@ def _predicted_bytes(spec: ExperimentSpec, run: PlannedRun) -> tuple[int, str]:
     config = run.config
     profile = spec.controls.hardware.profile
     if profile is not None or config.model.shape() is not None:
-        from roofline.hardware import get_hardware
         from roofline.predict import predict_run
 
         # The memory model does not depend on the profile's speeds: without one, any profile serves.
-        hardware = get_hardware(profile or "a100-sxm4-80gb")
+        hardware = hardware_profile(profile or "a100-sxm4-80gb")
         return predict_run(config, hardware).peak_memory_bytes, "the roofline's memory model"
     tokens = config.batch_size * (config.prompt_length + config.generation_length)
     return tokens * TOKEN_ID_BYTES, "its token ids alone"

@@ -175,13 +175,9 @@ def predicted_not_to_fit(spec: ExperimentSpec, planned: list[PlannedRun]) -> dic
     Only when the spec asks (controls.skip_predicted_oom); otherwise the OOM wall is measured."""
     if not spec.controls.skip_predicted_oom or spec.controls.hardware.profile is None:
         return {}
-    from roofline.hardware import get_hardware
     from roofline.predict import predict_run
 
-    try:
-        hardware = get_hardware(spec.controls.hardware.profile)
-    except KeyError as exc:
-        raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
+    hardware = hardware_profile(spec.controls.hardware.profile)
     skipped = {}
     for run in planned:
         prediction = predict_run(run.config, hardware)
@@ -231,17 +227,23 @@ def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun], profile: str |
     if profile is None:
         return None
     from orchestrator.walltime import SWEEP_START_S, load_seconds
-    from roofline.hardware import get_hardware
 
-    try:
-        hardware = get_hardware(profile)
-    except KeyError as exc:
-        raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
+    hardware = hardware_profile(profile)
     loads: dict[str, float] = {}
     for run in planned:
         loads.setdefault(run.config.model.name, load_seconds(run.config, hardware))
     return PlanEstimate(hardware.name, {run.run_id: predicted_run_seconds(run.config, hardware) for run in planned},
                         loads, SWEEP_START_S if planned else 0.0)
+
+
+def hardware_profile(name: str) -> HardwareProfile:
+    """The roofline profile a spec names; an unknown name is a SpecError on `controls.hardware.profile`."""
+    from roofline.hardware import get_hardware
+
+    try:
+        return get_hardware(name)
+    except KeyError as exc:
+        raise SpecError(f"controls.hardware.profile: {exc.args[0]}") from None
 
 
 def format_duration(seconds: float) -> str:
