@@ -19,6 +19,8 @@ import torch
 from transformers import LlamaForCausalLM
 from transformers.models.llama.modeling_llama import LlamaAttention, apply_rotary_pos_emb
 
+from workers.models.cache_kwarg import find_cache
+
 # Keyword arguments that make a kernel read tensor values on the host (transformers 5.x flash path).
 HOST_READ_KWARGS = ("position_ids",)
 
@@ -54,7 +56,7 @@ class SyncFreeLlamaAttention(LlamaAttention):
         # The KV cache travels in kwargs under whichever name the installed transformers uses
         # (workers/models/cache_kwarg.py), so it reaches the parent's forward as the parent expects it.
         drop_host_read_kwargs(kwargs)
-        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        cache = find_cache(kwargs)
         if getattr(cache, "attend", None) is not None:
             return self._forward_with_cache_attention(hidden_states, position_embeddings, attention_mask, cache)
         return super().forward(

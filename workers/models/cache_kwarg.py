@@ -22,7 +22,15 @@ def cache_kwargs(cache: object) -> dict[str, object]:
     return {CACHE_KWARG: cache}
 
 
+def find_cache(kwargs: dict[str, object]) -> object | None:
+    """The cache in an attention module's keyword arguments, under either name (None: no cache)."""
+    new = kwargs.get("cache")
+    return new if new is not None else kwargs.get("past_key_values")
+
+
 def pop_cache(kwargs: dict[str, object]) -> object | None:
     """Remove the cache from an attention module's keyword arguments, under either name, and return it."""
-    new, old = kwargs.pop("cache", None), kwargs.pop("past_key_values", None)
-    return new if new is not None else old
+    cache = find_cache(kwargs)
+    kwargs.pop("cache", None)
+    kwargs.pop("past_key_values", None)
+    return cache

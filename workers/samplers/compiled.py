@@ -25,12 +25,11 @@ from transformers import StaticCache
 
 from workers.models.attention import SyncFreeLlamaAttention
 from workers.models.cache_kwarg import cache_kwargs
-from workers.samplers.graphs import raise_recompile_limit
+from workers.samplers.graphs import RECOMPILE_LIMIT, raise_recompile_limit
 from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
 
 LAST_POSITION_ONLY = 1
 STATIC_KERNEL = "transformers {kernel} over every position of a StaticCache"
-RECOMPILE_LIMIT = 64  # graphs a compiled step may specialise into (one per live bucket); torch's default is 8
 
 
 class CompiledDecode:

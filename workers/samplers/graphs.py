@@ -30,7 +30,8 @@ from torch import Tensor
 # buffers) happen there, outside the graph's private memory pool.
 CAPTURE_WARMUP_ITERS = 2
 
-# Signatures one compiled function may specialise into on a CPU (a prefix cache: one per block); torch's is 8.
+# Signatures one compiled function may specialise into (a CPU prefix cache: one per block; a live decode: one per
+# bucket); torch's default is 8.
 RECOMPILE_LIMIT = 64
 
 Key = tuple[tuple[tuple[int, ...], torch.dtype] | None, ...]

@@ -104,11 +104,8 @@ class LladaForward:
                 forwards = 2
             start, end = self._feed
             cache.feed_from(start)
-            attn = self.attn
-            if attn is not None and attn.ndim == 4:
-                attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
             logits = self.model(
-                x[:, start:end], attention_mask=attn, position_ids=self._feed_positions, **cache_kwargs(cache),
+                x[:, start:end], attention_mask=self._fed_attention(), position_ids=self._feed_positions, **cache_kwargs(cache),
                 use_cache=False, logits_to_keep=self._feed_keep,
             ).logits  # fmt: skip
         if self.cfg_scale > 0:
@@ -129,11 +126,17 @@ class LladaForward:
             graphs.full_logits(x, keep, self.attn)
             forwards = 2
         start, end = self._feed
-        attn = self.attn
-        if attn is not None and attn.ndim == 4:
-            attn = attn[:, :, start:end]  # [B, 1, end - start, L]: the fed queries' rows
         assert self._feed_positions is not None and self._feed_keep is not None
-        return graphs.cached_logits(x[:, start:end], self._feed_positions, self._feed_keep, attn), forwards
+        return graphs.cached_logits(
+            x[:, start:end], self._feed_positions, self._feed_keep, self._fed_attention()
+        ), forwards
+
+    def _fed_attention(self) -> Tensor | None:
+        """The padding mask's rows of the positions a cached forward feeds: `[B, 1, end - start, L]` (a 4-D
+        mask), or the mask as it is."""
+        start, end = self._feed
+        attn = self.attn
+        return attn[:, :, start:end] if attn is not None and attn.ndim == 4 else attn
 
 
 def prepare_attention_mask(
