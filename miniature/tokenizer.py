@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Iterable
-from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -53,8 +52,3 @@ def unigram_entropy_nats(token_ids: Iterable[int]) -> float:
     counts = Counter(token_ids)
     total = sum(counts.values())
     return -sum(c / total * math.log(c / total) for c in counts.values())
-
-
-def save_tokenizer(tokenizer: PreTrainedTokenizerFast, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    tokenizer.save_pretrained(str(directory))

@@ -100,12 +100,6 @@ def fmt_seconds(value: float | None) -> str:
     return f"{value:.3g} s"
 
 
-def fmt_interval(low: float | None, high: float | None) -> str:
-    if low is None or high is None:
-        return "–"
-    return f"[{fmt_seconds(low)}, {fmt_seconds(high)}]"
-
-
 def fmt_bytes(value: float | None) -> str:
     if value is None:
         return "–"

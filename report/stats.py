@@ -94,10 +94,6 @@ def _median_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median(x, axis=axis)
 
 
-def _mean_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(x, axis=axis)
-
-
 def interval(
     samples: Sequence[float] | np.ndarray | None,
     statistic: Callable[..., np.ndarray] = _median_axis,
@@ -169,11 +165,6 @@ def rank_interval(
     draws = np.asarray(result.bootstrap_distribution)
     low, high = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2], method="inverted_cdf")
     return Interval(float(low), float(high), PERCENTILE_CI, n)
-
-
-def mean_interval(samples: Sequence[float] | np.ndarray | None, **kwargs: float) -> Interval:
-    """The interval of the mean (quality over prompts)."""
-    return interval(samples, _mean_axis, **kwargs)  # type: ignore[arg-type]
 
 
 def summarize(samples: Sequence[float] | None) -> Summary:

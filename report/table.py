@@ -316,12 +316,6 @@ def quality_notes(table: pl.DataFrame) -> list[str]:
     return sorted(part for part in parts if part)
 
 
-def quality_metrics_present(table: pl.DataFrame) -> list[str]:
-    """Metrics with at least one value among ok runs, in QUALITY_METRICS order."""
-    ok = table.filter(pl.col("status") == "ok")
-    return [m for m in QUALITY_METRICS if ok.height and ok[f"{m}_mean"].drop_nulls().len() > 0]
-
-
 def provenance_notes(table: pl.DataFrame) -> list[str]:
     """One line per model that ships a training log: trained here, its size, tokens seen and held-out loss."""
     rows = table.filter(pl.col("provenance_parameters").is_not_null()).unique("model").sort("model")

@@ -147,12 +147,6 @@ def elementwise(
     )
 
 
-# The study's elementwise byte rules (2-byte elements): read the input, write the output, and read a
-# second operand for add/mul.
-UNARY_BYTES_PER_ELEMENT = 2 * BYTES_PER_ELEMENT
-BINARY_BYTES_PER_ELEMENT = 3 * BYTES_PER_ELEMENT
-
-
 def norm(name: str, rows: int, cols: int, *, count: int = 1, element_bytes: int = BYTES_PER_ELEMENT) -> Operator:
     """A norm over X[rows, cols]: unary traffic plus the two parameter vectors the study reads (+4*cols)."""
     return elementwise(
