@@ -165,7 +165,7 @@ def test_llada_schedule_errors(kwargs: dict, message: str) -> None:
         estimate_llada(LLADA, STUDY_HW, prompt_len=16, **kwargs)
 
 
-# The README section quotes these (LLaDA-8B, 128 + 512 tokens, 256 steps, block 32, batch 1).
+# docs/roofline.md quotes these (LLaDA-8B, 128 + 512 tokens, 256 steps, block 32, batch 1).
 README_FIGURES_MS = {
     ("study-a6000", "study"): 7633.4187,
     ("study-a6000", "faithful"): 12742.8743,
