@@ -15,7 +15,6 @@ from report import stats
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
-from roofline.operators import element_bytes_of
 from roofline.predict import predict_run
 from specs.results import MeasuredRoofs, RunResult
 from specs.shapes import ModelShape, preset_shape
@@ -56,23 +55,12 @@ VIOLATION_FRACTION = 0.9
 
 def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
     """A roofline profile from a device's measured roofs: the matmul peak (in the run's dtype) as the compute
-    roof, the elementwise rate as the vector roof, the copy bandwidth, the per-op dispatch floor, and the host
-    floor per eager forward.
-
-    A GPU calibration that timed its elementwise multiply on 65,536 elements (artifacts without `vector_bytes`)
-    measured one launch-bound kernel, ~100x below what the GPU streams: its vector roof is floored at the rate
-    the measured bandwidth implies for that multiply (two operands read, one written). A GPU run without a
-    measured host floor takes its datasheet profile's (roofline/hardware.py), where one matches its name."""
+    roof, the copy bandwidth, the per-op dispatch floor, the host floor per eager forward, and a vector roof
+    that charges no byte (`vector_roof`). A GPU run without a measured host floor takes its datasheet profile's
+    (roofline/hardware.py), where one matches its name."""
     threads = f", {roofs.threads} threads" if roofs.threads else ""
-    vector, notes = roofs.vector_ops_per_s, ""
+    vector, notes = vector_roof(roofs)
     gpu = roofs.device not in ("cpu", "unknown")
-    if gpu and roofs.vector_bytes is None:
-        implied = roofs.memory_bandwidth_bytes_per_s / (3 * element_bytes_of(roofs.dtype))
-        if implied > vector:
-            vector = implied
-            notes += (f"; vector roof {implied / 1e12:.3g} Tops/s, what the measured bandwidth streams an elementwise "
-                      f"multiply at (its own measurement, {roofs.vector_ops_per_s / 1e9:.3g} Gop/s on 65,536 "
-                      "elements, is one launch-bound kernel)")
     floor_s, floor_layers = roofs.host_floor_s, roofs.host_floor_layers
     if floor_s is None and gpu:
         named = hardware_for_gpu_name(roofs.device)
@@ -90,6 +78,42 @@ def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
         host_floor_s=floor_s or 0.0,
         host_floor_layers=floor_layers or 32,
         source=f"measured by workers/measure/calibrate.py in the sweep's worker: {roofs.method}{notes}",
+    )
+
+
+def vector_roof(roofs: MeasuredRoofs) -> tuple[float, str]:
+    """The elementwise (CUDA-core) roof the roofline charges work at, and a note for the profile's source.
+
+    The roofline costs an operator at max(work / roof, bytes / bandwidth) (roofline/phase.py): its DRAM traffic
+    is charged through the measured bandwidth, so the vector roof must be an arithmetic rate that moves no
+    byte, or every elementwise op pays for its bytes a second time and the softmax fused into attention (no DRAM
+    traffic, roofline/forward.py) pays a bandwidth-bound rate for work done in registers.
+
+    On a GPU the calibration's elementwise multiply streams its operands from DRAM (256 MiB each;
+    workers/measure/calibrate.py): its rate is the bandwidth over 3 x element bytes, ~0.7 Top/s on an H200,
+    a second measurement of the bandwidth. The vector roof is the datasheet's CUDA-core rate instead (SMs x FP32
+    lanes x boost clock, roofline/hardware.py: 33.5 Top/s on an H100 or H200), not a kernel timed here: measuring
+    an arithmetic-bound rate takes a fused kernel (a Triton FMA chain through torch.compile, which needs a C
+    compiler the offline lease may lack, and seconds of compilation in every worker), and a peak above what a
+    kernel attains only makes the roofs a safer lower bound. No elementwise op of either model comes near it
+    (their intensity is at most 1 op per 4 bytes, the CUDA cores' ridge 7-8 ops per byte on an H200), so it decides only
+    the fused softmax and nothing else. A GPU without a datasheet profile takes its measured matmul peak: no
+    GPU's CUDA cores outrun its tensor cores, so the bound holds and no byte is charged twice.
+
+    On a CPU the multiply's 65,536-element operands stay in cache, as the tiny models' tensors do: its time is
+    arithmetic and cache traffic, while DRAM traffic is charged through the 128 MiB copy's bandwidth."""
+    if roofs.device in ("cpu", "unknown"):
+        return roofs.vector_ops_per_s, ""
+    named = hardware_for_gpu_name(roofs.device)
+    if named is not None:
+        return named.peak_vector_ops_per_s, (
+            f"; vector roof {named.peak_vector_ops_per_s / 1e12:.3g} Top/s, the CUDA cores' datasheet rate from profile "
+            f"{named.name} (the calibration's streamed multiply, {roofs.vector_ops_per_s / 1e9:.3g} Gop/s, is "
+            "bandwidth-bound: its bytes are charged through the bandwidth)"
+        )
+    return roofs.matmul_flops_per_s, (
+        f"; vector roof = the measured matmul peak (no datasheet profile for {roofs.device}; the calibration's "
+        f"streamed multiply, {roofs.vector_ops_per_s / 1e9:.3g} Gop/s, is bandwidth-bound)"
     )
 
 

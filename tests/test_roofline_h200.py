@@ -25,7 +25,11 @@ from report.predictions import (
 from report.render import SweepLayout, _load, render_report
 from report.table import results_table
 from specs.artifacts import verify
+from roofline.forward import ForwardPass, forward_operators
+from roofline.hardware import get_hardware
+from roofline.phase import cost_of
 from specs.paths import PACKAGE_ROOT
+from specs.shapes import preset_shape
 
 DATA = Path(__file__).parent / "data" / "h200"
 SWEEPS = ("campaign-h100", "accel-8b")
@@ -67,21 +71,40 @@ def test_the_report_flags_no_violation_and_gives_the_efficiency_per_implementati
     assert not re.search(r"\d VIOLATED", text)  # no latency-table cell flags a run
 
 
-def test_an_old_launch_bound_vector_roof_is_floored_and_the_host_floor_comes_from_the_named_profile(
-    tmp_path: Path,
-) -> None:
+def test_the_vector_roof_charges_no_byte_and_the_host_floor_comes_from_the_named_profile(tmp_path: Path) -> None:
+    """The calibration's elementwise multiply is bandwidth-bound on a GPU (here 65,536 elements, one launch-bound
+    kernel; since then 256 MiB streamed): the vector roof is the CUDA cores' datasheet rate, so an elementwise op
+    costs its bytes over the bandwidth once, and the softmax fused into attention no bandwidth-bound time."""
     results, _ = _load(SweepLayout(_unpack("campaign-h100", tmp_path)), strict=True)
     roofs = measured_roofs_of(results, "NVIDIA H200")
     assert roofs is not None and roofs.vector_bytes is None and roofs.host_floor_s is None
     assert roofs.vector_ops_per_s < 1e10  # 65,536 elements: one launch-bound kernel
     profile = profile_from_roofs(roofs)
-    assert profile.peak_vector_ops_per_s == pytest.approx(roofs.memory_bandwidth_bytes_per_s / 6)
+    assert profile.peak_vector_ops_per_s == get_hardware("h200").peak_vector_ops_per_s == 33.5e12
     assert profile.peak_tensor_flops_per_s == roofs.matmul_flops_per_s  # measured where reached: kept
     assert profile.host_floor_s == pytest.approx(0.024) and profile.host_floor_layers == 32
-    # The same roofs with the new calibration's fields are trusted as measured.
-    fresh = roofs.model_copy(update={"vector_bytes": 3 << 28, "host_floor_s": 0.03, "host_floor_layers": 32})
-    assert profile_from_roofs(fresh).peak_vector_ops_per_s == roofs.vector_ops_per_s
-    assert profile_from_roofs(fresh).host_floor_s == 0.03
+    # A streamed calibration (the current one) is bandwidth-bound too: the same datasheet roof.
+    streamed = roofs.model_copy(update={"vector_bytes": 3 << 28, "vector_ops_per_s": 0.7e12, "host_floor_s": 0.03,
+                                        "host_floor_layers": 32})
+    assert profile_from_roofs(streamed).peak_vector_ops_per_s == 33.5e12
+    assert profile_from_roofs(streamed).host_floor_s == 0.03
+    # A GPU without a datasheet profile: its matmul peak, never the streamed rate.
+    unnamed = streamed.model_copy(update={"device": "NVIDIA Z1"})
+    assert profile_from_roofs(unnamed).peak_vector_ops_per_s == roofs.matmul_flops_per_s
+    # Every byte once: one LLaDA-8B forward at B = 1, L = 768 (bf16) charges its elementwise ops their bytes over
+    # the bandwidth and no more (a unary op was charged 1.5x its bytes, the fused softmax ~1.2 ms of phantom time).
+    ops = forward_operators(preset_shape("llada", "8b"), ForwardPass(1, 768, 768, "none", 768))
+    profile = profile.model_copy(update={"dispatch_s": 0.0})  # the roofs alone, no launch floor
+    vector_ops = [op for op in ops if op.unit == "vector"]
+    nonlinear_s = cost_of(vector_ops, profile).time_s["nonlinear"]
+    bytes_s = sum(op.count * op.bytes_ for op in vector_ops) / profile.memory_bandwidth_bytes_per_s
+    assert bytes_s < nonlinear_s < 1.02 * bytes_s  # the softmax's registers-only work: 18 us
+    softmax = next(op for op in ops if op.name == "softmax")
+    assert softmax.bytes_ == 0 and cost_of([softmax], profile).total_time_s < 2e-5
+    # At the streamed rate the softmax took ~0.9 ms of phantom time and the elementwise ops ~1.5x their bytes.
+    streamed_rate = profile.model_copy(update={"peak_vector_ops_per_s": profile.memory_bandwidth_bytes_per_s / 6})
+    assert cost_of([softmax], streamed_rate).total_time_s > 8e-4
+    assert cost_of(vector_ops, streamed_rate).time_s["nonlinear"] > 1.5 * bytes_s
 
 
 def test_a_violation_is_flagged_when_a_run_beats_its_roofs(tmp_path: Path) -> None:

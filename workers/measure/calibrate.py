@@ -3,10 +3,13 @@ elementwise rate, memory bandwidth, per-operator dispatch floor), so the rooflin
 against the device that ran them. Workers measure once per process, device and dtype and record it in each
 run's environment.
 
-Each roof is measured where it is reached. On a GPU the elementwise multiply streams 256 MiB operands: a small
-one is a single launch-bound kernel (65,536 elements measured 8.1e9 op/s on an H200, ~100x below what it
-streams), and every elementwise op of a forward would be charged at that rate. On CPU the operand stays
-cache-resident, as the tiny models' tensors are. The copy moves 1 GiB (GPU) or 128 MiB (CPU, far past the caches).
+Each roof is measured where it is reached. The elementwise multiply is recorded, but on a GPU it is not the
+vector roof: it streams 256 MiB operands (a small one is a single launch-bound kernel: 65,536 elements measured
+8.1e9 op/s on an H200), so its rate is the bandwidth over 3 x element bytes, and the roofline, which charges an
+operator's bytes through the bandwidth, would charge them twice. The report takes the CUDA cores' datasheet rate
+as a GPU's vector roof (report/predictions.py `vector_roof`, where the choice is argued). On CPU the operand stays
+cache-resident, as the tiny models' tensors are: what it times is arithmetic and cache traffic, no DRAM. The copy
+moves 1 GiB (GPU) or 128 MiB (CPU, far past the caches).
 
 The dispatch floor is what one operator of an eager transformers decoder costs when its work is nothing: a
 forward pass of a micro LlamaForCausalLM (every tensor a few elements) divided by the kernel launches the
@@ -39,7 +42,7 @@ from specs.results import MeasuredRoofs
 CPU_MATMUL_N, GPU_MATMUL_N = 768, 8192
 CPU_COPY_BYTES, GPU_COPY_BYTES = 128 << 20, 1 << 30
 CPU_VECTOR_ELEMENTS = 1 << 16  # a cache-resident operand, as the tiny models' tensors are
-GPU_VECTOR_BYTES = 256 << 20  # per operand: the rate an elementwise op streams at, never one launch's floor
+GPU_VECTOR_BYTES = 256 << 20  # per operand: what an elementwise op streams at (recorded; not the GPU's vector roof)
 HOST_FLOOR_CALLS = 3
 DISPATCH_CALLS = 2000
 REPEATS = 5  # best of: the roof is what the machine can do, not its average under interruptions
