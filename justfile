@@ -57,7 +57,7 @@ test-latest VENV="build/venv-latest" *ARGS:
     {{VENV}}/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
     {{VENV}}/bin/python -m pytest -m "not slow" -q {{ARGS}}
 
-# Speed benchmarks: samplers against their baselines, host time per forward eager vs compiled, roofline evaluation cost
+# Speed benchmarks: samplers against their baselines, time per forward eager vs compiled, roofline evaluation cost
 bench:
     python -m workers.measure.bench
     python -m workers.measure.bench_forward

@@ -4,6 +4,7 @@ roofline to every eager forward; and the eager LLaMA decode's attention kept off
 from __future__ import annotations
 
 import gc
+import time
 
 import pytest
 import torch
@@ -18,7 +19,7 @@ from specs.schema import LladaImpl, LlamaImpl
 from specs.shapes import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
 from workers.measure import calibrate
-from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, with_host_floor
+from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, host_seconds, with_host_floor
 from workers.models.sdpa_backends import eager_llama_decode, without_cudnn_attention
 
 ROOFS = MeasuredRoofs(device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,
@@ -66,6 +67,36 @@ def test_a_freed_model_leaves_no_host_floor_for_a_model_loaded_in_its_place() ->
     gc.collect()
     assert len(calibrate._host_floors) == kept - 1
     assert with_host_floor(ROOFS, _micro(2), "cpu").host_floor_layers == 2
+
+
+class FakeDevice:
+    """A device queue in wall time: a forward queues `device_s` of work; a sync waits until the queue is empty."""
+
+    def __init__(self, device_s: float) -> None:
+        self.device_s, self.busy_until = device_s, 0.0
+
+    def sync(self) -> None:
+        time.sleep(max(0.0, self.busy_until - time.perf_counter()))
+
+    def forward(self, *, host_s: float, syncs_inside: bool) -> None:
+        if syncs_inside:  # LLaMA's uncached forward: transformers' mask code reads a device value on the host
+            self.sync()
+        time.sleep(host_s)
+        self.busy_until = max(self.busy_until, time.perf_counter()) + self.device_s
+
+
+@pytest.mark.parametrize("syncs_inside", [False, True], ids=["llada-like", "llama-like"])
+def test_the_host_floor_is_host_time_whether_or_not_the_forward_syncs(syncs_inside: bool) -> None:
+    """Device work queued by earlier calls (30 ms each) never enters the interval, with a sync inside the forward
+    or without: both models' floors are the host's 2 ms, measured the same way."""
+    device = FakeDevice(device_s=0.03)
+    seconds = host_seconds(lambda: device.forward(host_s=0.002, syncs_inside=syncs_inside), device.sync, calls=3)
+    assert 0.002 <= seconds < 0.015
+    # Without draining first, the llama-like forward would have waited for the previous call's device work.
+    device.forward(host_s=0.002, syncs_inside=False)
+    start = time.perf_counter()
+    device.forward(host_s=0.002, syncs_inside=True)
+    assert time.perf_counter() - start > 0.02
 
 
 def test_a_gpu_calibration_streams_its_elementwise_operands() -> None:

@@ -1,4 +1,9 @@
-"""Host time per forward on this machine, eager against compiled (CUDA-graph-captured on a GPU), side by side.
+"""Time per forward on this machine, eager against compiled (CUDA-graph-captured on a GPU), side by side.
+
+What it times is the forward's interval on the timer of the device (workers/measure/timing.py): on a CPU the
+wall time, where host and device are one; on a GPU CUDA events, the device's timeline, which is max(the host's
+dispatch, the device's work) and not host time (the host floor's own measurement is
+workers/measure/calibrate.py `host_seconds`).
 
 Eager PyTorch pays a host cost per forward (module calls, one dispatch per operator) whatever the forward
 computes; on the miniature models on a CPU that cost is most of a forward. This puts each model's step
@@ -145,7 +150,8 @@ def compare_llada(loaded: LoadedModel, config: ForwardBench, cache: str) -> Forw
 def report(config: ForwardBench, device: torch.device, results: list[ForwardComparison]) -> str:
     capture = "CUDA graph replay" if device.type == "cuda" else "inductor (a CPU has no CUDA graphs)"
     lines = [
-        f"host time per forward, eager vs compiled: the miniature pair on {device.type} "
+        f"time per forward ({'CUDA events: device time' if device.type == 'cuda' else 'wall time'}), eager vs "
+        f"compiled: the miniature pair on {device.type} "
         f"({torch.get_num_threads()} threads), compiled = {capture}",
         f"batch {config.batch}, prompt {config.prompt_length}, {config.gen_length} new tokens; LLaDA "
         f"{config.steps} steps, block {config.block_length}; {config.rounds} interleaved rounds",

@@ -17,9 +17,10 @@ roofline counts for it (roofline/forward.py: 16 per layer, 2 per pass). That inc
 the ATen dispatcher and the kernel launch, which is what bounds a small model and batch-1 eager decode. The
 bare floor of one ATen op (a one-element add) is recorded beside it.
 
-The host floor (`host_floor_s`) is measured on the model that runs: one eager forward of a one-token input
-with its real layer count, on the run's device. Its weights are read once (a few ms for 8B on an HBM GPU), so
-what it measures is the host's time per forward, which bounds every eager forward of that model from below.
+The host floor (`host_floor_s`) is measured on the model that runs: the host time of one eager forward of a
+one-token input with its real layer count, on the run's device (`perf_counter` around the call, the device's
+queue drained before and not waited on after: `host_seconds`), which bounds every eager forward of that model
+from below.
 The roofline charges each eager forward at least this (`HardwareProfile.host_floor_s`); it supersedes the
 launch-count model, which scales a 2-layer micro model's launches and missed the 8B forward's host time by 1.5x.
 """
@@ -150,12 +151,40 @@ def with_host_floor(roofs: MeasuredRoofs, model: torch.nn.Module, device: torch.
 
 
 def host_floor_s(model: torch.nn.Module, device: torch.device) -> float:
-    """Seconds of one eager forward of `model` on a one-token input (no cache): with its real layer count and on
-    its device, so what bounds every eager forward of this model from below. The best of REPEATS timings."""
-    timer = _cuda_timer(device) if device.type == "cuda" else _cpu_timer
+    """Host seconds of one eager forward of `model` on a one-token input (no cache), with its real layer count and
+    on its device: what bounds every eager forward of this model from below. The best of REPEATS x
+    HOST_FLOOR_CALLS timings (`host_seconds`): host time, measured the same way for every model."""
     ids = torch.zeros((1, 1), dtype=torch.long, device=device)  # [B=1, S=1]
+
+    def drain() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     with torch.inference_mode():
-        return _best(lambda: model(input_ids=ids, use_cache=False), timer, calls=HOST_FLOOR_CALLS)
+        return host_seconds(lambda: model(input_ids=ids, use_cache=False), drain, calls=REPEATS * HOST_FLOOR_CALLS)
+
+
+def host_seconds(call: Callable[[], object], drain: Callable[[], None], *, calls: int) -> float:
+    """The best host time of `call` over `calls` single calls (after one warm-up): `perf_counter` around the call
+    only, the device's queue drained before it and never inside the interval.
+
+    CUDA events around a forward measure max(host, device): the weight read (~4 ms for 8B on an H200) hides under
+    the host's ~24 ms, but it is device time all the same. And a forward that syncs the host (transformers'
+    mask code in LLaMA's uncached forward does; LLaDA's does not) would wait there for whatever was queued
+    before it, so the two models' floors were measured differently. Drained first, the queue holds nothing from
+    earlier calls, a sync inside the forward waits only on that forward's own first kernels, and the interval
+    closes when the host has dispatched the last kernel, whatever the device still has to run. On a CPU `drain`
+    does nothing and host time is the forward's time."""
+    call()
+    drain()
+    best = float("inf")
+    for _ in range(calls):
+        drain()
+        start = time.perf_counter_ns()
+        call()
+        best = min(best, (time.perf_counter_ns() - start) / 1e9)
+    drain()
+    return best
 
 
 def _num_layers(model: torch.nn.Module) -> int:
