@@ -1,14 +1,29 @@
 # llada-bench: CUDA 12.6 + cuDNN, CPython 3.13, torch 2.7.1 (CUDA 12.6), flash-attn 2.8.3, ray, the project.
 # Build: `just image-docker`. Every pin is in container/stack.env and container/requirements.lock, which
 # container/install-stack.sh installs; Apptainer.def runs the same script on the same base.
+# `--build-arg VARIANT=registry` builds the variant that needs only Debian's mirrors and PyPI: Debian trixie
+# and its python3.13, the same lock less flash-attn (`just image-test` builds and runs it on a CPU machine).
+ARG VARIANT=cuda
 ARG CUDA_BASE=nvidia/cuda:12.6.3-cudnn-runtime-ubuntu24.04
-FROM ${CUDA_BASE}
+ARG DEBIAN_BASE=docker.io/library/debian:trixie-slim
+
+# LLADA_BENCH_IMAGE_CLAIMS is what `llada-bench env --require-image` checks: the CUDA image claims the GPU
+# stack, the registry variant (no flash-attn, built and tested on CPU) claims nothing.
+FROM ${CUDA_BASE} AS cuda
+ENV LLADA_BENCH_IMAGE_CLAIMS=cuda,bf16,flash_attn
+
+FROM ${DEBIAN_BASE} AS registry
+ENV LLADA_BENCH_IMAGE_CLAIMS=
+
+# hadolint ignore=DL3006
+FROM ${VARIANT}
+ARG VARIANT
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # HF_HOME is a bind point for a cache filled by `just download` on a machine with internet; compute nodes
-# are offline, so every hub library is told so. LLADA_BENCH_IMAGE_CLAIMS is what `llada-bench env
-# --require-image` checks.
+# are offline, so every hub library is told so. `just` reads the image's own menu (the recipes that work in
+# the image) from JUST_JUSTFILE, whatever the working directory.
 ENV LLADA_BENCH_HOME=/opt/llada-bench \
     PATH=/opt/venv/bin:${PATH} \
     HF_HOME=/hf-cache \
@@ -18,13 +33,14 @@ ENV LLADA_BENCH_HOME=/opt/llada-bench \
     HF_HUB_DISABLE_TELEMETRY=1 \
     RAY_USAGE_STATS_ENABLED=0 \
     PYTHONUNBUFFERED=1 \
-    LLADA_BENCH_IMAGE_CLAIMS=cuda,bf16,flash_attn
+    JUST_JUSTFILE=/opt/llada-bench/container/image.justfile \
+    JUST_WORKING_DIRECTORY=/opt/llada-bench
 
 WORKDIR /opt/llada-bench
 
 # Dependencies first (they change only with the pins or the lock), then the sources (.dockerignore lists them).
 COPY container/install-stack.sh container/stack.env container/requirements.lock container/
-RUN container/install-stack.sh deps
+RUN container/install-stack.sh deps "${VARIANT}"
 COPY . .
 RUN container/install-stack.sh project \
     && groupadd --gid 10001 bench \
@@ -36,7 +52,8 @@ ARG GIT_COMMIT=unknown
 ENV LLADA_BENCH_IMAGE=${IMAGE_ID} \
     LLADA_BENCH_GIT_COMMIT=${GIT_COMMIT}
 
-# An unprivileged user; `docker run --user "$(id -u):$(id -g)"` to own what it writes to bind mounts.
+# An unprivileged user; any other uid works too (`docker run --user "$(id -u):$(id -g)"`, Apptainer): the entry
+# point moves HOME and every cache to a writable place when HOME is not writable.
 USER 10001:10001
 # The health check touches no GPU (no CUDA context, no kernel): it runs beside a sweep that holds the GPU
 # exclusively, every 10 minutes, and must neither share that GPU nor perturb its timings.

@@ -1,24 +1,48 @@
 #!/usr/bin/env bash
 # Install the image's pinned stack. Dockerfile and Apptainer.def both run this script, so both images get
 # exactly the same thing from the same pins (container/stack.env) and the same lock (requirements.lock).
-#   install-stack.sh deps      system certificates, uv, CPython, /opt/venv from container/requirements.lock
-#   install-stack.sh project   the project itself, editable, without dependencies (they came from the lock)
+#   install-stack.sh deps [VARIANT]  system certificates, uv, CPython, /opt/venv from container/requirements.lock
+#   install-stack.sh project         the project itself, editable, without dependencies (they came from the lock)
+#   install-stack.sh lock VARIANT    print the lock VARIANT installs
+# VARIANT (the Dockerfile's build argument of that name):
+#   cuda      (default) on the CUDA base: uv's managed CPython (python-build-standalone, from GitHub) and the
+#             whole lock, flash-attn's release wheel (GitHub) included.
+#   registry  on Debian trixie: Debian's python3.13 and the lock without flash-attn, so the build reaches
+#             only Debian's mirrors and PyPI. Every other wheel and hash is the lock's.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 PROJECT="$(dirname "$HERE")"
 VENV=/opt/venv
+HOST_CA=/run/host-ca.crt
 # shellcheck source=container/stack.env
 . "$HERE/stack.env"
 # Managed CPython under /opt (not root's home) so any user of an Apptainer image can run it.
 export UV_PYTHON_INSTALL_DIR=/opt/python UV_NO_CACHE=1 UV_PYTHON_PREFERENCE=only-managed
 
 deps() {
-    # curl and unzip fetch uv's PyPI wheel; they are the only system packages the stack needs.
+    local variant="$1" python lock=/tmp/requirements.lock
+    variant_lock "$variant" > "$lock"
+    # curl and unzip fetch uv's PyPI wheel; they are the only system packages the stack needs (and, on the
+    # registry variant, Debian's CPython).
+    local packages=(ca-certificates curl unzip)
+    case "$variant" in
+        cuda) python="$PYTHON_VERSION" ;;
+        registry)
+            packages+=("python$DEBIAN_PYTHON")
+            python="/usr/bin/python$DEBIAN_PYTHON"
+            export UV_PYTHON_PREFERENCE=only-system
+            ;;
+    esac
     export DEBIAN_FRONTEND=noninteractive
     apt-get update
-    apt-get install -y --no-install-recommends ca-certificates curl unzip
+    apt-get install -y --no-install-recommends "${packages[@]}"
     rm -rf /var/lib/apt/lists/*
+    # Behind a TLS-intercepting proxy (some CI sandboxes) HTTPS verifies only with the host's CA bundle, which
+    # the build can bind read-only at $HOST_CA (`just image-test` does); it is not stored in the image.
+    if [ -s "$HOST_CA" ]; then
+        export SSL_CERT_FILE="$HOST_CA" CURL_CA_BUNDLE="$HOST_CA"
+    fi
 
     local wheel=/tmp/uv.whl
     curl -fsSL --retry 5 -o "$wheel" "$UV_WHEEL_URL"
@@ -27,12 +51,31 @@ deps() {
     chmod 0755 /usr/local/bin/uv
     rm -f "$wheel"
 
-    uv python install "$PYTHON_VERSION"
-    uv venv --python "$PYTHON_VERSION" "$VENV"
+    if [ "$variant" = cuda ]; then
+        uv python install "$PYTHON_VERSION"
+    fi
+    uv venv --python "$python" "$VENV"
     # Every distribution is checked against the lock's sha256 and must be a wheel (no source builds).
     uv pip install --python "$VENV/bin/python" --require-hashes --no-deps --no-build \
-        --requirement "$HERE/requirements.lock"
-    chmod -R a+rX /opt/python "$VENV"
+        --requirement "$lock"
+    rm -f "$lock"
+    chmod -R a+rX "$VENV"
+    if [ -d /opt/python ]; then chmod -R a+rX /opt/python; fi
+}
+
+# The lock a variant installs: the whole lock, or (registry) the lock less its flash-attn entry: the comment
+# line naming the wheel, the URL line and its hash lines.
+variant_lock() {
+    case "$1" in
+        cuda) cat "$HERE/requirements.lock" ;;
+        registry)
+            awk '/^# prebuilt wheel/ { next }
+                 /^flash-attn @ / { skip = 1 }
+                 skip { if ($0 !~ /\\$/) skip = 0; next }
+                 { print }' "$HERE/requirements.lock"
+            ;;
+        *) echo "install-stack.sh: unknown variant '$1' (cuda or registry)" >&2; exit 2 ;;
+    esac
 }
 
 project() {
@@ -46,7 +89,8 @@ project() {
 }
 
 case "${1:-}" in
-    deps) deps ;;
+    deps) deps "${2:-cuda}" ;;
     project) project ;;
-    *) echo "usage: $0 deps|project" >&2; exit 2 ;;
+    lock) variant_lock "${2:-cuda}" ;;
+    *) echo "usage: $0 deps [cuda|registry] | project | lock [cuda|registry]" >&2; exit 2 ;;
 esac

@@ -1,9 +1,12 @@
 #!/usr/bin/env python3
 """Regenerate container/requirements.lock: the image's whole Python stack, pinned, with sha256 hashes.
 
-`just lock` runs this. It resolves pyproject.toml's dependencies (extras `gpu` and `data`) plus
-container/requirements.in with uv for the image's target (CPython of stack.env, x86_64 manylinux_2_28)
-against PyPI, then swaps flash-attn's PyPI sdist for its prebuilt CUDA wheel (FLASH_ATTN_WHEEL below).
+`just lock` runs this. It resolves pyproject.toml's dependencies (extras `gpu`, `data` and `test`: the image
+runs its own tests) plus container/requirements.in with uv for the image's target (CPython of stack.env,
+x86_64 manylinux_2_28) against PyPI, then swaps flash-attn's PyPI sdist for its prebuilt CUDA wheel
+(FLASH_ATTN_WHEEL below). The current lock seeds the resolution (uv keeps its pins where they still fit), and a
+package the lock does not pin yet takes constraints.txt's version when it has one, so the image's test tools
+are the ones CI runs.
 
 Run it where PyPI is reachable; GitHub is needed only to re-verify the flash-attn wheel's sha256 (when it
 is unreachable the recorded hash is kept and the lock says so). Needs `uv` at stack.env's UV_VERSION.
@@ -27,6 +30,7 @@ ROOT = CONTAINER.parent
 LOCK = CONTAINER / "requirements.lock"
 INPUTS = CONTAINER / "requirements.in"
 STACK = CONTAINER / "stack.env"
+CONSTRAINTS = ROOT / "constraints.txt"
 PLATFORM = "x86_64-manylinux_2_28"
 INDEX = "https://pypi.org/simple"
 
@@ -61,10 +65,37 @@ def torch_pin(inputs: Path = INPUTS) -> str:
     raise SystemExit(f"{inputs}: no 'torch==<version>' line")
 
 
+FLASH_ATTN_ENTRY = re.compile(
+    r"^(?:# prebuilt wheel[^\n]*\n)?flash-attn @ \S+ \\\n(?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+", re.MULTILINE
+)
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.MULTILINE)
+
+
+def _name(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def seed(lock_text: str) -> str:
+    """The current lock as uv's starting point: its pins, less the flash-attn wheel (uv resolves the sdist)."""
+    return FLASH_ATTN_ENTRY.sub("", lock_text)
+
+
+def new_pins(lock_text: str, constraints_text: str) -> str:
+    """constraints.txt's pins for the packages the lock does not pin yet (uv --constraint lines)."""
+    locked = {_name(name) for name, _ in PIN.findall(lock_text)} | {"flash-attn"}
+    return "".join(
+        f"{name}=={version}\n" for name, version in PIN.findall(constraints_text) if _name(name) not in locked
+    )
+
+
 def compile_lock(uv: str, stack: dict[str, str], out: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         overrides = Path(tmp) / "overrides.txt"
         overrides.write_text(torch_pin() + "\n", encoding="utf-8")
+        current = LOCK.read_text(encoding="utf-8") if LOCK.exists() else ""
+        constraints = Path(tmp) / "constraints.txt"
+        constraints.write_text(new_pins(current, CONSTRAINTS.read_text(encoding="utf-8")), encoding="utf-8")
+        out.write_text(seed(current), encoding="utf-8")
         command = [
             uv,
             "pip",
@@ -75,8 +106,12 @@ def compile_lock(uv: str, stack: dict[str, str], out: Path) -> None:
             "gpu",
             "--extra",
             "data",
+            "--extra",
+            "test",
             "--override",
             str(overrides),
+            "--constraint",
+            str(constraints),
             "--python-version",
             stack["PYTHON_VERSION"],
             "--python-platform",
@@ -92,6 +127,11 @@ def compile_lock(uv: str, stack: dict[str, str], out: Path) -> None:
             str(out),
         ]
         subprocess.run(command, cwd=ROOT, check=True)
+        # uv names its scratch files in the `# via` notes: name the files those pins come from instead, so
+        # that regenerating an unchanged lock changes nothing.
+        text = out.read_text(encoding="utf-8")
+        text = text.replace(str(constraints), CONSTRAINTS.name).replace(str(overrides), INPUTS.name)
+        out.write_text(text, encoding="utf-8")
 
 
 def flash_attn_hash() -> tuple[str, bool]:

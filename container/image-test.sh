@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# Build the image and run it the way Apptainer would, on a machine with no GPU and no container registry:
+# only Debian's mirrors and PyPI. `just image-test` runs this; CI runs it after the test suite.
+#
+#   1. engine   podman, buildah, runc, debootstrap, uidmap from Debian's packages where missing
+#   2. base     a Debian base image made with debootstrap (no base image can be pulled), reused for a week
+#   3. runtime  the OCI runtime and ulimits this host allows (crun may refuse the cgroup layout; podman's
+#               default rlimits can exceed the host's hard limits, which fails with EPERM)
+#   4. build    the project's Dockerfile, --build-arg VARIANT=registry, --format docker (keeps SHELL and
+#               HEALTHCHECK); podman's layer cache makes a rebuild with an unchanged lock quick
+#   5. sweep    `just sweep` with no network, as a uid that is neither the image's user nor in its passwd,
+#               read-only root, a writable HOME bind; then `llada-bench verify` on what it wrote
+#   6. tests    the image's own tests (TESTS, a pytest -m expression), same conditions
+# Each stage prints its time. Needs root (podman as root, debootstrap, apt-get).
+set -euo pipefail
+
+usage() {
+    cat <<'EOF'
+usage: container/image-test.sh [--tests EXPR | --no-tests] [--no-sweep] [--tag TAG] [--cache DIR]
+  --tests EXPR   pytest -m expression for the in-image tests (default: "not slow")
+  --no-tests     skip the in-image tests
+  --no-sweep     skip the in-image sweep
+  --tag TAG      image tag (default: localhost/llada-bench:registry)
+  --cache DIR    persistent directory for the base's rootfs and the run's files (default /var/cache/llada-bench)
+Environment: DEBIAN_SUITE (trixie), DEBIAN_MIRROR (http://deb.debian.org/debian), BASE_MAX_AGE_DAYS (7),
+RUN_UID (4242: any uid that is not the image's 10001 and has no passwd entry in it).
+EOF
+}
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TESTS="not slow"
+RUN_TESTS=1
+RUN_SWEEP=1
+TAG=localhost/llada-bench:registry
+CACHE=/var/cache/llada-bench
+SUITE="${DEBIAN_SUITE:-trixie}"
+MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+MAX_AGE_DAYS="${BASE_MAX_AGE_DAYS:-7}"
+RUN_UID="${RUN_UID:-4242}"
+IMAGE_UID=10001
+
+while [ "$#" -gt 0 ]; do
+    case "$1" in
+        --tests) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TESTS="$2"; shift 2 ;;
+        --no-tests) RUN_TESTS=0; shift ;;
+        --no-sweep) RUN_SWEEP=0; shift ;;
+        --tag) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TAG="$2"; shift 2 ;;
+        --cache) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; CACHE="$2"; shift 2 ;;
+        -h | --help) usage; exit 0 ;;
+        *) echo "image-test: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+if ! [[ "$RUN_UID" =~ ^[0-9]+$ ]] || [ "$RUN_UID" -eq 0 ] || [ "$RUN_UID" -eq "$IMAGE_UID" ]; then
+    echo "image-test: RUN_UID must be a number other than 0 and the image's $IMAGE_UID" >&2
+    exit 2
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    echo "image-test: run as root (podman as root, debootstrap and apt-get need it)" >&2
+    exit 2
+fi
+
+TIMES=()
+STAGE_NAME=""
+STAGE_START=0
+stage() {  # stage NAME: close the running stage (print its time), open the next
+    local now
+    now="$(date +%s)"
+    if [ -n "$STAGE_NAME" ]; then
+        TIMES+=("$(printf '%-8s %5ss' "$STAGE_NAME" "$((now - STAGE_START))")")
+        echo "== $STAGE_NAME: $((now - STAGE_START))s"
+    fi
+    STAGE_NAME="$1"
+    STAGE_START="$now"
+    if [ -n "$1" ]; then echo "== $1"; fi
+}
+TOTAL_START="$(date +%s)"
+
+# ---------------------------------------------------------------- 1. engine
+stage engine
+missing=()
+for pair in podman:podman buildah:buildah runc:runc debootstrap:debootstrap newuidmap:uidmap; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "installing ${missing[*]} from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+podman --version
+
+# ---------------------------------------------------------------- 2. base
+stage base
+mkdir -p "$CACHE"
+base=""
+cutoff="$(date -u -d "-$MAX_AGE_DAYS days" +%Y%m%d)"
+while read -r tag; do
+    stamp="${tag##*:"$SUITE"-}"
+    if [[ "$stamp" =~ ^[0-9]{8}$ ]] && [ "$stamp" -ge "$cutoff" ]; then
+        base="$tag"
+        break
+    fi
+done < <(podman images --format '{{.Repository}}:{{.Tag}}' --filter reference="localhost/llada-base:$SUITE-*" | sort -r)
+if [ -n "$base" ]; then
+    echo "reusing $base (younger than $MAX_AGE_DAYS days)"
+else
+    base="localhost/llada-base:$SUITE-$(date -u +%Y%m%d)"
+    rootfs="$CACHE/rootfs-$SUITE"
+    rm -rf "$rootfs"
+    echo "debootstrap $SUITE from $MIRROR"
+    debootstrap --variant=minbase "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 || {
+        tail -n 20 "$CACHE/debootstrap.log" >&2
+        exit 1
+    }
+    cat >"$rootfs/etc/apt/sources.list" <<EOF
+deb $MIRROR $SUITE main
+deb $MIRROR $SUITE-updates main
+deb http://deb.debian.org/debian-security $SUITE-security main
+EOF
+    rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
+    tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$base" >/dev/null
+    rm -rf "$rootfs"
+    echo "made $base"
+fi
+
+# ---------------------------------------------------------------- 3. runtime
+stage runtime
+# Try the default runtime, then runc; lower nofile/nproc (from the host's hard limits) while a start fails
+# setting that rlimit (runc's "error setting rlimit type 7" is RLIMIT_NOFILE, 6 is RLIMIT_NPROC).
+hard() { local v; v="$(ulimit "-H$1")"; [ "$v" = unlimited ] && v=1048576; echo "$v"; }
+RUNTIME_FLAGS=()
+for runtime in "" runc; do
+    nofile="$(hard n)"
+    nproc="$(hard u)"
+    for _ in $(seq 24); do
+        flags=(--ulimit "nofile=$nofile:$nofile" --ulimit "nproc=$nproc:$nproc")
+        if [ -n "$runtime" ]; then flags=(--runtime "$runtime" "${flags[@]}"); fi
+        if err="$(podman run --rm --network none "${flags[@]}" "$base" true 2>&1)"; then
+            RUNTIME_FLAGS=("${flags[@]}")
+            break 2
+        fi
+        case "$err" in
+            *"rlimit type 7"*) nofile=$((nofile / 2)) ;;
+            *"rlimit type 6"*) nproc=$((nproc / 2)) ;;
+            *) break ;;
+        esac
+    done
+    echo "runtime ${runtime:-default} cannot start a container here: ${err##*$'\n'}"
+done
+if [ "${#RUNTIME_FLAGS[@]}" -eq 0 ]; then
+    echo "image-test: no OCI runtime could start a container" >&2
+    exit 1
+fi
+echo "podman flags: ${RUNTIME_FLAGS[*]}"
+
+# ---------------------------------------------------------------- 4. build
+stage build
+cd "$ROOT"
+# The host's CA bundle, bound for the build's downloads only: where a TLS-intercepting proxy sits between this
+# host and PyPI, only the host's bundle holds its CA (install-stack.sh uses the bundle when it is there).
+BUILD_FLAGS=()
+for bundle in "${SSL_CERT_FILE:-}" /etc/ssl/certs/ca-certificates.crt; do
+    if [ -s "$bundle" ]; then
+        BUILD_FLAGS+=(--volume "$(readlink -f "$bundle"):/run/host-ca.crt:ro")
+        echo "the build's downloads trust the host's CA bundle $bundle"
+        break
+    fi
+done
+podman build --format docker "${RUNTIME_FLAGS[@]}" "${BUILD_FLAGS[@]}" \
+    --build-arg VARIANT=registry \
+    --build-arg DEBIAN_BASE="$base" \
+    --build-arg IMAGE_ID="$(container/image-id.sh)" \
+    --build-arg GIT_COMMIT="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+    --tag "$TAG" .
+podman image inspect --format 'image {{.Id}}: {{.Size}} bytes' "$TAG"
+
+# ---------------------------------------------------------------- 5. sweep and 6. tests
+# Apptainer's conditions: any uid, read-only image, HOME bound writable, the sweep's output bound; no network.
+RUN="$CACHE/run"
+rm -rf "$RUN"
+mkdir -p "$RUN/home" "$RUN/artifacts"
+chown -R "$RUN_UID:$RUN_UID" "$RUN"
+in_image() {
+    podman run --rm --network none --read-only --user "$RUN_UID:$RUN_UID" --shm-size 1g "${RUNTIME_FLAGS[@]}" \
+        --volume "$RUN/home:/home/runner" --env HOME=/home/runner \
+        --volume "$RUN/artifacts:/opt/llada-bench/artifacts" \
+        "$TAG" "$@"
+}
+summary=()
+if [ "$RUN_SWEEP" -eq 1 ]; then
+    stage sweep
+    in_image bash -c 'just sweep && llada-bench verify artifacts/smoke' 2>&1 | tee "$RUN/sweep.log"
+    while IFS= read -r line; do summary+=("$line"); done < <(grep -E '[0-9]+/[0-9]+ ok|verif' "$RUN/sweep.log" | tail -n 3)
+fi
+if [ "$RUN_TESTS" -eq 1 ]; then
+    stage tests
+    in_image python -m pytest -q -p no:cacheprovider -m "$TESTS" 2>&1 | tee "$RUN/tests.log"
+    summary+=("tests (-m \"$TESTS\"): $(tail -n 1 "$RUN/tests.log")")
+fi
+stage ""
+
+echo "== image-test: $TAG"
+for line in "${summary[@]}"; do echo "   $line"; done
+for line in "${TIMES[@]}"; do echo "   $line"; done
+echo "   total    $(($(date +%s) - TOTAL_START))s"
