@@ -79,7 +79,7 @@ def forward_operators(
             launches=0, element_bytes=eb,
         ),
         # Softmax lives inside the fused attention kernel: compute only, no DRAM traffic, so it is charged at the
-        # vector roof, which must be an arithmetic rate (report/predictions.py vector_roof).
+        # vector roof, which must be an arithmetic rate (roofline/measured.py vector_roof).
         elementwise(
             "softmax", "nonlinear", rows, lkv, bytes_per_element=0, masked=softmax_masked, count=per_head,
             launches=0,

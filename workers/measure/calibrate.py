@@ -7,7 +7,7 @@ Each roof is measured where it is reached. The elementwise multiply is recorded,
 vector roof: it streams 256 MiB operands (a small one is a single launch-bound kernel: 65,536 elements measured
 8.1e9 op/s on an H200), so its rate is the bandwidth over 3 x element bytes, and the roofline, which charges an
 operator's bytes through the bandwidth, would charge them twice. The report takes the CUDA cores' datasheet rate
-as a GPU's vector roof (report/predictions.py `vector_roof`, where the choice is argued). On CPU the operand stays
+as a GPU's vector roof (roofline/measured.py `vector_roof`, where the choice is argued). On CPU the operand stays
 cache-resident, as the tiny models' tensors are: what it times is arithmetic and cache traffic, no DRAM. The copy
 moves 1 GiB (GPU) or 128 MiB (CPU, far past the caches).
 
