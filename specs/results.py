@@ -93,7 +93,7 @@ class MeasuredRoofs(Record):
     matmul_flops_per_s: float  # best of repeated n x n matmuls
     vector_ops_per_s: float  # elementwise multiply, elements per second
     # Bytes the elementwise multiply streamed (operands and result); None: an older calibration on 65,536
-    # elements. On a GPU either is bandwidth-bound, never the vector roof (report/predictions.py vector_roof).
+    # elements. On a GPU either is bandwidth-bound, never the vector roof (roofline/measured.py vector_roof).
     vector_bytes: int | None = None
     memory_bandwidth_bytes_per_s: float  # copy of a large tensor: (read + write) bytes per second
     dispatch_s: float  # per-operator floor of an eager decoder: a micro model's forward / its roofline launches
