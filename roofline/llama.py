@@ -132,3 +132,25 @@ def estimate_llama(
         prefill=PhaseSummary.of(prefill),
         decode=None if decode is None else PhaseSummary.of(decode),
     )
+
+
+def decode_pass_bytes(shape: ModelShape, *, batch: int, kv_len: int, element_bytes: int = BYTES_PER_ELEMENT) -> int:
+    """DRAM bytes the roofline charges one decode pass that attends `kv_len` positions per sequence: every weight
+    once (the LM head included; the embedding table is not read, only the batch's rows), the live keys and values
+    once, and the activations. What a decode step's memory roof is made of: a profile of the step compares its
+    time with these bytes over the bandwidth (tests/gpu/profile_decode.py), as the report does with its runs."""
+    ops = forward_operators(shape, ForwardPass(batch, 1, kv_len, "none", 1), element_bytes=element_bytes)
+    return sum(op.count * op.bytes_ for op in ops)
+
+
+def mean_decode_pass_bytes(
+    shape: ModelShape, *, batch: int, prompt_len: int, gen_len: int, element_bytes: int = BYTES_PER_ELEMENT
+) -> float:
+    """The mean of `decode_pass_bytes` over a generation's decode passes (KV lengths P + 1 ... P + G - 1): the
+    bytes are affine in the length, so the mean of the first and the last."""
+    passes = decode_passes(gen_len, "faithful")
+    if passes == 0:
+        raise RooflineInputError(f"a generation of {gen_len} token(s) has no decode pass")
+    first = decode_pass_bytes(shape, batch=batch, kv_len=prompt_len + 1, element_bytes=element_bytes)
+    last = decode_pass_bytes(shape, batch=batch, kv_len=prompt_len + passes, element_bytes=element_bytes)
+    return (first + last) / 2

@@ -1,106 +1,130 @@
-"""Where a compiled LLaMA decode step's time goes on this GPU: a torch.profiler breakdown per attention kernel.
+"""Where a compiled LLaMA decode step's time goes on this GPU: its share of the roofline's memory roof, and a
+torch.profiler breakdown per attention kernel.
 
-usage: python tests/gpu/profile_decode.py [--batch 64] [--prompt 512] [--new 256] [--steps 16] [--preset 8b]
+usage: python tests/gpu/profile_decode.py [--batch 1 64] [--prompt 512] [--new 256] [--steps 16] [--preset 8b]
 (`just profile-decode`). For each `decode_attention` (static: transformers' kernel over every position of the
-StaticCache; live: the live prefix in 256-position buckets, KV heads shared), it builds the compiled decode
-step (synthetic weights, bf16, sdpa), runs one whole generation to compile and record its graphs, then times
-`--steps` decode steps of a second generation with CUDA events and profiles them. It prints the mean step,
-the memory roof of a decode step (weights once, plus the live keys and values once), the fraction of that roof
-reached, and the kernels that took the device's time, so a step that costs more than its bytes shows which
-kernel pays for it (the static kernel's repeat_kv copies appear as elementwise copy kernels).
+StaticCache; live: the live prefix in 256-position buckets, KV heads shared) and each batch, it builds the
+compiled decode step (synthetic weights, bf16, sdpa), runs one whole generation to compile and record its
+graphs, then, in a second generation, times `--steps` decode steps with CUDA events (no profiler attached) and
+profiles `--steps` further ones.
+
+The roof is the roofline's: the bytes it charges each timed step (`roofline.llama.decode_pass_bytes`: every
+weight once, the LM head included and the embedding table not, the live keys and values once, activations)
+over the bandwidth the workers measure (`workers.measure.calibrate`), so "% of roof" here is the figure the
+report gives a run. What the kernel reads beyond those bytes is printed beside it, not folded into the roof:
+the live kernel attends its whole bucket, the static one the whole cache. Each line is also a finding
+(`tests/gpu/findings.py`: JSON, appended to $LLADA_GPU_FINDINGS), which the GPU round reads.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from roofline.llama import decode_pass_bytes
 from specs.schema import Controls, ModelSpec
-from workers.models.loading import load_model
+from specs.shapes import ModelShape
+from tests.gpu.findings import CUDA, record_finding
+from workers.measure.calibrate import measured_roofs
+from workers.models.loading import LoadedModel, load_model, shape_of_config
 from workers.samplers import ar_steps
 from workers.samplers.compiled import CompiledDecode
+from workers.samplers.live_cache import LIVE_BUCKET, bucketed
 
-CUDA = torch.device("cuda", 0)
-
-
-def memory_roof_s(model: torch.nn.Module, *, batch: int, live: int, bandwidth_bytes_per_s: float) -> float:
-    """Bytes a decode step must read (every weight once, the live keys and values once) over the bandwidth."""
-    config = model.config
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    head_dim = config.hidden_size // config.num_attention_heads
-    element = next(model.parameters()).element_size()
-    kv = 2 * config.num_hidden_layers * batch * config.num_key_value_heads * live * head_dim * element
-    return (weights + kv) / bandwidth_bytes_per_s
+SKIPPED_STEPS = 4  # decode steps of the second generation before the timed ones
 
 
-def measured_bandwidth_bytes_per_s() -> float:
-    """A 1 GiB device copy (read + write counted), best of 5: the roof the step is compared with."""
-    source = torch.empty(2**30, dtype=torch.uint8, device=CUDA)
-    target = torch.empty_like(source)
-    best = float("inf")
-    for _ in range(5):
+def roof_bytes(shape: ModelShape, *, batch: int, kv_lens: list[int], element_bytes: int) -> float:
+    """The mean bytes the roofline charges the decode passes that attend `kv_lens` positions."""
+    return statistics.fmean(decode_pass_bytes(shape, batch=batch, kv_len=n, element_bytes=element_bytes) for n in kv_lens)
+
+
+def kernel_extra_kv_bytes(
+    shape: ModelShape, *, attention: str, batch: int, kv_lens: list[int], capacity: int, element_bytes: int
+) -> float:
+    """Mean keys and values the kernel reads past the live ones: to the end of the bucket (live) or of the static
+    cache (static)."""
+    per_position = 2 * shape.num_layers * batch * shape.num_kv_heads * shape.head_dim * element_bytes
+    read = [bucketed(n, bucket=LIVE_BUCKET, capacity=capacity) if attention == "live" else capacity for n in kv_lens]
+    return statistics.fmean(per_position * (r - n) for r, n in zip(read, kv_lens, strict=True))
+
+
+def profile_kernel(loaded: LoadedModel, shape: ModelShape, attention: str, batch: int, args: argparse.Namespace,
+                   bandwidth: float) -> None:  # fmt: skip
+    model = loaded.model
+    capacity = args.prompt + args.new
+    generator = torch.Generator().manual_seed(0)
+    prompt = torch.randint(1000, 20000, (batch, args.prompt), generator=generator).to(CUDA)
+    step = CompiledDecode(model, batch=batch, capacity=capacity, decode_attention=attention)
+
+    def timed(decoder: object, steps: int) -> float:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize(CUDA)
         start.record()
-        target.copy_(source)
+        for _ in range(steps):
+            next(decoder)  # type: ignore[call-overload]
         end.record()
         torch.cuda.synchronize(CUDA)
-        best = min(best, start.elapsed_time(end) / 1e3)
-    return 2 * source.numel() / best
+        return start.elapsed_time(end) / 1e3 / steps
 
-
-def profile_kernel(loaded, attention: str, args: argparse.Namespace, bandwidth: float) -> None:  # noqa: ANN001
-    model = loaded.model
-    generator = torch.Generator().manual_seed(0)
-    prompt = torch.randint(1000, 20000, (args.batch, args.prompt), generator=generator).to(CUDA)
-    step = CompiledDecode(model, batch=args.batch, capacity=args.prompt + args.new, decode_attention=attention)
     with torch.inference_mode():
         for _ in ar_steps(model, prompt, n_new=args.new, compiled=step):  # compiles and records every graph
             pass
         decoder = ar_steps(model, prompt, n_new=args.new, compiled=step)
         next(decoder)  # the prefill
-        for _ in range(4):
+        for _ in range(SKIPPED_STEPS):
             next(decoder)
-        torch.cuda.synchronize(CUDA)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        step_s = timed(decoder, args.steps)  # no profiler attached
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-            start.record()
-            for _ in range(args.steps):
-                next(decoder)
-            end.record()
-            torch.cuda.synchronize(CUDA)
-    step_s = start.elapsed_time(end) / 1e3 / args.steps
-    live = args.prompt + 5 + args.steps // 2  # the mean live length of the profiled steps
-    roof_s = memory_roof_s(model, batch=args.batch, live=live, bandwidth_bytes_per_s=bandwidth)
-    print(f"\n=== decode_attention={attention}: {step.kernel}")
-    print(f"compile {step.compile_s or 0.0:.1f} s, {step.graphs} graph(s); batch {args.batch}, live ~{live} positions")
-    print(f"mean decode step {1e3 * step_s:.2f} ms; memory roof {1e3 * roof_s:.2f} ms "
-          f"({bandwidth / 1e12:.2f} TB/s measured): {roof_s / step_s:.0%} of the roof")  # fmt: skip
+            timed(decoder, args.steps)
+    # Decode step j (1-based) attends P + j positions: the timed ones are j = SKIPPED_STEPS + 1 ... + steps.
+    kv_lens = [args.prompt + SKIPPED_STEPS + j for j in range(1, args.steps + 1)]
+    element = next(model.parameters()).element_size()
+    roof = roof_bytes(shape, batch=batch, kv_lens=kv_lens, element_bytes=element)
+    extra = kernel_extra_kv_bytes(shape, attention=attention, batch=batch, kv_lens=kv_lens, capacity=capacity,
+                                  element_bytes=element)  # fmt: skip
+    roof_s = roof / bandwidth
+    print(f"\n=== decode_attention={attention}, batch {batch}: {step.kernel}")
+    print(f"preparation {step.preparation_s or 0.0:.1f} s, {step.graphs} graph(s); live {kv_lens[0]}-{kv_lens[-1]} positions")
+    print(f"mean decode step {1e3 * step_s:.2f} ms (CUDA events, no profiler); the roofline's memory roof "
+          f"{1e3 * roof_s:.2f} ms ({roof / 1e9:.2f} GB at {bandwidth / 1e12:.2f} TB/s measured): {roof_s / step_s:.0%} "
+          f"of the roof; the kernel also reads {extra / 1e9:.3f} GB of keys and values past the live ones "
+          f"({(roof + extra) / bandwidth / step_s:.0%} of the step at the bandwidth with them)")  # fmt: skip
+    record_finding("decode_profile", attention=attention, batch=batch, prompt=args.prompt, new=args.new,
+                   kernel=step.kernel, step_ms=1e3 * step_s, roof_ms=1e3 * roof_s, roof_bytes=roof,
+                   fraction_of_roof=roof_s / step_s, kernel_extra_kv_bytes=extra,
+                   bandwidth_bytes_per_s=bandwidth)  # fmt: skip
     print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=args.rows))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, nargs="+", default=[64], help="batch sizes, one profile each")
     parser.add_argument("--prompt", type=int, default=512)
     parser.add_argument("--new", type=int, default=256)
-    parser.add_argument("--steps", type=int, default=16, help="decode steps profiled")
+    parser.add_argument("--steps", type=int, default=16, help="decode steps timed, and as many profiled")
     parser.add_argument("--preset", default="8b", help="synthetic shape: 8b or small")
     parser.add_argument("--rows", type=int, default=15, help="kernels listed per attention")
     parser.add_argument("--attention", nargs="+", default=["static", "live"], choices=["static", "live"])
     args = parser.parse_args(argv)
+    if args.new < SKIPPED_STEPS + 2 * args.steps + 1:
+        parser.error(f"--new {args.new}: the second generation needs {SKIPPED_STEPS} + 2 x --steps decode steps")
     if not torch.cuda.is_available():
         print("needs a CUDA device", file=sys.stderr)
         return 2
     spec = ModelSpec(name=f"llama-{args.preset}", arch="llama", source={"synthetic": args.preset})
     loaded = load_model(spec, Controls(dtype="bfloat16", attention="sdpa", device="cuda"), CUDA)
-    bandwidth = measured_bandwidth_bytes_per_s()
+    shape = shape_of_config(loaded.model.config)  # what the roofline costs, as the worker records it
+    bandwidth = measured_roofs(CUDA, "bfloat16").memory_bandwidth_bytes_per_s  # what the runs are costed on
     print(f"{torch.cuda.get_device_name(CUDA)}, torch {torch.__version__}")
-    for attention in args.attention:
-        profile_kernel(loaded, attention, args, bandwidth)
-        torch.cuda.empty_cache()
+    for batch in args.batch:
+        for attention in args.attention:
+            profile_kernel(loaded, shape, attention, batch, args, bandwidth)
+            torch.cuda.empty_cache()
     return 0
 
 
