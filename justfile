@@ -7,12 +7,14 @@ default:
     @just --list --unsorted
 
 # Run a sweep end to end (plan → Ray workers → artifacts → report); resumes where it stopped
+[positional-arguments]
 sweep SPEC="specs/smoke.yaml" *ARGS:
-    llada-bench sweep {{SPEC}} {{ARGS}}
+    llada-bench sweep "$@"
 
 # Regenerate results.parquet, every figure and report.html from a sweep's artifacts alone
+[positional-arguments]
 figures DIR="artifacts/smoke" *ARGS:
-    llada-bench report {{DIR}} {{ARGS}}
+    llada-bench report "$@"
 
 # Unpack the H200 sweeps (tests/data/h200/*.tgz) into results/h200/, verify their checksums, regenerate their reports
 h200-results:
@@ -27,35 +29,41 @@ h200-results:
     done
 
 # Validate a spec and list its planned runs
+[positional-arguments]
 plan SPEC="specs/smoke.yaml":
-    llada-bench plan {{SPEC}}
+    llada-bench plan "$1"
 
 # Recompute every checksum of a sweep directory
+[positional-arguments]
 verify DIR="artifacts/smoke":
-    llada-bench verify {{DIR}}
+    llada-bench verify "$1"
 
 # Analytical roofline, e.g. `just roofline llada --prompt-len 128 --gen-len 512 --block-length 32 --steps 256`
+[positional-arguments]
 roofline *ARGS:
-    llada-bench roofline {{ARGS}}
+    llada-bench roofline "$@"
 
 # Print the environment record a worker captures (GPU, CUDA, library versions)
 env:
     llada-bench env
 
 # Measure this machine's roofs (matmul peak, memory bandwidth, per-op dispatch floor), e.g. `just calibrate --dtype float32`
+[positional-arguments]
 calibrate *ARGS:
-    llada-bench calibrate {{ARGS}}
+    llada-bench calibrate "$@"
 
 # Run the whole test suite (slow tests included)
+[positional-arguments]
 test *ARGS:
-    python -m pytest {{ARGS}}
+    python -m pytest "$@"
 
 # The fast tests against the newest releases pyproject.toml's ranges allow, in a scratch venv: finds the next break before a user does
+[positional-arguments]
 test-latest VENV="build/venv-latest" *ARGS:
-    python3 -m venv --clear {{VENV}}
-    {{VENV}}/bin/pip install -q --upgrade -e '.[test]'
-    {{VENV}}/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
-    {{VENV}}/bin/python -m pytest -m "not slow" -q {{ARGS}}
+    python3 -m venv --clear "$1"
+    "$1"/bin/pip install -q --upgrade -e '.[test]'
+    "$1"/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
+    "$1"/bin/python -m pytest -m "not slow" -q "${@:2}"
 
 # Speed benchmarks: samplers against their baselines, time per forward eager vs compiled, roofline evaluation cost
 bench:
@@ -64,45 +72,55 @@ bench:
     python -m roofline.bench
 
 # Pre-fetch every model, tokenizer, dataset and scorer SPEC names into the HF cache, then verify it offline (login node)
+[positional-arguments]
 download SPEC *ARGS:
-    llada-bench download {{SPEC}} {{ARGS}}
+    llada-bench download "$@"
 
 # Regenerate container/requirements.lock, the image's pinned and hashed stack (needs uv and PyPI)
 lock:
     python container/lock.py
 
 # Build the Docker image (CUDA 12.6, torch, flash-attn, the project); needs docker and internet
+[positional-arguments]
 image-docker TAG="llada-bench:latest":
-    docker build --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" -t {{TAG}} .
+    docker build --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" -t "$1" .
 
 # Build the Apptainer image from Apptainer.def (Apptainer >= 1.2, internet; add --fakeroot where required)
+[positional-arguments]
 image-apptainer SIF="llada.sif" *ARGS:
-    apptainer build {{ARGS}} --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" {{SIF}} Apptainer.def
+    apptainer build "${@:2}" --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" "$1" Apptainer.def
 
 # Submit a sweep to ACCRE: one exclusive A100 node running llada.sif, e.g. `just accre specs/paper.yaml --account=mygroup_acc`
+[positional-arguments]
 accre SPEC="specs/paper.yaml" *SBATCH:
-    sbatch {{SBATCH}} container/accre.sbatch {{SPEC}}
+    sbatch "${@:2}" container/accre.sbatch "$1"
 
 # Submit a sweep to a running Ray cluster as a job; OUT is a directory on the head node (shared storage)
+[positional-arguments]
 ray-submit ADDRESS SPEC OUT *ARGS:
-    ray job submit --address {{ADDRESS}} --working-dir . -- llada-bench sweep {{SPEC}} --out {{OUT}} {{ARGS}}
+    ray job submit --address "$1" --working-dir . -- llada-bench sweep "$2" --out "$3" "${@:4}"
 
 # Train the miniature LLaMA/LLaDA pair from Debian's python3.11-doc (tens of minutes on 2 cores; resumable)
+[positional-arguments]
 train-miniature *ARGS:
-    llada-bench train {{ARGS}}
+    llada-bench train "$@"
 
 # Tests that need a CUDA device (skipped elsewhere): event timing, memory baseline, OOM, kernels, logits; < 5 min
+[positional-arguments]
 test-gpu *ARGS:
-    container/gpu-tests.sh {{ARGS}}
+    container/gpu-tests.sh "$@"
 
 # Where a compiled LLaMA decode step's time goes (CUDA): torch.profiler kernels per decode attention, e.g. `just profile-decode --batch 64`
+[positional-arguments]
 profile-decode *ARGS:
-    python tests/gpu/profile_decode.py {{ARGS}}
+    python tests/gpu/profile_decode.py "$@"
 
 # Make the folder an offline GPU machine needs for a campaign: wheels for its PYTHON (e.g. 3.12) and the tokenizer
+[positional-arguments]
 gpu-bundle DIR="build/gpu-bundle" PYTHON="":
-    container/gpu-bundle.sh {{DIR}} {{PYTHON}}
+    container/gpu-bundle.sh "$@"
 
 # Run a campaign on this GPU machine: inline (no Ray), offline, resumable, packed into one tarball
+[positional-arguments]
 campaign SPEC="specs/campaign-h100.yaml" *ARGS:
-    container/gpu-campaign.sh {{SPEC}} {{ARGS}}
+    container/gpu-campaign.sh "$@"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import math
 import os
 import signal
 import sys
@@ -14,7 +15,7 @@ from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
 from orchestrator.extrapolation import extrapolation_checks, format_checks
 from orchestrator.feasibility import refuse_unmeasurable_batches
-from orchestrator.lock import LockHeldError, SweepLock
+from orchestrator.membership import foreign_runs
 from orchestrator.plan import (
     PlanEstimate,
     PlannedRun,
@@ -25,11 +26,13 @@ from orchestrator.plan import (
     predicted_not_to_fit,
 )
 from orchestrator.progress import Progress
-from orchestrator.store import ArtifactStore
+from orchestrator.store import ArtifactStore, already_done
 from orchestrator.sweepdir import SweepDirError, check_writable, claim
 from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
-from specs.loader import DEFAULT_SPEC, SpecError, load_spec, resolve_path
+from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
+from specs.lock import LockHeldError, SweepLock
 from specs.results import RunStatus
+from specs.safefile import UnsafeFileError
 from specs.schema import ExperimentSpec
 
 EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except (SpecError, SweepDirError, LockHeldError) as exc:
+    except (SpecError, SweepDirError, LockHeldError, UnsafeFileError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C before a sweep has its own handlers (or in plan, verify)
@@ -72,6 +75,17 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not allowed; give 1 or more")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    """A finite number above zero (a duration, a limit): `nan`, `inf` and negatives are refused at parse time."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not allowed; give a finite number above 0")
     return value
 
 
@@ -114,11 +128,11 @@ def _parser() -> argparse.ArgumentParser:
         help="ray (default): one actor per GPU; inline: every run in this process, without Ray (one GPU)",
     )  # fmt: skip
     sweep.add_argument(
-        "--max-predicted-hours", type=float, metavar="H",
+        "--max-predicted-hours", type=_positive_number, metavar="H",
         help="refuse when the runs to do are predicted (roofline, controls.hardware.profile) to take longer",
     )  # fmt: skip
     sweep.add_argument(
-        "--stop-after", type=float, metavar="SECONDS",
+        "--stop-after", type=_positive_number, metavar="SECONDS",
         help="inline: start no run predicted to end after this many seconds; rerun to continue",
     )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
@@ -204,7 +218,7 @@ def sweep_command(
     stop_after_s: float | None = None,
 ) -> int:
     """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
-    spec_path = resolve_path(spec_arg)
+    spec_text = read_spec_text(spec_arg)
     spec = load_checked_spec(spec_arg)
     if os.environ.get("RAY_ADDRESS") and (out is None or not out.is_absolute()):
         print(
@@ -216,6 +230,15 @@ def sweep_command(
     refuse_unmeasurable_batches(spec, planned)
     skipped = predicted_not_to_fit(spec, planned)
     layout = SweepLayout(default_out_dir(spec, out))
+    predicting = max_predicted_hours is not None or stop_after_s is not None
+    estimate = predict_plan(spec, planned) if predicting else None
+    if max_predicted_hours is not None:  # before anything is written: a refusal leaves no file behind
+        ids = [r.run_id for r in planned]
+        done_before = set() if force else already_done(layout.root, ids, retry_failed=retry_failed) | set(skipped)
+        refusal = _over_predicted_hours(estimate, planned, done_before, max_predicted_hours)
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
+            return EXIT_USAGE
     claim(layout.root)  # a new or empty directory, or a sweep's own: nothing of the user's is touched
     check_writable(layout)  # before anything is computed
     # One sweep per directory; SIGTERM/SIGINT from here on stop it cleanly, wherever it is.
@@ -224,7 +247,7 @@ def sweep_command(
             print(f"note: {note}", file=sys.stderr)
         store = ArtifactStore(layout.root)
         try:
-            store.open(spec, spec_path.read_text(encoding="utf-8"), force=force)
+            store.open(spec, spec_text, force=force)
             done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
             for run in planned:
                 reason = skipped.get(run.run_id)
@@ -236,13 +259,6 @@ def sweep_command(
         for note in store.notes:
             print(f"warning: {note}", file=sys.stderr)
         todo = len(planned) - len(done)
-        predicting = max_predicted_hours is not None or stop_after_s is not None
-        estimate = predict_plan(spec, planned) if predicting else None
-        if max_predicted_hours is not None:
-            refusal = _over_predicted_hours(estimate, planned, done, max_predicted_hours)
-            if refusal:
-                print(f"error: {refusal}", file=sys.stderr)
-                return EXIT_USAGE
         print(
             f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}"
         )
@@ -344,6 +360,8 @@ def _verify(args: argparse.Namespace) -> int:
         print(f"error: {args.dir}: no such sweep directory", file=sys.stderr)
         return EXIT_USAGE
     problems = verify(SweepLayout(args.dir))
+    named = {p.path for p in problems}
+    problems += [p for p in foreign_runs(SweepLayout(args.dir)) if p.path not in named]
     for problem in problems:
         print(problem)
     warning = provenance_warning(SweepLayout(args.dir))

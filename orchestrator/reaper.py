@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from orchestrator import procs
+from specs import procs
 
 POLL_S = 1.0  # how often the watchdog notes the driver's descendants
 DONE = b"done\n"  # the driver ended cleanly and killed what was left itself

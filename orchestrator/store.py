@@ -14,55 +14,26 @@ from pydantic import ValidationError
 from specs.artifacts import (
     CHECKSUMS_FILE,
     SPEC_FILE,
-    TEMP_SUFFIX,
     Manifest,
     SweepLayout,
     canonical_json,
     checksum_key,
+    holds_sweep,
     read_checksums,
     read_manifest,
     sha256_file,
 )
 from specs.loader import SpecError, parse_spec
 from specs.results import RunResult, RunStatus
+from specs.safefile import RUN_MAX_BYTES, SPEC_MAX_BYTES, append_line, atomic_write, read_bytes, read_text
 from specs.schema import ExperimentSpec
 
 FAILED_STATUSES = frozenset({RunStatus.ERROR, RunStatus.CRASHED})
 RESCUE_DIR_ENV = "LLADA_BENCH_RESCUE_DIR"  # where a result goes when its sweep directory cannot take it
 
 
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
-
-
-_SHARED_MODE = 0o666 & ~_umask()
-
-
 class DifferentSpecError(SpecError):
     """The output directory holds artifacts of another spec."""
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Temporary file in the same directory, fsync, rename, fsync the directory: all or nothing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-    try:
-        os.fchmod(fd, _SHARED_MODE)  # mkstemp's 0600 would hide results from colleagues on a shared disk
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
 
 
 class ArtifactStore:
@@ -86,7 +57,7 @@ class ArtifactStore:
         self._remove_stale_temporaries()
         self._open_checksum_record()
         if self.layout.spec.is_file():
-            frozen = self.layout.spec.read_text(encoding="utf-8")
+            frozen = read_text(self.layout.spec, SPEC_MAX_BYTES)
             if not _same_spec(frozen, spec) and not force:
                 raise DifferentSpecError(
                     f"{self.root}: holds artifacts of a different spec (see {self.layout.spec}); "
@@ -102,24 +73,8 @@ class ArtifactStore:
 
     def completed(self, run_ids: list[str], *, retry_failed: bool = False) -> set[str]:
         """Runs whose artifact is present and verifies, so a resumed sweep skips them."""
-        manifest = self._require_manifest()
-        done = set()
-        for run_id in run_ids:
-            path = self.layout.run_file(run_id)
-            if run_id not in manifest.runs or not path.is_file():
-                continue
-            if sha256_file(path) != manifest.runs[run_id]:
-                continue
-            if manifest.runs[run_id] not in self._recorded.get(checksum_key(self.layout, path), set()):
-                self.notes.append(
-                    f"{path}: the manifest's checksum is not one this sweep recorded writing "
-                    f"({CHECKSUMS_FILE}); not trusted, it will be recomputed"
-                )
-                continue
-            if retry_failed and _status_of(path) in FAILED_STATUSES:
-                continue
-            done.add(run_id)
-        return done
+        return _verified_runs(self.layout, self._require_manifest(), self._recorded, run_ids,
+                              retry_failed=retry_failed, notes=self.notes)
 
     def write_result(self, result: RunResult) -> Path:
         """Write one run's artifact the moment it arrives, then record its checksum."""
@@ -134,7 +89,7 @@ class ArtifactStore:
         digest = hashlib.sha256(data).hexdigest()
         key = checksum_key(self.layout, path)
         line = json.dumps({"file": key, "sha256": digest, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        _append_line(self.layout.checksums, line)
+        append_line(self.layout.checksums, line)
         self._recorded.setdefault(key, set()).add(digest)
         atomic_write(path, data)
         return digest
@@ -157,7 +112,7 @@ class ArtifactStore:
         entries = {checksum_key(self.layout, self.layout.run_file(r)): sha for r, sha in manifest.runs.items()}
         entries[SPEC_FILE] = manifest.spec_sha256
         for key, digest in entries.items():
-            _append_line(self.layout.checksums, json.dumps({"file": key, "sha256": digest, "from": "manifest.json"}))
+            append_line(self.layout.checksums, json.dumps({"file": key, "sha256": digest, "from": "manifest.json"}))
             self._recorded.setdefault(key, set()).add(digest)
         self.notes.append(
             f"{self.layout.checksums}: started from manifest.json ({len(manifest.runs)} runs); this directory "
@@ -209,14 +164,42 @@ class ArtifactStore:
             temp.unlink(missing_ok=True)
 
 
-def _append_line(path: Path, line: str) -> None:
-    """Append one line and fsync it (O_APPEND: a line is never interleaved with another writer's)."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _SHARED_MODE)
+def already_done(root: Path, run_ids: list[str], *, retry_failed: bool = False) -> set[str]:
+    """What `completed` will find, read before anything is written (a new directory: nothing), so a refusal
+    such as --max-predicted-hours leaves no file behind."""
+    layout = SweepLayout(root)
+    if not root.is_dir() or not holds_sweep(root):
+        return set()
     try:
-        os.write(fd, (line + "\n").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        manifest = read_manifest(layout)
+    except ValidationError:
+        return set()
+    if manifest is None:
+        return set()
+    return _verified_runs(layout, manifest, read_checksums(layout) or {}, run_ids, retry_failed=retry_failed)
+
+
+def _verified_runs(layout: SweepLayout, manifest: Manifest, recorded: dict[str, set[str]], run_ids: list[str], *,
+                   retry_failed: bool, notes: list[str] | None = None) -> set[str]:
+    """The runs whose file is present, matches the manifest and is a checksum the sweep recorded writing."""
+    done = set()
+    for run_id in run_ids:
+        path = layout.run_file(run_id)
+        if run_id not in manifest.runs or not path.is_file():
+            continue
+        if sha256_file(path) != manifest.runs[run_id]:
+            continue
+        if manifest.runs[run_id] not in recorded.get(checksum_key(layout, path), set()):
+            if notes is not None:
+                notes.append(
+                    f"{path}: the manifest's checksum is not one this sweep recorded writing "
+                    f"({CHECKSUMS_FILE}); not trusted, it will be recomputed"
+                )
+            continue
+        if retry_failed and _status_of(path) in FAILED_STATUSES:
+            continue
+        done.add(run_id)
+    return done
 
 
 def rescue_result(result: RunResult, sweep: str) -> Path | None:
@@ -245,13 +228,13 @@ def _same_spec(frozen_text: str, spec: ExperimentSpec) -> bool:
 
 def _is_whole_result(path: Path, run_id: str) -> bool:
     try:
-        return RunResult.model_validate_json(path.read_bytes()).run_id == run_id
+        return RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES)).run_id == run_id
     except (ValidationError, ValueError, OSError):
         return False
 
 
 def _status_of(path: Path) -> RunStatus | None:
     try:
-        return RunResult.model_validate_json(path.read_bytes()).status
+        return RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES)).status
     except (ValidationError, ValueError, OSError):
         return None

@@ -1,7 +1,8 @@
 """Which directory a sweep may write into, and proof that it can, before anything is computed.
 
 A sweep writes only into a directory it made, an empty one, or one that holds a sweep of this package
-(its checksum record or manifest): never into a user's folder with other files in it.
+(its checksum record or manifest): never into a user's folder with other files in it, never through a symlink
+out of the folder (runs/ a link to a user's folder), never into a FIFO, device or socket.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from specs.artifacts import (
     SweepLayout,
     holds_sweep,
     is_own_temporary,
+    refuse_unsafe_entries,
 )
 
 PROBE_BYTES = 1 << 18  # room for a few results: a nearly full disk fails here, not after a run
@@ -32,6 +34,7 @@ def claim(root: Path) -> None:
         if not root.is_dir():
             raise SweepDirError(f"--out {root}: is a file; give a directory (a new one, or a sweep's own)")
         if holds_sweep(root) or _only_own_leftovers(root):
+            refuse_unsafe_entries(SweepLayout(root))  # UnsafeFileError: one line naming the link or FIFO
             return
         raise SweepDirError(
             f"--out {root}: not empty and holds no sweep (no {MANIFEST_FILE} or {CHECKSUMS_FILE}); a sweep writes "
@@ -58,6 +61,11 @@ def _only_own_leftovers(root: Path) -> bool:
 def check_writable(layout: SweepLayout) -> None:
     """Write, fsync and remove a probe in the directory and in runs/, so a read-only mount, a read-only
     runs/ or a full disk is one line now rather than a lost result later."""
+    if layout.runs.is_symlink():
+        raise SweepDirError(
+            f"{layout.runs}: is a symlink (to {os.readlink(layout.runs)}); a sweep keeps its run files in a "
+            "directory of its own and never writes through a link: remove the link"
+        )
     if layout.runs.exists() and not layout.runs.is_dir():
         raise SweepDirError(f"{layout.runs}: is a file; a sweep keeps its run files in a directory there")
     for directory in (layout.root, layout.runs):

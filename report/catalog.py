@@ -3,6 +3,7 @@ from one hardware kind's runs."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -251,3 +252,13 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "variant at its smallest batch size, one panel per metric.",
                 _variant_tokens_per_forward),
 )
+
+# A figure's file: its stem (a slug, or slug_metric), then `--<hardware>` when a sweep ran on several kinds.
+_FIGURE_FILE = re.compile(r"^(?P<stem>[a-z0-9_]+)(?:--[a-z0-9]+(?:-[a-z0-9]+)*)?\.(?:png|svg)$")
+_STEMS = frozenset({e.slug for e in FIGURES} | {f"{e.slug}_{m}" for e in FIGURES for m in FIGURE_METRICS})
+
+
+def is_catalogue_figure(name: str) -> bool:
+    """Whether a file name is one the report gives a figure it draws: the only files in figures/ it may remove."""
+    match = _FIGURE_FILE.match(name)
+    return match is not None and match["stem"] in _STEMS

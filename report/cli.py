@@ -8,7 +8,9 @@ from pathlib import Path
 
 from report.predictions import UnknownHardwareError
 from report.render import ReportError, render_report
-from specs.artifacts import CHECKSUMS_FILE, MANIFEST_FILE, holds_sweep
+from specs.artifacts import CHECKSUMS_FILE, MANIFEST_FILE, SweepLayout, holds_sweep
+from specs.lock import LockHeldError, SweepLock
+from specs.safefile import UnsafeFileError
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
@@ -37,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.dir.is_dir() and not holds_sweep(args.dir):  # never overwrite someone's report.html or figures
+    if not args.dir.is_dir():
+        print(f"llada-bench report: error: {args.dir}: no such sweep directory", file=sys.stderr)
+        return EXIT_USAGE
+    if not holds_sweep(args.dir):  # never overwrite someone's report.html or figures
         print(
             f"llada-bench report: error: {args.dir}: holds no sweep (no {MANIFEST_FILE} or {CHECKSUMS_FILE}); "
             "the report is written only into a sweep's own directory",
@@ -45,9 +50,15 @@ def main(argv: list[str] | None = None) -> int:
         )
         return EXIT_USAGE
     try:
-        render_report(args.dir, allow_unverified=args.allow_unverified, hardware=args.hardware)
-    except (ReportError, UnknownHardwareError) as exc:
+        # One writer at a time: a second report (or a sweep) on this folder waits for nothing and says who holds it.
+        with SweepLock(SweepLayout(args.dir).lock, role="report"):
+            render_report(args.dir, allow_unverified=args.allow_unverified, hardware=args.hardware)
+    except (ReportError, UnknownHardwareError, LockHeldError, UnsafeFileError) as exc:
         print(f"llada-bench report: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as exc:  # the folder refused the lock file or a write: read-only, full
+        print(f"llada-bench report: error: {exc.filename or args.dir}: cannot write ({exc.strerror or exc})",
+              file=sys.stderr)
         return EXIT_USAGE
     return EXIT_OK
 

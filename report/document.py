@@ -72,6 +72,7 @@ class Document:
     title: str
     subtitle: str
     sections: list[Section]
+    warnings: list[str] = field(default_factory=list)  # above everything, under the title (unverified artifacts)
 
 
 # ------------------------------------------------------------------ formats

@@ -36,10 +36,11 @@ code { font-size: 0.92em; }
 def render_html(document: Document) -> str:
     toc = "".join(f'<li><a href="#{s.anchor}">{escape(s.title)}</a></li>' for s in document.sections)
     body = "\n".join(_section(s) for s in document.sections)
+    warnings = "".join(f'<p class="warning">{escape(w)}</p>\n' for w in document.warnings)
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{escape(document.title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"
-        f"<h1>{escape(document.title)}</h1>\n<p class=\"subtitle\">{escape(document.subtitle)}</p>\n"
+        f"<h1>{escape(document.title)}</h1>\n<p class=\"subtitle\">{escape(document.subtitle)}</p>\n{warnings}"
         f"<nav><ul>{toc}</ul></nav>\n{body}\n</main>\n</body>\n</html>\n"
     )
 

@@ -8,6 +8,7 @@ from report.html import figure_heading
 
 def render_markdown(document: Document) -> str:
     lines = [f"# {document.title}", "", f"_{document.subtitle}_", ""]
+    lines += [line for warning in document.warnings for line in (f"> **Warning:** {warning}", "")]
     for section in document.sections:
         lines += [f"## {section.title}", ""]
         for block in section.blocks:

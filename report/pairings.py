@@ -114,6 +114,9 @@ class Pairing(_Record):
 class FindingsFile(_Record):
     """findings.json: every pairing object, what the numbers mean, and what a reader must know."""
 
+    # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
+    # verified, so the file of a verified sweep is unchanged).
+    unverified: list[str] = []
     sweep: str
     pairings: list[str]  # the pairings present
     meaning: dict[str, str]
@@ -301,7 +304,7 @@ def best_roofline_crossover(
 # ---------------------------------------------------------------- findings.json and the terminal
 
 
-def findings_file(sweep: str, pairings: Sequence[Pairing]) -> FindingsFile:
+def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = ()) -> FindingsFile:
     present = _ordered(p.pairing for p in pairings)
     notes = [NO_VARIANTS] if present == [VANILLA_PAIRING] else []
     if any(p.interval == stats.RANGE for q in pairings for p in q.speedups):
@@ -311,7 +314,7 @@ def findings_file(sweep: str, pairings: Sequence[Pairing]) -> FindingsFile:
         notes.append("llada_extrapolated: LLaDA's latency (and its joules per token) timed from its first steps and "
                      "extrapolated to all of them (controls.extrapolation)")
     return FindingsFile(sweep=sweep, pairings=present, meaning={k: PAIRING_MEANING[k] for k in present},
-                        speedup=SPEEDUP_MEANING, notes=notes, findings=list(pairings))
+                        speedup=SPEEDUP_MEANING, notes=notes, findings=list(pairings), unverified=list(unverified))
 
 
 def b_star_text(p: Pairing) -> str:

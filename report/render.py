@@ -3,8 +3,10 @@ report.html (self-contained) and report.md, and print a short results table."""
 
 from __future__ import annotations
 
-import os
+import io
 import re
+import stat
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import yaml
 from matplotlib.figure import Figure
 from pydantic import ValidationError
 
-from report.catalog import FIGURES, GroupContext
+from report.catalog import FIGURES, GroupContext, is_catalogue_figure
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.energy import energy_findings
 from report.figures.common import FigureSkipped, plotted
@@ -58,8 +60,18 @@ from report.table import (
 )
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from roofline.hardware import HARDWARE
-from specs.artifacts import TEMP_SUFFIX, Manifest, SweepLayout, read_manifest, verify
+from specs.artifacts import FIGURES_DIR, RESULTS_FILE, Manifest, SweepLayout, read_manifest, verify
 from specs.results import RunResult
+from specs.safefile import (
+    RUN_MAX_BYTES,
+    SPEC_MAX_BYTES,
+    UnsafeFileError,
+    atomic_write,
+    kind_of,
+    lstat_or_none,
+    read_bytes,
+    read_text,
+)
 from specs.schema import VANILLA, ExperimentSpec
 
 HTML_FILE = "report.html"
@@ -130,12 +142,18 @@ def render_report(
     layout = SweepLayout(Path(sweep_dir))
     if not layout.root.is_dir():
         raise ReportError(f"{layout.root}: no such sweep directory")
-    problems = tuple(str(p) for p in verify(layout))
+    try:
+        problems = tuple(str(p) for p in verify(layout))  # a FIFO, device or link in the folder: refused here
+    except UnsafeFileError as exc:
+        raise ReportError(str(exc)) from None
     if problems and not allow_unverified:
         raise UnverifiedArtifactsError(
             f"{layout.root}: artifacts fail verification ({len(problems)} problem(s)): " + "; ".join(problems)
             + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
         )
+    _refuse_occupied_outputs(layout)
+    if problems and echo:
+        print(f"warning: {unverified_warning(problems)}", file=sys.stderr)
     if hardware is not None and hardware not in HARDWARE:
         raise UnknownHardwareError(f"--hardware: unknown roofline profile {hardware!r}; allowed: {', '.join(HARDWARE)}")
     results, unreadable = _load(layout, strict=not problems)
@@ -167,7 +185,7 @@ def render_report(
     written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
                                                 predictions, variants, variant_quality)
     blocks = _figure_blocks(layout, written, skipped)
-    spec_text = layout.spec.read_text(encoding="utf-8") if layout.spec.is_file() else None
+    spec_text = _spec_text(layout)
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
@@ -176,11 +194,15 @@ def render_report(
         pairings=tuple(pairings),
     )
     document = build_document(inputs)
+    if problems:  # above everything else in the report: these numbers may not be what was measured
+        document.warnings.insert(0, unverified_warning(problems))
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
     json_path = layout.root / FINDINGS_FILE
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
-    _atomic_text(json_path, findings_file(inputs.sweep, pairings).model_dump_json(indent=1) + "\n")
+    findings_record = findings_file(inputs.sweep, pairings, unverified=problems)
+    _atomic_text(json_path, findings_record.model_dump_json(indent=1, exclude=None if problems else {"unverified"})
+                 + "\n")
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)
@@ -194,6 +216,28 @@ def render_report(
             print(versus)
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
                          summary, answer, versus, json_path, both_ways)
+
+
+def unverified_warning(problems: tuple[str, ...]) -> str:
+    """The line at the top of an unverified report, in the terminal, and (as a list) in findings.json."""
+    return (f"UNVERIFIED: these artifacts FAILED verification ({len(problems)} problem(s)) and were rendered only "
+            "because --allow-unverified was given; every number below may differ from what was measured: "
+            + "; ".join(problems))
+
+
+def _refuse_occupied_outputs(layout: SweepLayout) -> None:
+    """Before anything is written: each file the report writes is absent or a regular file, and figures/ is
+    absent or a directory (a symlink or a FIFO there was refused by verify), so a folder where report.md goes,
+    or a file where figures/ goes, is one line rather than a traceback after the figures are drawn."""
+    for name in (RESULTS_FILE, HTML_FILE, MARKDOWN_FILE, FINDINGS_FILE):
+        status = lstat_or_none(layout.root / name)
+        if status is not None and not stat.S_ISREG(status.st_mode):
+            raise ReportError(f"{layout.root / name}: is {kind_of(status.st_mode)}; the report writes a file there "
+                              "and replaces nothing else: move it away")
+    status = lstat_or_none(layout.figures)
+    if status is not None and not stat.S_ISDIR(status.st_mode):
+        raise ReportError(f"{layout.figures}: is {kind_of(status.st_mode)}; the report draws its figures into a "
+                          f"{FIGURES_DIR}/ directory of its own: move it away")
 
 
 def analyse_quality(results: list[RunResult], table: pl.DataFrame) -> QualityData:
@@ -214,13 +258,25 @@ def _load(layout: SweepLayout, *, strict: bool) -> tuple[list[RunResult], tuple[
     results, problems = [], []
     for path in layout.run_files().values():
         try:
-            results.append(RunResult.model_validate_json(path.read_text(encoding="utf-8")))
+            results.append(RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES)))
+        except UnsafeFileError as exc:  # too large to read whole: never read, named
+            if strict:
+                raise ReportError(str(exc)) from None
+            problems.append(str(exc))
         except (ValidationError, ValueError, OSError) as exc:
             message = f"{path}: unreadable run artifact ({exc.__class__.__name__})"
             if strict:
                 raise ReportError(message + "; it matches the manifest, so the artifact schema has changed") from None
             problems.append(message)
     return results, tuple(problems)
+
+
+def _spec_text(layout: SweepLayout) -> str | None:
+    """The frozen spec's text, None when it is absent or unreadable (verify has named why)."""
+    try:
+        return read_text(layout.spec, SPEC_MAX_BYTES)
+    except (OSError, ValueError):
+        return None
 
 
 def _parse_spec(text: str | None) -> ExperimentSpec | None:
@@ -240,7 +296,9 @@ def _manifest(layout: SweepLayout) -> Manifest | None:
 
 
 def _sweep_name(layout: SweepLayout, results: list[RunResult]) -> str:
-    return results[0].sweep if results else layout.root.name
+    """The manifest's name for the sweep (a run copied in from another sweep never renames the report)."""
+    manifest = _manifest(layout)
+    return manifest.sweep if manifest else results[0].sweep if results else layout.root.name
 
 
 # ------------------------------------------------------------------ figures
@@ -254,9 +312,7 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
              profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame,
              predictions: pl.DataFrame, variants: pl.DataFrame, variant_quality: pl.DataFrame):
     figures_dir = layout.figures
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    for stale in list(figures_dir.glob("*.png")) + list(figures_dir.glob("*.svg")):
-        stale.unlink()
+    figures_dir.mkdir(exist_ok=True)
     kinds = sorted(profiles)
     written: list[WrittenFigure] = []
     skipped: list[SkippedFigure] = []
@@ -286,7 +342,18 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
                     skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
                 else:
                     written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
+    _remove_stale_figures(figures_dir, {p.name for w in written for p in (w.png, w.svg)})
     return written, skipped, tuple(notes)
+
+
+def _remove_stale_figures(figures_dir: Path, drawn: set[str]) -> None:
+    """Remove the figures an earlier report drew that this one did not (a figure now skipped must not linger):
+    only regular files named as the catalogue names its figures, never through a link, never a file of yours."""
+    for path in sorted(figures_dir.iterdir()):
+        status = lstat_or_none(path)
+        if (path.name not in drawn and status is not None and stat.S_ISREG(status.st_mode)
+                and is_catalogue_figure(path.name)):
+            path.unlink()
 
 
 def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
@@ -298,12 +365,9 @@ def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -
 
 
 def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    with temp.open("wb") as handle:
-        fig.savefig(handle, format=fmt, dpi=PNG_DPI, metadata=metadata)
-        handle.flush()
-        os.fsync(handle.fileno())
-    temp.replace(path)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata)
+    atomic_write(path, buffer.getvalue())
 
 
 def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> list[FigureBlock]:
@@ -336,20 +400,13 @@ def _title(title: str, stem: str, slug: str) -> str:
 
 
 def _write_parquet(table: pl.DataFrame, path: Path) -> None:
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    table.write_parquet(temp)
-    with temp.open("rb") as handle:
-        os.fsync(handle.fileno())
-    temp.replace(path)
+    buffer = io.BytesIO()
+    table.write_parquet(buffer)
+    atomic_write(path, buffer.getvalue())
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    temp = path.with_name(path.name + TEMP_SUFFIX)
-    with temp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    temp.replace(path)
+    atomic_write(path, text.encode("utf-8"))
 
 
 def summary_table(table: pl.DataFrame, html: Path, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> str:

@@ -4,20 +4,34 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from specs.results import RunResult
+from specs.safefile import (
+    CHECKSUMS_MAX_BYTES,
+    MANIFEST_MAX_BYTES,
+    RUN_MAX_BYTES,
+    TEMP_SUFFIX,
+    UnsafeFileError,
+    is_special,
+    kind_of,
+    lstat_or_none,
+    open_binary,
+    read_bytes,
+    read_text,
+)
 
 SPEC_FILE = "spec.yaml"
 RUNS_DIR = "runs"
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.parquet"
 FIGURES_DIR = "figures"
-TEMP_SUFFIX = ".tmp"
 # Every checksum the sweep ever wrote, one JSON line each: a second record beside the manifest, so a run
 # file edited while the manifest was away is never adopted as a result.
 CHECKSUMS_FILE = "checksums.jsonl"
@@ -28,9 +42,14 @@ FIGURE_SUFFIXES = (".png", ".svg")
 # What a sweep directory may hold; anything else is a stray that `verify` names.
 SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, *REPORT_FILES})
 SWEEP_DIRS = frozenset({RUNS_DIR, FIGURES_DIR})
-# Temporary files the package itself names: the store's `.<name>.<random>.tmp` and the report's `<name>.tmp`.
-_STORE_TEMP = re.compile(r"^\.(?:spec\.yaml|manifest\.json|write-check|[0-9a-f]+\.json)\.[^/]+\.tmp$")
+# Temporary files the package itself names (specs/safefile.atomic_write): `.<name>.<random>.tmp` for the files
+# a sweep writes, the report's included; `<name>.tmp`, the report's own before it took unique names.
+_STORE_TEMP = re.compile(
+    r"^\.(?:spec\.yaml|manifest\.json|write-check|[0-9a-f]+\.json|results\.parquet|report\.html|report\.md"
+    r"|findings\.json)\.[^/]+\.tmp$"
+)
 _REPORT_TEMPS = frozenset(name + TEMP_SUFFIX for name in (RESULTS_FILE, *REPORT_FILES))
+_FIGURE_TEMP = re.compile(r"^\.[^/]+\.(?:png|svg)\.[^/]+\.tmp$")
 
 
 class Manifest(BaseModel):
@@ -82,16 +101,18 @@ class SweepLayout:
 
     def run_files(self) -> dict[str, Path]:
         """Every finished run file on disk, by run id (temporary files and directories are not runs)."""
-        if not self.runs.is_dir():
+        if not _is_own_dir(self.runs):
             return {}
-        return {p.stem: p for p in sorted(self.runs.glob("*.json")) if p.is_file()}
+        return {p.stem: p for p in sorted(self.runs.glob("*.json")) if _is_regular(p)}
 
     def temporaries(self) -> list[Path]:
         """Temporary files this package names itself, left by an interrupted write (never anything else)."""
         found = [p for p in _entries(self.root) if is_own_temporary(p.name)]
-        if self.runs.is_dir() and not self.runs.is_symlink():
+        if _is_own_dir(self.runs):
             found += [p for p in _entries(self.runs) if _STORE_TEMP.match(p.name)]
-        return found
+        if _is_own_dir(self.figures):
+            found += [p for p in _entries(self.figures) if _FIGURE_TEMP.match(p.name)]
+        return [p for p in found if _is_regular(p)]
 
 
 def is_own_temporary(name: str) -> bool:
@@ -105,10 +126,49 @@ def _entries(directory: Path) -> list[Path]:
         return []
 
 
+def _is_regular(path: Path) -> bool:
+    """A regular file itself, not a symlink to one (lstat)."""
+    status = lstat_or_none(path)
+    return status is not None and stat.S_ISREG(status.st_mode)
+
+
+def _is_own_dir(path: Path) -> bool:
+    """A directory itself, not a symlink to one: a sweep never follows a link out of its folder."""
+    status = lstat_or_none(path)
+    return status is not None and stat.S_ISDIR(status.st_mode)
+
+
+def refuse_unsafe_entries(layout: SweepLayout) -> None:
+    """Raise UnsafeFileError, one line naming the path, for the first FIFO, device, socket or symlink in the
+    sweep folder, its runs/ or its figures/: none is ever read, written or followed. Only names are looked at
+    (lstat), so this never blocks."""
+    for directory in (layout.root, layout.runs, layout.figures):
+        status = lstat_or_none(directory)
+        if status is None:
+            continue
+        if directory != layout.root and not stat.S_ISDIR(status.st_mode):
+            if stat.S_ISLNK(status.st_mode) or is_special(status.st_mode):
+                raise UnsafeFileError(_unsafe(directory, status.st_mode))
+            continue  # a file where a directory belongs: a stray, named by verify
+        for path in _entries(directory):
+            mode = lstat_or_none(path)
+            if mode is not None and (stat.S_ISLNK(mode.st_mode) or is_special(mode.st_mode)):
+                raise UnsafeFileError(_unsafe(path, mode.st_mode))
+
+
+def _unsafe(path: Path, mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        target = os.readlink(path)
+        return (f"{path}: is a symlink (to {target}); a sweep reads and writes only inside its own folder and never "
+                "follows a link out of it: replace the link with the real file or directory, or remove it")
+    return (f"{path}: is {kind_of(mode)}; a sweep folder holds only regular files and directories, and this is "
+            "never opened (it could block or never end): remove it")
+
+
 def holds_sweep(root: Path) -> bool:
     """Whether a directory holds a sweep of this package: its checksum record, or a manifest that parses."""
     layout = SweepLayout(root)
-    if layout.checksums.is_file():
+    if _is_regular(layout.checksums):
         return True
     try:
         return read_manifest(layout) is not None
@@ -124,10 +184,14 @@ def checksum_key(layout: SweepLayout, path: Path) -> str:
 def read_checksums(layout: SweepLayout) -> dict[str, set[str]] | None:
     """Every checksum ever recorded, by file (None when there is no record). A torn last line, from a
     writer killed mid-append, is skipped: its file was never renamed into place."""
+    if lstat_or_none(layout.checksums) is None:
+        return None
     try:
-        text = layout.checksums.read_text(encoding="utf-8")
+        text = read_text(layout.checksums, CHECKSUMS_MAX_BYTES)
     except FileNotFoundError:
         return None
+    except UnsafeFileError:
+        raise
     except (OSError, UnicodeDecodeError):
         return {}
     recorded: dict[str, set[str]] = {}
@@ -142,16 +206,18 @@ def read_checksums(layout: SweepLayout) -> dict[str, set[str]] | None:
 
 def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
+    with open_binary(path) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
 
 
 def read_manifest(layout: SweepLayout) -> Manifest | None:
-    if not layout.manifest.is_file():
+    """The manifest, None when there is none; UnsafeFileError (a ValueError) when it is no regular file or too
+    large, ValidationError when it does not parse."""
+    if lstat_or_none(layout.manifest) is None:
         return None
-    return Manifest.model_validate_json(layout.manifest.read_text(encoding="utf-8"))
+    return Manifest.model_validate_json(read_bytes(layout.manifest, MANIFEST_MAX_BYTES))
 
 
 @dataclass(frozen=True)
@@ -167,16 +233,21 @@ class Problem:
 
 def verify(layout: SweepLayout) -> list[Problem]:
     """Recompute every checksum; name each mismatch, missing file, extra file and stray entry, and every
-    manifest checksum the sweep never recorded writing. Empty = verified."""
+    manifest checksum the sweep never recorded writing, and every run file that names another run or another
+    sweep inside (copied in from elsewhere). Empty = verified. UnsafeFileError (one line) for a FIFO, device,
+    socket or symlink in the folder, or a file too large to read."""
+    refuse_unsafe_entries(layout)
     try:
         manifest = read_manifest(layout)
+    except UnsafeFileError:
+        raise
     except (ValueError, OSError) as exc:
         return [Problem(str(layout.manifest), f"unreadable manifest ({exc.__class__.__name__})")]
     if manifest is None:
         return [Problem(str(layout.manifest), "missing")]
     problems: list[Problem] = []
     recorded = read_checksums(layout)
-    if not layout.spec.is_file():
+    if not _is_regular(layout.spec):
         problems.append(Problem(str(layout.spec), "missing"))
     elif sha256_file(layout.spec) != manifest.spec_sha256:
         problems.append(Problem(str(layout.spec), "checksum mismatch (edited after the sweep)"))
@@ -192,9 +263,24 @@ def verify(layout: SweepLayout) -> list[Problem]:
             problems.append(Problem(str(path), "checksum mismatch (truncated or edited)"))
         elif recorded is not None and expected not in recorded.get(checksum_key(layout, path), set()):
             problems.append(Problem(str(path), f"checksum not in {CHECKSUMS_FILE}: not a result the sweep wrote"))
+        else:
+            problems += _foreign(path, run_id, manifest.sweep)
     for run_id in sorted(set(on_disk) - set(manifest.runs)):
         problems.append(Problem(str(on_disk[run_id]), "extra file not in the manifest"))
     return problems + strays(layout)
+
+
+def _foreign(path: Path, run_id: str, sweep: str) -> list[Problem]:
+    """A run file whose content names another run or another sweep: copied in, with checksums made to match."""
+    try:
+        result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
+    except (ValidationError, UnicodeDecodeError):
+        return [Problem(str(path), "not a run result (does not parse as one)")]
+    if result.run_id != run_id:
+        return [Problem(str(path), f"holds run {result.run_id}, not {run_id} (renamed or copied in)")]
+    if result.sweep != sweep:
+        return [Problem(str(path), f"a run of sweep {result.sweep!r}, not of {sweep!r} (copied in from another sweep)")]
+    return []
 
 
 def strays(layout: SweepLayout) -> list[Problem]:
@@ -213,22 +299,24 @@ def strays(layout: SweepLayout) -> list[Problem]:
                 problems.append(Problem(str(path), "stray: not a regular file"))
         else:
             problems.append(Problem(str(path), "stray: not part of a sweep"))
-    for path in _entries(layout.runs) if layout.runs.is_dir() and not layout.runs.is_symlink() else []:
+    for path in _entries(layout.runs) if _is_own_dir(layout.runs) else []:
         if _STORE_TEMP.match(path.name):
             continue
         if path.suffix != ".json":
             problems.append(Problem(str(path), "stray: not a run file"))
         elif not path.is_file() or path.is_symlink():
             problems.append(Problem(str(path), "stray: a run file must be a regular file"))
-    for path in _entries(layout.figures) if layout.figures.is_dir() and not layout.figures.is_symlink() else []:
-        if path.suffix not in FIGURE_SUFFIXES or not path.is_file():
+    for path in _entries(layout.figures) if _is_own_dir(layout.figures) else []:
+        if _FIGURE_TEMP.match(path.name):
+            continue
+        if path.suffix not in FIGURE_SUFFIXES or not _is_regular(path):
             problems.append(Problem(str(path), "stray: not a figure"))
     return problems
 
 
 def provenance_warning(layout: SweepLayout) -> str | None:
     """A line to print when the manifest's checksums cannot be checked against the record of writes."""
-    if layout.manifest.is_file() and read_checksums(layout) is None:
+    if _is_regular(layout.manifest) and read_checksums(layout) is None:
         return (
             f"{layout.checksums}: missing, so the manifest's checksums cannot be checked against the record of "
             "what the sweep wrote (a directory from an older version, or the record was deleted)"
@@ -238,10 +326,7 @@ def provenance_warning(layout: SweepLayout) -> str | None:
 
 def load_results(layout: SweepLayout) -> list[RunResult]:
     """Every run artifact of a sweep, parsed (the report's only input besides the spec)."""
-    return [
-        RunResult.model_validate_json(path.read_text(encoding="utf-8"))
-        for path in layout.run_files().values()
-    ]
+    return [RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES)) for path in layout.run_files().values()]
 
 
 def canonical_json(data: object) -> str:

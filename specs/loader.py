@@ -13,9 +13,10 @@ from pydantic import BaseModel, ValidationError
 
 from specs.paths import PACKAGE_ROOT, resolve_path
 from specs.preflight import check_on_this_machine
+from specs.safefile import SPEC_MAX_BYTES, UnsafeFileError, read_text
 from specs.schema import ExperimentSpec
 
-__all__ = ["DEFAULT_SPEC", "PACKAGE_ROOT", "SpecError", "load_spec", "parse_spec", "resolve_path"]
+__all__ = ["DEFAULT_SPEC", "PACKAGE_ROOT", "SpecError", "load_spec", "parse_spec", "read_spec_text", "resolve_path"]
 DEFAULT_SPEC = "specs/smoke.yaml"
 
 
@@ -25,14 +26,21 @@ class SpecError(ValueError):
 
 def load_spec(path: str | Path = DEFAULT_SPEC) -> ExperimentSpec:
     """Load and validate a spec file; raise SpecError with one line on any problem."""
+    return parse_spec(read_spec_text(path), source=str(path))
+
+
+def read_spec_text(path: str | Path) -> str:
+    """A spec file's text: a regular file (or a link to one) of at most SPEC_MAX_BYTES, never a FIFO or device
+    (which would block or never end); SpecError with one line otherwise."""
     file = resolve_path(path)
     try:
-        text = file.read_text(encoding="utf-8")
+        return read_text(file, SPEC_MAX_BYTES, follow=True)
     except FileNotFoundError:
         raise SpecError(f"{path}: no such spec file") from None
+    except UnsafeFileError as exc:
+        raise SpecError(f"spec {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{path}: cannot read spec file ({exc.__class__.__name__}: {exc})") from None
-    return parse_spec(text, source=str(path))
 
 
 def parse_spec(text: str, source: str = "<spec>", *, check_files: bool = True) -> ExperimentSpec:

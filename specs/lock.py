@@ -1,4 +1,5 @@
-"""One sweep per output directory: an exclusive lock file that names its holder and works on a shared disk.
+"""One writer per sweep directory (a sweep, or a report): an exclusive lock file that names its holder and
+works on a shared disk. It lives in specs/ so that both the orchestrator and the report take the same lock.
 
 The lock is `flock` on `<dir>/sweep.lock`, which the kernel (and NFS v4, Lustre, GPFS) releases when the
 holder dies, however it dies. The file names the holder (host, pid, start) and its mtime is a heartbeat,
@@ -24,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from orchestrator import procs
+from specs import procs
+from specs.safefile import open_own
 
 HEARTBEAT_S = 15.0  # how often the holder touches the lock file
 STALE_AFTER_S = 120.0  # another host's lock whose heartbeat is older than this is abandoned
@@ -41,23 +43,26 @@ class Holder:
     pid: int
     started: str  # when the holder took the lock (ISO time)
     start_ticks: int | None = None  # the pid's start (procs.start_ticks): tells a reused pid apart
+    role: str = "sweep"  # what holds it: a sweep, or a report
 
     def describe(self) -> str:
         return f"host {self.host}, pid {self.pid}, since {self.started}"
 
     @classmethod
-    def me(cls) -> Holder:
+    def me(cls, role: str = "sweep") -> Holder:
         return cls(
             host=socket.gethostname(), pid=os.getpid(), started=datetime.now(UTC).isoformat(timespec="seconds"),
-            start_ticks=procs.start_ticks(os.getpid()),
+            start_ticks=procs.start_ticks(os.getpid()), role=role,
         )  # fmt: skip
 
 
 class SweepLock:
-    """`with SweepLock(path) as lock:` holds the directory; `lock.notes` says what it took over."""
+    """`with SweepLock(path) as lock:` holds the directory; `lock.notes` says what it took over. `role` names
+    the holder in the file ("sweep" or "report"), so whoever is refused is told what to wait for."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, role: str = "sweep") -> None:
         self.path = path
+        self.role = role
         self.notes: list[str] = []
         self._fd: int | None = None
         self._stop = threading.Event()
@@ -73,7 +78,7 @@ class SweepLock:
     def acquire(self) -> None:
         """Take the lock, or raise LockHeldError naming the holder. OSError: the directory is not writable."""
         for _ in range(20):  # the holder released (and removed the file) while we opened it: open again
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = open_own(self.path, os.O_RDWR | os.O_CREAT, 0o644)  # never a FIFO, device or link
             try:
                 if self._try(fd):
                     self._fd = fd
@@ -99,7 +104,7 @@ class SweepLock:
             self.notes.append(
                 f"{self.path}: took over the lock of a sweep that is no longer running ({previous.describe()})"
             )
-        _write_holder(fd, Holder.me())
+        _write_holder(fd, Holder.me(self.role))
         return True
 
     def release(self) -> None:
@@ -128,9 +133,11 @@ class SweepLock:
 
     def _held_message(self, holder: Holder | None) -> str:
         who = holder.describe() if holder else "a sweep that has not written its name yet"
+        role = holder.role if holder else "sweep"
+        elsewhere = ", or use another --out" if self.role == "sweep" else ""
         return (
-            f"{self.path.parent}: another sweep is writing here ({who}); wait for it to finish, or use "
-            f"another --out (if that process is gone for good, remove {self.path})"
+            f"{self.path.parent}: another {role} is writing here ({who}); wait for it to finish{elsewhere} "
+            f"(if that process is gone for good, remove {self.path})"
         )
 
 
@@ -164,7 +171,7 @@ def _read_holder(fd: int) -> Holder | None:
         fields = json.loads(data)
         return Holder(
             host=str(fields["host"]), pid=int(fields["pid"]), started=str(fields.get("started", "?")),
-            start_ticks=fields.get("start_ticks"),
+            start_ticks=fields.get("start_ticks"), role=str(fields.get("role", "sweep")),
         )  # fmt: skip
     except (ValueError, KeyError, TypeError):
         return Holder(host="?", pid=0, started="? (unreadable lock file)")

@@ -76,9 +76,9 @@ def main() -> int:
     import ray
 
     from orchestrator.cli import EXIT_USAGE, sweep_command
-    from orchestrator.lock import LockHeldError
     from orchestrator.sweepdir import SweepDirError
     from specs.loader import SpecError
+    from specs.lock import LockHeldError
     from tests import fake_actors, sweep_faults
 
     ray.cloudpickle.register_pickle_by_value(fake_actors)

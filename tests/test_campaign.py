@@ -105,7 +105,7 @@ def test_sweep_refuses_a_plan_predicted_over_the_limit(tmp_path: Path, capsys: p
     assert code == EXIT_USAGE
     err = capsys.readouterr().err
     assert "--max-predicted-hours 0.05" in err and "h100-sxm" in err
-    assert not list((tmp_path / "c" / "runs").glob("*.json"))  # nothing ran
+    assert not (tmp_path / "c").exists()  # refused before anything was written
     spec = write_spec(tmp_path, tiny_spec(batch_sizes=[1]))
     assert sweep_command(str(spec), out=tmp_path / "t", executor="inline", max_predicted_hours=1.0) == EXIT_USAGE
     assert "names no roofline profile" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from tests.spec_fixtures import TINY, mutated, spec_from, tiny_dict
 
 def fake_result(run, status: RunStatus = RunStatus.OK) -> RunResult:
     return RunResult(
-        run_id=run.run_id, sweep="smoke", config=run.config, status=status, weights="synthetic",
+        run_id=run.run_id, sweep="tiny", config=run.config, status=status, weights="synthetic",
         started_at="2026-01-01T00:00:00+00:00", finished_at="2026-01-01T00:00:01+00:00",
     )
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import lock as lock_module
 from orchestrator.cli import main
-from orchestrator.lock import LockHeldError, SweepLock
 from orchestrator.plan import plan_runs
+from specs import lock as lock_module
 from specs.artifacts import SweepLayout, verify
 from specs.loader import PACKAGE_ROOT, load_spec
+from specs.lock import LockHeldError, SweepLock
 from tests.sweep_faults import finished_sweep, small_spec
 
 
