@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def connect(*, num_cpus: int | None = None) -> Capacity:
     _connected = True
     if _watchdog is None:
         _watchdog = start_watchdog()
+    _quiet_default_auth_notice()
     ray.init(
         address="local",
         num_cpus=num_cpus,
@@ -55,6 +57,25 @@ def connect(*, num_cpus: int | None = None) -> Capacity:
         logging_level="WARNING",
     )
     return capacity()
+
+
+class _DefaultAuthNotice(logging.Filter):
+    """Drops Ray's notice that a new local cluster uses token authentication, its default: the sweep keeps that
+    default (setting RAY_AUTH_MODE=token instead would silence it too, but only before Ray is first imported;
+    after, Ray's cached config starts the cluster without authentication). Every other Ray message passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(AUTH_NOTICE)
+
+
+AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+_AUTH_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _quiet_default_auth_notice() -> None:
+    log = logging.getLogger(_AUTH_LOGGER)
+    if not any(isinstance(f, _DefaultAuthNotice) for f in log.filters):
+        log.addFilter(_DefaultAuthNotice())
 
 
 def _loopback_only() -> None:

@@ -19,10 +19,11 @@ MEASURABLE_OVERSHOOT = 4.0
 TOKEN_ID_BYTES = 8  # int64 token ids: every run holds its batch's prompt and generation at once
 
 
-def refuse_unmeasurable_batches(spec: ExperimentSpec, planned: list[PlannedRun]) -> None:
-    """Raise SpecError naming `grid.batch_sizes` for the first run predicted beyond MEASURABLE_OVERSHOOT x the
-    device's memory. The device is the spec's roofline profile, or this machine's RAM for `device: cpu`;
-    with neither (a GPU not known until run time) nothing is checked."""
+def refuse_unmeasurable_batches(spec: ExperimentSpec, planned: list[PlannedRun], spec_file: str) -> None:
+    """Raise SpecError naming the spec file and `grid.batch_sizes` (as every load-time error names its file) for the
+    first run predicted beyond MEASURABLE_OVERSHOOT x the device's memory. The device is the spec's roofline
+    profile, or this machine's RAM for `device: cpu`; with neither (a GPU not known until run time) nothing is
+    checked."""
     device = _device_memory(spec)
     if device is None:
         return
@@ -32,7 +33,7 @@ def refuse_unmeasurable_batches(spec: ExperimentSpec, planned: list[PlannedRun])
         if need_bytes > MEASURABLE_OVERSHOOT * device_bytes:
             config = run.config
             raise SpecError(
-                f"grid.batch_sizes: batch {config.batch_size} of {config.model.name} "
+                f"{spec_file}: grid.batch_sizes: batch {config.batch_size} of {config.model.name} "
                 f"({config.prompt_length}+{config.generation_length} tokens) is predicted to need "
                 f"{need_bytes / 2**30:,.1f} GiB ({basis}) on {device_name}, which has {device_bytes / 2**30:,.1f} GiB; "
                 f"beyond {MEASURABLE_OVERSHOOT:g}x the device's memory a run cannot measure even its out-of-memory "

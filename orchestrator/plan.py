@@ -24,6 +24,7 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("llada_impl",): None,
     ("llama_impl",): None,
     ("llada_impl", "graph"): False,
+    ("llada_impl", "steps"): None,
     ("llama_impl", "decode_attention"): "static",
 }
 
@@ -142,11 +143,15 @@ def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, 
         for remasking in axes.remasking
         for cfg in axes.cfg_scales
         for impl in axes.impl
+        if impl.steps is None or steps in impl.steps
     ]
 
 
 def _unless_vanilla(impl: LladaImpl | LlamaImpl | None) -> LladaImpl | LlamaImpl | None:
-    return None if impl is None or impl.name == VANILLA else impl
+    """None for vanilla; a LLaDA variant without its `steps` restriction, which chose where it runs, not how."""
+    if impl is None or impl.name == VANILLA:
+        return None
+    return impl.model_copy(update={"steps": None}) if isinstance(impl, LladaImpl) else impl
 
 
 def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int, int]:

@@ -73,6 +73,7 @@ class Document:
     subtitle: str
     sections: list[Section]
     warnings: list[str] = field(default_factory=list)  # above everything, under the title (unverified artifacts)
+    verdict: list[str] = field(default_factory=list)  # report/verdict.py: the answer in sentences, before any table
 
 
 # ------------------------------------------------------------------ formats

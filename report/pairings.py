@@ -117,6 +117,7 @@ class FindingsFile(_Record):
     # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
     # verified, so the file of a verified sweep is unchanged).
     unverified: list[str] = []
+    verdict: list[str] = []  # report/verdict.py: the answer in at most five sentences, first in the file
     sweep: str
     pairings: list[str]  # the pairings present
     meaning: dict[str, str]
@@ -304,7 +305,8 @@ def best_roofline_crossover(
 # ---------------------------------------------------------------- findings.json and the terminal
 
 
-def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = ()) -> FindingsFile:
+def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
+                  verdict: Sequence[str] = ()) -> FindingsFile:
     present = _ordered(p.pairing for p in pairings)
     notes = [NO_VARIANTS] if present == [VANILLA_PAIRING] else []
     if any(p.interval == stats.RANGE for q in pairings for p in q.speedups):
@@ -313,7 +315,8 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
     if any(p.llada_extrapolated for q in pairings for p in q.speedups):
         notes.append("llada_extrapolated: LLaDA's latency (and its joules per token) timed from its first steps and "
                      "extrapolated to all of them (controls.extrapolation)")
-    return FindingsFile(sweep=sweep, pairings=present, meaning={k: PAIRING_MEANING[k] for k in present},
+    return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present,
+                        meaning={k: PAIRING_MEANING[k] for k in present},
                         speedup=SPEEDUP_MEANING, notes=notes, findings=list(pairings), unverified=list(unverified))
 
 

@@ -59,6 +59,7 @@ from report.table import (
     vanilla_runs,
 )
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
+from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
 from specs.artifacts import FIGURES_DIR, RESULTS_FILE, Manifest, SweepLayout, read_manifest, verify
 from specs.results import RunResult
@@ -116,10 +117,10 @@ class ReportOutputs:
     skipped: tuple[SkippedFigure, ...]
     problems: tuple[str, ...]  # verification failures (only with allow_unverified)
     summary: str
-    findings: str  # the Findings as text, printed after the summary
-    variants: str = ""  # the variants against vanilla as text (empty without variants), printed last
+    findings: str  # the Findings as text (the terminal prints the verdict; the Findings are in the report)
+    variants: str = ""  # the variants against vanilla as text (empty without variants)
     findings_json: Path | None = None  # findings.json: both pairings as data (report/pairings.py)
-    pairings: str = ""  # both pairings as text (report/pairings.py), printed after the Findings
+    pairings: str = ""  # both pairings as text (report/pairings.py)
 
 
 def render_report(
@@ -134,7 +135,8 @@ def render_report(
     Refuses (UnverifiedArtifactsError) when a checksum fails unless `allow_unverified`; then the report
     carries the failures in a warning. Runs are predicted against the roofs their worker measured, else their
     GPU's datasheet profile; `hardware` names a datasheet profile for a GPU whose name matches none (a run is
-    never predicted against another device). Prints a short results table, then the Findings.
+    never predicted against another device). Prints a short results table, the verdict
+    (report/verdict.py) and where the full Findings are, and last the report's path.
 
     Accelerated variants (runs whose `impl_name` is not vanilla) appear in the per-run tables, the roofline's
     predictions and their own section and figures; every LLaMA-vs-LLaDA analysis reads the vanilla runs only.
@@ -200,20 +202,18 @@ def render_report(
     json_path = layout.root / FINDINGS_FILE
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
-    findings_record = findings_file(inputs.sweep, pairings, unverified=problems)
+    findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict)
     _atomic_text(json_path, findings_record.model_dump_json(indent=1, exclude=None if problems else {"unverified"})
                  + "\n")
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)
     versus = variants_text(variants)
-    if echo:
-        print(summary)
-        print(answer)
-        if both_ways:
-            print(both_ways)
-        if versus:
-            print(versus)
+    if echo:  # the runs, the verdict, where the rest is; the report's path last
+        runs, report_line = summary.rsplit("\n", 1)
+        print(runs)
+        print(verdict_text(document.verdict, md_path, json_path))
+        print(report_line)
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
                          summary, answer, versus, json_path, both_ways)
 

@@ -79,6 +79,9 @@ class LladaImpl(Frozen):
     time is recorded as `compile_s`. It changes no number a forward computes (the same kernels, replayed): it
     is token-exact with the same variant eager. On a CPU, which has no graphs, the forward is compiled by
     inductor instead (the same static buffers).
+    `steps`: the grid's step counts this variant runs at (default: every one), e.g. only where quality is at
+    parity, so a sweep can afford a variant without multiplying every step count; a planning choice, never part
+    of a run's config.
     """
 
     name: str = VANILLA
@@ -86,8 +89,10 @@ class LladaImpl(Frozen):
     threshold: float | None = Field(default=None, gt=0, le=1)
     factor: float | None = Field(default=None, gt=0)
     graph: bool = False
+    steps: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1)
 
     _name = field_validator("name")(safe_name)
+    _distinct_steps = field_validator("steps")(distinct)
 
     @model_validator(mode="after")
     def _one_parallel_rule(self) -> LladaImpl:
@@ -152,6 +157,15 @@ class LladaAxes(Frozen):
 
     _distinct = field_validator("steps", "block_lengths", "remasking", "cfg_scales")(distinct)
     _distinct_impl = field_validator("impl")(_distinct_names)
+
+    @model_validator(mode="after")
+    def _impl_steps_in_the_grid(self) -> LladaAxes:
+        for impl in self.impl:
+            missing = [s for s in impl.steps or [] if s not in self.steps]
+            if missing:
+                raise ValueError(f"impl: {impl.name!r} steps {missing} are not among the steps swept; allowed: "
+                                 f"{', '.join(map(str, self.steps))}")
+        return self
 
     @model_validator(mode="after")
     def _rules_rank_confidence(self) -> LladaAxes:

@@ -151,6 +151,20 @@ def test_per_model_llada_axes_carry_their_own_impls() -> None:
     assert llada and all(r.config.impl_name == "prefix-cache" and r.config.llada_impl.cache == "prefix" for r in llada)
 
 
+def test_a_variant_runs_only_at_the_steps_it_names_with_the_id_it_has_everywhere() -> None:
+    def at_four(d: dict) -> None:
+        d["grid"]["llada"]["impl"] = [{"name": "vanilla"}, {"name": "dual-cache", "cache": "dual", "steps": [16]}]
+
+    def everywhere(d: dict) -> None:
+        d["grid"]["llada"]["impl"] = [{"name": "vanilla"}, {"name": "dual-cache", "cache": "dual"}]
+
+    limited = [r for r in plan_runs(spec_from(mutated(at_four))) if r.config.impl_name == "dual-cache"]
+    full = {r.run_id for r in plan_runs(spec_from(mutated(everywhere))) if r.config.impl_name == "dual-cache"}
+    assert limited and {r.config.steps for r in limited} == {16}
+    assert all(r.config.llada_impl.steps is None for r in limited)  # where it runs is not part of the run
+    assert {r.run_id for r in limited} < full  # the same runs as the unrestricted variant's at 16 steps
+
+
 def test_extrapolation_skips_variants_whose_steps_differ() -> None:
     def extrapolated(d: dict) -> None:
         _with_impls(d)
@@ -180,6 +194,9 @@ def test_bad_variants_name_the_field(tmp_path, capsys) -> None:
             "impl: 't' commit by the model's confidence",
         ),
         (lambda d: d["grid"].update(llama={"impl": [{"name": "c", "compiled": True}]}), "compiled"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "d", "cache": "dual", "steps": [5]}]),
+         r"impl: 'd' steps \[5\] are not among the steps swept; allowed: 8, 16, 32"),
+        (lambda d: d["grid"]["llada"].update(impl=[{"name": "d", "cache": "dual", "steps": [8, 8]}]), "listed twice"),
     ]
     for mutate, message in cases:
         with pytest.raises(SpecError, match=message):

@@ -48,7 +48,7 @@ def test_a_batch_far_beyond_the_devices_memory_is_refused_with_both_sizes(
     path = write_spec(tmp_path, tiny_spec(batch_sizes=[1, 10**9]))
     args = [command, str(path)] + (["--out", str(tmp_path / "out")] if command == "sweep" else [])
     err = _refusal(args, capsys)
-    assert "grid.batch_sizes: batch 1000000000 of " in err
+    assert f"error: {path}: grid.batch_sizes: batch 1000000000 of " in err  # the file, as every load-time error
     assert "GiB (the roofline's memory model) on this machine's RAM, which has " in err
     assert f"beyond {MEASURABLE_OVERSHOOT:g}x the device's memory" in err
     assert not (tmp_path / "out" / "runs").exists()  # refused before any run

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
@@ -279,12 +280,18 @@ class Worker:
         return loaded
 
     def _load(self, spec: ModelSpec, controls: Controls, device: torch.device) -> tuple[LoadedModel, float]:
+        """Load a model and say so in one line: transformers' per-tensor bar, printed by every worker (actor) for
+        every load, would bury the sweep's own progress."""
+        hf_logging.disable_progress_bar()
         start = time.perf_counter()
         loaded = load_model(spec, controls, device)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         self._load_counts[spec.name] = self._load_counts.get(spec.name, 0) + 1
-        return loaded, time.perf_counter() - start
+        seconds = time.perf_counter() - start
+        print(f"loaded {spec.name} ({loaded.weights_bytes / 2**20:.3g} MiB of {loaded.weights} weights) on {device} "
+              f"in {seconds:.1f} s", flush=True)
+        return loaded, seconds
 
     def _release_held(self, keep_as_evaluator: ModelKey | None = None) -> None:
         """Drop the held model, or keep it as the evaluator when the next run scores with it.

@@ -21,6 +21,7 @@ from report.sections import (
 )
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
+from report.verdict import verdict
 
 
 def _energy(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -55,4 +56,4 @@ def build_document(inputs: ReportInputs) -> Document:
         sections.append(Section(anchor, title, [*lead, *figures[anchor], *tail]))
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
     subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
-    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections)
+    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings))
