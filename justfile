@@ -90,6 +90,17 @@ image-docker TAG="llada-bench:latest":
 image-apptainer SIF="llada.sif" *ARGS:
     apptainer build "${@:2}" --build-arg IMAGE_ID="$(container/image-id.sh)" --build-arg GIT_COMMIT="$(git rev-parse HEAD)" "$1" Apptainer.def
 
+# Build the registry-only image (--build-arg VARIANT=registry) with podman and run `just sweep` and its fast tests in it as Apptainer would (root, Debian; no GPU, no container registry)
+[positional-arguments]
+image-test *ARGS:
+    container/image-test.sh "$@"
+
+# Write the image `just image-test` built as a docker archive, for `apptainer build llada.sif docker-archive://build/llada-bench.tar`
+[positional-arguments]
+image-archive TAR="build/llada-bench.tar" TAG="localhost/llada-bench:registry":
+    mkdir -p "$(dirname "$1")" && rm -f "$1"
+    podman save --format docker-archive --output "$1" "$2"
+
 # Submit a sweep to ACCRE: one exclusive A100 node running llada.sif, e.g. `just accre specs/paper.yaml --account=mygroup_acc`
 [positional-arguments]
 accre SPEC="specs/paper.yaml" *SBATCH:
@@ -110,10 +121,10 @@ train-miniature *ARGS:
 test-gpu *ARGS:
     container/gpu-tests.sh "$@"
 
-# Where a compiled LLaMA decode step's time goes (CUDA): torch.profiler kernels per decode attention, e.g. `just profile-decode --batch 64`
+# Where a compiled LLaMA decode step's time goes (CUDA): its share of the roofline's memory roof and torch.profiler kernels per decode attention, e.g. `just profile-decode --batch 1 64`
 [positional-arguments]
 profile-decode *ARGS:
-    python tests/gpu/profile_decode.py "$@"
+    python -m tests.gpu.profile_decode "$@"
 
 # Make the folder an offline GPU machine needs for a campaign: wheels for its PYTHON (e.g. 3.12) and the tokenizer
 [positional-arguments]
@@ -124,3 +135,8 @@ gpu-bundle DIR="build/gpu-bundle" PYTHON="":
 [positional-arguments]
 campaign SPEC="specs/campaign-h100.yaml" *ARGS:
     container/gpu-campaign.sh "$@"
+
+# One GPU round from one bundle: device tests, decode profile, specs/campaign-graphs.yaml in resumable calls of at most 9 min, then gpu-round.json (each goal met or missed); `--dry-run` plans it on h100-sxm and h200
+[positional-arguments]
+gpu-round *ARGS:
+    container/gpu-round.sh "$@"

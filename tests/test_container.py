@@ -840,7 +840,7 @@ def test_list_and_unknown_spec(tmp_path, capsys) -> None:
 
 # ---------------------------------------------------------------- one offline GPU lease
 
-GPU_SCRIPTS = ("gpu-campaign.sh", "gpu-env.sh", "gpu-tests.sh")  # what runs on the offline GPU machine
+GPU_SCRIPTS = ("gpu-campaign.sh", "gpu-env.sh", "gpu-tests.sh", "gpu-round.sh")  # what runs on the offline GPU machine
 
 
 def test_gpu_machine_scripts_install_nothing_from_the_network() -> None:
