@@ -19,9 +19,10 @@ pytestmark = [
 ]
 
 
-def test_the_elementwise_roof_is_measured_where_it_streams() -> None:
+def test_the_elementwise_multiply_is_measured_where_it_streams() -> None:
     """A 256 MiB multiply runs at what the bandwidth streams it at (two reads, one write), not at one launch's
-    rate; a 65,536-element one measured 8.1e9 op/s on an H200."""
+    rate (a 65,536-element one measured 8.1e9 op/s on an H200): a bandwidth figure, which is why the roofline's
+    vector roof on a GPU is the CUDA cores' datasheet rate instead (roofline/measured.py vector_roof)."""
     from workers.measure.calibrate import calibrate
 
     roofs = calibrate(CUDA, "bfloat16")
