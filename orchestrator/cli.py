@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import math
 import os
 import signal
 import sys
@@ -31,6 +30,7 @@ from orchestrator.sweepdir import SweepDirError, check_writable, claim
 from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
 from specs.lock import LockHeldError, SweepLock
+from specs.options import OneLineParser, positive_int, positive_number
 from specs.results import RunStatus
 from specs.safefile import UnsafeFileError
 from specs.schema import ExperimentSpec
@@ -68,27 +68,6 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not allowed; give 1 or more")
-    return value
-
-
-def _positive_number(text: str) -> float:
-    """A finite number above zero (a duration, a limit): `nan`, `inf` and negatives are refused at parse time."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} is not allowed; give a finite number above 0")
-    return value
-
-
 def load_checked_spec(spec_arg: str) -> ExperimentSpec:
     """load_spec, plus what it cannot check without another stage's data: the roofline hardware profile."""
     spec = load_spec(spec_arg)
@@ -102,7 +81,7 @@ def load_checked_spec(spec_arg: str) -> ExperimentSpec:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="llada-bench",
         description="Inference efficiency of LLaDA-8B next to LLaMA-3-8B: spec → plan → runs → artifacts → report.",
     )
@@ -121,18 +100,18 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", type=Path, help="sweep directory (default artifacts/<spec name>)")
     sweep.add_argument("--force", action="store_true", help="rerun every run, even those already done")
     sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
-    sweep.add_argument("--actors", type=_positive_int, help="workers to start (default: one per GPU, else one)")
+    sweep.add_argument("--actors", type=positive_int, help="workers to start (default: one per GPU, else one)")
     sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
     sweep.add_argument(
         "--executor", choices=EXECUTORS, default="ray",
         help="ray (default): one actor per GPU; inline: every run in this process, without Ray (one GPU)",
     )  # fmt: skip
     sweep.add_argument(
-        "--max-predicted-hours", type=_positive_number, metavar="H",
+        "--max-predicted-hours", type=positive_number, metavar="H",
         help="refuse when the runs to do are predicted (roofline, controls.hardware.profile) to take longer",
     )  # fmt: skip
     sweep.add_argument(
-        "--stop-after", type=_positive_number, metavar="SECONDS",
+        "--stop-after", type=positive_number, metavar="SECONDS",
         help="inline: start no run predicted to end after this many seconds; rerun to continue",
     )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
@@ -149,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 def _plan(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
-    refuse_unmeasurable_batches(spec, planned, args.spec)
+    refuse_unmeasurable_batches(spec, planned)
     try:
         estimate = predict_plan(spec, planned, args.profile)
     except SpecError as exc:
@@ -227,7 +206,7 @@ def sweep_command(
             file=sys.stderr,
         )
     planned = plan_runs(spec)
-    refuse_unmeasurable_batches(spec, planned, spec_arg)
+    refuse_unmeasurable_batches(spec, planned)
     skipped = predicted_not_to_fit(spec, planned)
     layout = SweepLayout(default_out_dir(spec, out))
     predicting = max_predicted_hours is not None or stop_after_s is not None

@@ -10,19 +10,14 @@ from report.predictions import UnknownHardwareError
 from report.render import ReportError, render_report
 from specs.artifacts import CHECKSUMS_FILE, MANIFEST_FILE, SweepLayout, holds_sweep
 from specs.lock import LockHeldError, SweepLock
+from specs.options import OneLineParser
 from specs.safefile import UnsafeFileError
 
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = OneLineParser(
         prog="llada-bench report",
         description="Verify artifacts/<sweep>/ and write results.parquet, figures/*.png|svg, report.html and "
         "report.md from the artifacts alone (no model, no GPU, no network).",

@@ -13,6 +13,7 @@ from roofline.llada import LladaEstimate, estimate_llada
 from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import llada_memory, llama_memory
 from roofline.render import llada_json, llada_text, llama_json, llama_text
+from specs.options import nonnegative_number
 from specs.shapes import PRESET_NAMES, preset_shape
 
 # The study's hardware goes with the study's model; the faithful model defaults to the project's A100.
@@ -63,10 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps", type=int, required=True, help="diffusion steps in total (split evenly over blocks)"
     )
     llada.add_argument(
-        "--cfg-scale", type=float, default=0.0, help="classifier-free guidance scale (0 = off)"
+        "--cfg-scale", type=nonnegative_number, default=0.0, help="classifier-free guidance scale (0 = off)"
     )
     llada.add_argument(
-        "--temperature", type=float, default=0.0, help="sampling temperature (faithful sampler cost)"
+        "--temperature", type=nonnegative_number, default=0.0, help="sampling temperature (faithful sampler cost)"
     )
     llada.add_argument(
         "--remasking", default="low_confidence", help="low_confidence | random (faithful sampler cost)"

@@ -234,9 +234,22 @@ def test_numeric_options_are_checked_at_parse_time(
     with pytest.raises(SystemExit) as exited:
         main(["sweep", str(small_spec(tmp_path)), "--out", str(tmp_path / "out"), option, value])
     assert exited.value.code == EXIT_USAGE
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert f"argument {option}: " in last and value in last
+    line = one_line_error(capsys.readouterr().err)
+    assert f"argument {option}: " in line and value in line
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("option", ["--cfg-scale", "--temperature"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "warm"])
+def test_the_rooflines_numeric_options_are_checked_at_parse_time(
+    option: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from roofline.cli import main as roofline_main
+
+    args = ["llada", "--prompt-len", "8", "--gen-len", "32", "--block-length", "32", "--steps", "8", option, value]
+    assert roofline_main(args) == EXIT_USAGE
+    line = one_line_error(capsys.readouterr().err)
+    assert f"argument {option}: " in line and value in line
 
 
 # ---------------------------------------------------------------- a run copied in from elsewhere
