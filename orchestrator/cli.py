@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 def _plan(args: argparse.Namespace) -> int:
     spec = load_checked_spec(args.spec)
     planned = plan_runs(spec)
-    refuse_unmeasurable_batches(spec, planned)
+    refuse_unmeasurable_batches(spec, planned, args.spec)
     try:
         estimate = predict_plan(spec, planned, args.profile)
     except SpecError as exc:
@@ -206,7 +206,7 @@ def sweep_command(
             file=sys.stderr,
         )
     planned = plan_runs(spec)
-    refuse_unmeasurable_batches(spec, planned)
+    refuse_unmeasurable_batches(spec, planned, spec_arg)
     skipped = predicted_not_to_fit(spec, planned)
     layout = SweepLayout(default_out_dir(spec, out))
     predicting = max_predicted_hours is not None or stop_after_s is not None
