@@ -54,7 +54,7 @@ def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     timed_s = generation_s * config.timed_steps / config.steps if config.timed_steps and config.steps else generation_s
     controls = config.controls
     # A warm-up is one generation at the run's own shapes: what the repetitions cost (workers/measure/scenario.py).
-    total = (controls.warmup + controls.repetitions) * timed_s + RUN_OVERHEAD_S
+    total = (warmups(config) + controls.repetitions) * timed_s + RUN_OVERHEAD_S
     if config.quality.enabled:
         batches = math.ceil(len(config.prompt_ids) / config.batch_size)
         untimed = batches - min(controls.repetitions, batches)
@@ -64,6 +64,21 @@ def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     if config.llama_impl is not None and config.llama_impl.compile:
         total += COMPILE_S
     return total
+
+
+def warmups(config: RunConfig) -> int:
+    """The warm-up generations a run makes (workers/measure/scenario.py `_warmup_batches`): the configured W; a
+    compile or graph variant one more where W is 0 (its batch shape, which every batch shares), and LLaDA's graph
+    variant one for every prompt batch a repetition uses that the W did not reach (its windows follow the tokens)."""
+    controls = config.controls
+    batches = math.ceil(len(config.prompt_ids) / config.batch_size)
+    llada_graph = config.llada_impl is not None and config.llada_impl.graph
+    if llada_graph:
+        reached = {w % batches for w in range(controls.warmup)}
+        return controls.warmup + len({r % batches for r in range(controls.repetitions)} - reached)
+    if config.llama_impl is not None and config.llama_impl.compile:
+        return max(controls.warmup, 1)
+    return controls.warmup
 
 
 def attained(hardware: HardwareProfile) -> HardwareProfile:

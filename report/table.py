@@ -56,10 +56,10 @@ SCHEMA: dict[str, pl.DataType] = {
     **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
-    "weights_bytes": _I64, "at_failure_allocated_bytes": _I64,
+    "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
     "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
     "timed_steps": _I64, "extrapolated": _BOOL,
-    "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "compile_s": _F64,
+    "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "preparation_s": _F64,
     "model_load_s": _F64,
     # The faithful roofline on the run's own profile (report/predictions.py): the roofs alone (a lower bound), with
     # the profile's floor, the roofs-only share the run reached, and whether it ran faster than the bound allows.
@@ -153,7 +153,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "impl": config.impl_name, "timed_steps": config.timed_steps,
         "extrapolated": bool(samples and samples.extrapolated is not None),
         "nfe": result.nfe, "model_load_s": result.model_load_s,
-        "cache_bytes": result.cache_bytes, "compile_s": result.compile_s,
+        "cache_bytes": result.cache_bytes, "preparation_s": result.preparation_s,
     }
     measured = list(samples.forwards) if samples and samples.forwards else []
     forwards = forwards_per_generation(config.model.arch, config.generation_length, result.nfe, config.cfg_scale,
@@ -277,6 +277,8 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
         "peak_allocated_bytes": memory.peak_allocated_bytes, "peak_reserved_bytes": memory.peak_reserved_bytes,
         "peak_rss_delta_bytes": memory.peak_rss_delta_bytes, "weights_bytes": memory.weights_bytes,
         "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
+        # CUDA graphs' pools: replays write them without allocating (workers/measure/memory.py)
+        "graph_pool_bytes": memory.graph_pool_bytes, "peak_in_use_bytes": memory.peak_in_use_bytes,
         "peak_memory_bytes": peak, "peak_memory_kind": kind,
     }
 

@@ -43,7 +43,7 @@ VARIANT_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "vanilla_run_id": _STR, "latency_s": _F64, "vanilla_latency_s": _F64, "speedup": _F64,
     "speedup_low": _F64, "speedup_high": _F64, "speedup_interval": _STR, "repetitions": _I64,
     "vanilla_repetitions": _I64, "forwards": _F64, "vanilla_forwards": _F64, "tokens_per_forward": _F64,
-    "vanilla_tokens_per_forward": _F64, "cache_bytes": _I64, "compile_s": _F64, "predicted_speedup": _F64,
+    "vanilla_tokens_per_forward": _F64, "cache_bytes": _I64, "preparation_s": _F64, "predicted_speedup": _F64,
     "forwards_source": _STR,
     **{f"{m}_{part}": _F64 for m in DELTA_METRICS for part in ("delta", "delta_low", "delta_high")},
     **{f"{m}_delta_interval": _STR for m in DELTA_METRICS},
@@ -78,7 +78,7 @@ def variant_table(table: pl.DataFrame, long: pl.DataFrame, predictions: pl.DataF
 
 def _compare(row: dict[str, Any], base: dict[str, Any] | None, predicted: dict[str, dict[str, Any]],
              generated: pl.DataFrame) -> dict[str, Any]:
-    out = {key: row[key] for key in (*CURVE_KEYS, "batch_size", "run_id", "cache_bytes", "compile_s", "forwards",
+    out = {key: row[key] for key in (*CURVE_KEYS, "batch_size", "run_id", "cache_bytes", "preparation_s", "forwards",
                                      "tokens_per_forward")}
     out.update({"latency_s": row["latency_e2e_s_median"], "repetitions": row["latency_e2e_s_n"]})
     mine = predicted.get(row["run_id"])

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from specs.schema import RunConfig
 from specs.shapes import ModelShape
@@ -66,6 +66,18 @@ class Memory(Record):
     at_failure_allocated_bytes: int | None = None  # OOM runs: what was held when it failed
     # GPU: allocated when the measured region started (the measured model alone: weights plus buffers).
     baseline_allocated_bytes: int | None = None
+    # GPU: bytes CUDA graphs' private pools reserved (their replays' working set, which no allocation counts),
+    # and of those the bytes live tensors held (static outputs: already in peak_allocated_bytes). None: an
+    # artifact written before they were read (workers/measure/memory.py).
+    graph_pool_bytes: int | None = None
+    graph_pool_allocated_bytes: int | None = None
+
+    @property
+    def peak_in_use_bytes(self) -> int | None:
+        """GPU: the allocated peak plus the graph pools' working space that replays write but never allocate."""
+        if self.peak_allocated_bytes is None:
+            return None
+        return self.peak_allocated_bytes + (self.graph_pool_bytes or 0) - (self.graph_pool_allocated_bytes or 0)
 
 
 class Energy(Record):
@@ -209,8 +221,9 @@ class RunResult(Record):
     # vary, the count of each measured repetition is in samples.forwards.
     nfe: int | None = None
     cache_bytes: int | None = None  # peak bytes the variant's KV cache held (None: no cache)
-    # Warm-up time spent compiling (LLaMA `compile` variants) or capturing CUDA graphs (LLaDA `graph` variants)
-    compile_s: float | None = None
+    # Preparation time of a compile (LLaMA) or graph (LLaDA) variant, spent in the warm-ups and never timed:
+    # from each step signature's first call until it has replayed once (workers/measure/preparation.py).
+    preparation_s: float | None = None
     generations: list[Generation] = Field(default_factory=list)
     quality: list[QualityRecord] | None = None
     quality_sampled: list[QualityRecord] | None = None  # LLaMA sampled at quality.llama_sampled_temperature
@@ -221,3 +234,13 @@ class RunResult(Record):
     energy: Energy | None = None  # None where the machine exposes no energy counter
     model_provenance: ModelProvenance | None = None  # checkpoints with a training_log.json (the miniature pair)
     model_shape: ModelShape | None = None  # the architecture the worker loaded (what the roofline costs)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_compile_s(cls, data: Any) -> Any:
+        """Artifacts written before `preparation_s` call it `compile_s`; it meant the first call's compilation
+        (LLaMA: not the cudagraph recording of its second call) or capture (LLaDA, eager warm-ups included)."""
+        if isinstance(data, dict) and "compile_s" in data and "preparation_s" not in data:
+            data = {**data, "preparation_s": data["compile_s"]}
+            del data["compile_s"]
+        return data

@@ -256,7 +256,7 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
     nfe = config.steps if config.model.arch == "llada" else config.generation_length
     return RunResult(status=RunStatus.OK, samples=samples, memory=memory, nfe=nfe, generations=generations,
                      quality=quality, quality_note=note, cache_bytes=_cache_bytes(config),
-                     compile_s=12.0 if config.llama_impl is not None else None, **base)
+                     preparation_s=12.0 if config.llama_impl is not None else None, **base)
 
 
 def _cache_bytes(config: RunConfig) -> int | None:

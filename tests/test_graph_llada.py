@@ -8,7 +8,7 @@ from functools import cache
 import pytest
 import torch
 
-from tests.sampler_models import MASK_ID, left_padded_prompts, tiny_model
+from tests.sampler_models import MASK_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import llada_generate, llada_steps
 from workers.samplers.graphs import CapturedForward
 from workers.samplers.llada_graphs import LladaGraphs
@@ -42,12 +42,14 @@ def test_graph_variant_is_token_exact_with_eager_in_every_generation(cache_mode:
     eager = _generate(cache_mode, padded=padded)
     graphs = _graphs(cache_mode)
     assert torch.equal(_generate(cache_mode, padded=padded, graphs=graphs), eager)
-    compiled, capture_s = graphs.graphs, graphs.capture_s
-    assert capture_s > 0
+    compiled, seconds = graphs.graphs, graphs.preparation.seconds
+    assert seconds > 0
     assert torch.equal(_generate(cache_mode, padded=padded, graphs=graphs), eager)
-    assert (graphs.graphs, graphs.capture_s) == (compiled, capture_s)
+    assert (graphs.graphs, graphs.preparation.seconds) == (compiled, seconds)
     expected = {"none": 1, "dual": 2, "prefix": 3}[cache_mode]  # prefix: a refresh and one step shape per block
     assert compiled == expected
+    # One static logits output [rows, W, V] for every graph: the prefix cache's per-block shapes share it.
+    assert len(graphs.outputs) == 1 and graphs.output_bytes == 3 * GEN["block_length"] * VOCAB_SIZE * 4
 
 
 @pytest.mark.slow
@@ -96,4 +98,16 @@ def test_captured_forward_copies_inputs_into_its_static_buffers() -> None:
     assert torch.equal(forward(torch.tensor([3.0, 5.0])), torch.tensor([6.0, 10.0]))
     assert forward.graphs == 1
     assert torch.equal(forward(torch.tensor([1.0])), torch.tensor([2.0]))
-    assert forward.graphs == 2 and forward.capture_s > 0
+    assert forward.graphs == 2 and forward.preparation.seconds > 0
+
+
+def test_signatures_with_one_output_shape_share_one_static_output() -> None:
+    """A prefix cache's step has one input shape per block and one output shape: the replays write one buffer
+    (518 MB at B = 64, W = 32, V = 126,464 in bf16), not one per block; another output shape gets its own."""
+    forward = CapturedForward(lambda x: x[..., :2] * 2, torch.device("cpu"))
+    first = forward(torch.ones(3, 4))
+    second = forward(torch.ones(3, 5))  # another input shape, the same [3, 2] output
+    assert forward.graphs == 2 and first.data_ptr() == second.data_ptr() and len(forward.outputs) == 1
+    assert torch.equal(second, torch.full((3, 2), 2.0))
+    forward(torch.ones(4, 4))
+    assert len(forward.outputs) == 2

@@ -64,7 +64,7 @@ def test_the_table_carries_the_variant_columns(sweep) -> None:
     assert fast["forwards_samples"] == [8, 7, 8, 7, 8, 7] and fast["forwards"] == 7.5
     assert fast["tokens_per_forward"] == pytest.approx(64 / 7.5)
     compiled = table.filter(pl.col("impl") == COMPILE.name).row(0, named=True)
-    assert compiled["compile_s"] == 12.0 and compiled["forwards"] == 64 and compiled["tokens_per_forward"] == 1
+    assert compiled["preparation_s"] == 12.0 and compiled["forwards"] == 64 and compiled["tokens_per_forward"] == 1
     dual = table.filter((pl.col("impl") == DUAL.name) & (pl.col("batch_size") == 8)).row(0, named=True)
     # K and V x 32 layers x 8 sequences x 128 positions x 4096 x 2 bytes
     assert dual["cache_bytes"] == 2 * 32 * 8 * 128 * 4096 * 2
@@ -232,7 +232,7 @@ def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> No
     root = write_sweep(tmp_path, SMOKE_LIKE)
     for path in (root / "runs").glob("*.json"):  # an artifact written before variants existed
         doc = json.loads(path.read_text())
-        for key in ("cache_bytes", "compile_s"):
+        for key in ("cache_bytes", "preparation_s"):
             doc.pop(key, None)
         for key in ("llada_impl", "llama_impl"):
             doc["config"].pop(key, None)

@@ -103,6 +103,7 @@ class FakeCudaMemory:
     def __init__(self) -> None:
         self.calls: list[str] = []
         self.allocated, self.peak_allocated, self.peak_reserved = 100, 100, 200
+        self.segments: list[dict] = []  # the allocator's segments, as torch.cuda.memory_snapshot lists them
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         def log(name, value=None):
@@ -117,6 +118,8 @@ class FakeCudaMemory:
         monkeypatch.setattr(torch.cuda, "max_memory_allocated", log("max_allocated", lambda: self.peak_allocated))
         monkeypatch.setattr(torch.cuda, "max_memory_reserved", log("max_reserved", lambda: self.peak_reserved))
         monkeypatch.setattr(torch.cuda, "memory_allocated", log("allocated", lambda: self.allocated))
+        monkeypatch.setattr(torch.cuda, "memory_snapshot", log("snapshot", lambda: self.segments))
+        monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
 
 
 def test_gpu_memory_tracker_resets_then_reads_peaks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -127,9 +130,30 @@ def test_gpu_memory_tracker_resets_then_reads_peaks(monkeypatch: pytest.MonkeyPa
         assert fake.calls == ["synchronize", "reset", "allocated"]  # the baseline is read after the reset
         fake.peak_allocated, fake.peak_reserved = 1000, 2048
     assert tracker.result() == Memory(
-        device="cuda", weights_bytes=64, peak_allocated_bytes=1000, peak_reserved_bytes=2048, baseline_allocated_bytes=70
+        device="cuda", weights_bytes=64, peak_allocated_bytes=1000, peak_reserved_bytes=2048, baseline_allocated_bytes=70,
+        graph_pool_bytes=0, graph_pool_allocated_bytes=0,
     )
     assert fake.calls[3] == "synchronize"  # the peak is read after the device finished
+    assert tracker.result().peak_in_use_bytes == 1000  # no graph: what was allocated
+
+
+def test_gpu_memory_tracker_counts_the_graph_pools_working_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A replay allocates nothing, so the allocated peak misses the intermediates it writes in its graph's private
+    pool: the tracker reads the pools' segments and adds their unallocated bytes (the static output, live,
+    is counted once). The default pool and another device's segments are not graph memory."""
+    fake = FakeCudaMemory()
+    fake.install(monkeypatch)
+    fake.segments = [
+        {"device": 0, "segment_pool_id": (0, 0), "total_size": 4096, "allocated_size": 4096},
+        {"device": 0, "segment_pool_id": (1, 0), "total_size": 5000, "allocated_size": 600},  # LLaDA's pool
+        {"device": 0, "segment_pool_id": (0, 3), "total_size": 400, "allocated_size": 0},  # cudagraph trees'
+        {"device": 1, "segment_pool_id": (1, 0), "total_size": 9999, "allocated_size": 0},
+    ]
+    with MemoryTracker(CUDA, weights=64) as tracker:
+        fake.peak_allocated = 1000
+    memory = tracker.result()
+    assert (memory.graph_pool_bytes, memory.graph_pool_allocated_bytes) == (5400, 600)
+    assert memory.peak_in_use_bytes == 1000 + 5400 - 600
 
 
 def test_gpu_memory_at_failure_and_freeing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -22,9 +22,9 @@ def test_vanilla_runs_record_forwards_and_the_decode_loops_cache(worker: Worker)
     llama = worker.run(run_config("llama", controls=QUICK), sweep="s", run_id="v-llama")
     assert llada.status == llama.status == RunStatus.OK
     assert llada.samples.forwards == [8, 8] and llada.nfe == 8 and llada.cache_bytes is None
-    assert llada.environment.kv_cache == "none" and llada.compile_s is None
+    assert llada.environment.kv_cache == "none" and llada.preparation_s is None
     assert llama.samples.forwards == [16, 16] and llama.nfe == 16 and llama.cache_bytes > 0
-    assert llama.environment.kv_cache == "preallocated" and llama.compile_s is None
+    assert llama.environment.kv_cache == "preallocated" and llama.preparation_s is None
 
 
 def test_cached_threshold_variant_records_its_forwards_and_cache(worker: Worker) -> None:
@@ -48,8 +48,8 @@ def test_compile_variant_gives_vanilla_tokens_and_records_compile_time(worker: W
     config = run_config("llama", controls=QUICK, llama_impl=LlamaImpl(name="static-compile", compile=True))
     result = worker.run(config, sweep="s", run_id="compiled")
     assert result.status == RunStatus.OK, result.traceback
-    assert result.compile_s is not None and result.compile_s > 0
-    assert len(result.samples.warmup_latency_s) == 1 and result.samples.warmup_latency_s[0] > result.compile_s
-    assert max(result.samples.latency_e2e_s) < result.compile_s
+    assert result.preparation_s is not None and result.preparation_s > 0
+    assert len(result.samples.warmup_latency_s) == 1 and result.samples.warmup_latency_s[0] > result.preparation_s
+    assert max(result.samples.latency_e2e_s) < result.preparation_s
     assert result.environment.kv_cache == "static" and result.cache_bytes > 0
     assert [g.token_ids for g in result.generations] == [g.token_ids for g in vanilla.generations]

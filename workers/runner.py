@@ -172,7 +172,7 @@ class Worker:
             "energy": measurement.energy,
             "nfe": measurement.nfe,
             "cache_bytes": measurement.cache_bytes,
-            "compile_s": measurement.compile_s,
+            "preparation_s": measurement.preparation_s,
             "model_shape": shape_of_config(loaded.model.config),
         }
         result["generations"] = self._generations(loaded, examples, config.batch_size, measurement.outputs)

@@ -58,6 +58,8 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     mappable = frame.fig.colorbar(_scalar_mappable(cmap, norm), ax=axes, shrink=0.9)
     mappable.set_label(label)
     notes = ("Each cell: the largest peak among its runs; hatched: out of memory; 'failed': no measurement.",)
+    if kind == "reserved":  # reserved counts CUDA graphs' pools, which the allocated peak misses (the memory table)
+        notes += ("Reserved memory includes CUDA graph pools; the memory table lists them per run.",)
     return frame.finish(f"{KIND_TITLE.get(kind, kind)} by sequence length and batch size", notes,
                         df.filter(pl.col("hardware") == frame.hardware), legend=False, color_range=(vmin, vmax))
 

@@ -37,7 +37,7 @@ def latency_table(ok: pl.DataFrame, multi: bool) -> Table:
         ("step p50 / p90 / p99", lambda r: _tails(r, "step_s")),
         ("reps", lambda r: str(r["latency_e2e_s_n"])),
         ("timed", timed_cell),
-        ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"])),
+        ("preparation (untimed)", lambda r: fmt_seconds(r["preparation_s"])),
         ("roofline efficiency", _efficiency_cell),
     ]
     return column_table(ok, columns, CAPTION)

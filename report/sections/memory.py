@@ -14,11 +14,20 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     columns = [
         *simple(key_columns(multi)), ("status", "status"),
         ("peak allocated", lambda r: fmt_bytes(r["peak_allocated_bytes"])),
+        ("graph pool", lambda r: fmt_bytes(r["graph_pool_bytes"])),
+        ("peak in use", lambda r: fmt_bytes(r["peak_in_use_bytes"])),
         ("peak reserved", lambda r: fmt_bytes(r["peak_reserved_bytes"])),
         ("RSS growth", lambda r: fmt_bytes(r["peak_rss_delta_bytes"])),
         ("weights", lambda r: fmt_bytes(r["weights_bytes"])),
         ("held at OOM", lambda r: fmt_bytes(r["at_failure_allocated_bytes"])),
         ("KV cache", lambda r: fmt_bytes(r["cache_bytes"])),
     ]
-    return Blocks([], [column_table(rows, columns, "Peak memory per run; KV cache: the peak bytes a variant's cache "
-                                                   "held (LLaDA's prefix or dual cache; '–' where the run reports none)")])
+    return Blocks([], [column_table(rows, columns, CAPTION)])
+
+
+CAPTION = (
+    "Peak memory per run. Graph pool: what CUDA graphs' private pools reserved (a graph variant's replays write "
+    "their intermediates there without allocating, so the allocated peak misses them); peak in use: the allocated "
+    "peak plus the pools' bytes no live tensor holds; reserved includes the pools. KV cache: the peak bytes a "
+    "variant's cache held (LLaDA's prefix or dual cache). '–': not measured (older artifacts have no graph pool)."
+)

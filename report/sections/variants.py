@@ -45,7 +45,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
                ("tokens per forward", lambda r: fmt_float(r["tokens_per_forward"], 3)),
                *((f"Δ {_DELTA_LABEL[m]} [interval]", lambda r, m=m: _delta_cell(r, m)) for m in DELTA_METRICS),
                ("KV cache", lambda r: fmt_bytes(r["cache_bytes"])),
-               ("compile (untimed)", lambda r: fmt_seconds(r["compile_s"]))]
+               ("preparation (untimed)", lambda r: fmt_seconds(r["preparation_s"]))]
     tail: list[Block] = [column_table(variants, columns, COMPARISON_CAPTION, fold=False, anchor="variants-table")]
     payoff = payoff_table(variants)
     if payoff.height:

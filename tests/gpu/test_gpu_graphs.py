@@ -54,12 +54,13 @@ def test_a_captured_forward_replays_on_the_inputs_copied_into_it() -> None:
     x, y = torch.arange(4.0, device=CUDA), torch.ones(4, device=CUDA)
     assert torch.equal(forward(x, y), x * 2 + y)
     assert torch.equal(forward(x + 10, y), (x + 10) * 2 + y)  # a replay, not a new capture
-    assert forward.graphs == 1 and forward.capture_s > 0
+    assert forward.graphs == 1 and forward.preparation.seconds > 0
 
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
     """Two generations replay one set of graphs (two prompts, so the replay is not the capture's input)."""
+    from workers.measure.memory import graph_pool_memory
     from workers.samplers import llada_generate
     from workers.samplers.llada_graphs import LladaGraphs
 
@@ -74,7 +75,11 @@ def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
             assert torch.equal(replayed, eager), f"seed {seed}: {(replayed != eager).sum().item()} tokens differ"
     expected = {"none": 1, "dual": 2, "prefix": 3}[cache]
     assert graphs.graphs == expected
-    record_finding("llada_graph_token_exact", cache=cache, graphs=graphs.graphs, capture_s=graphs.capture_s)
+    pool_reserved, pool_allocated = graph_pool_memory(CUDA)
+    assert pool_reserved > pool_allocated >= graphs.output_bytes > 0  # replays write more than their outputs
+    record_finding("llada_graph_token_exact", cache=cache, graphs=graphs.graphs,
+                   preparation_s=graphs.preparation.seconds, graph_pool_bytes=pool_reserved,
+                   output_bytes=graphs.output_bytes)  # fmt: skip
 
 
 @pytest.mark.parametrize("cache", ["none", "dual"])
@@ -132,4 +137,30 @@ def test_llama_live_decode_replays_the_eager_loops_tokens(padded: bool) -> None:
                 pass
             assert torch.equal(decoder.sequences, eager)
     assert compiled.graphs == 2
-    record_finding("llama_live_decode_token_exact", padded=padded, compile_s=compiled.compile_s, kernel=compiled.kernel)
+    record_finding("llama_live_decode_token_exact", padded=padded, preparation_s=compiled.preparation_s,
+                   kernel=compiled.kernel)  # fmt: skip
+
+
+def test_llama_bucket_met_once_per_generation_is_recorded_before_any_timed_step() -> None:
+    """Prompt 250 + 7 new tokens: the last decode step alone attends 257 positions (the capacity), a bucket met
+    once per generation. reduce-overhead records a graph on its second call; the preparation makes that call
+    (and a replay) itself, so a second generation run frozen, as a timed repetition is, records nothing."""
+    from workers.samplers import ar_generate, ar_steps
+    from workers.samplers.compiled import CompiledDecode
+
+    loaded = _model("llama")
+    prompt = _prompt(2, 250)
+    with torch.inference_mode():
+        eager = ar_generate(loaded.model, prompt, n_new=7)
+        compiled = CompiledDecode(loaded.model, batch=2, capacity=257, decode_attention="live")
+        for frozen in (False, True):
+            decoder = ar_steps(loaded.model, prompt, n_new=7, compiled=compiled)
+            if frozen:
+                with compiled.preparation.frozen():
+                    for _ in decoder:
+                        pass
+            else:
+                for _ in decoder:
+                    pass
+            assert torch.equal(decoder.sequences, eager)
+    assert compiled.graphs == 2 and len(compiled.preparation.prepared) == 2

@@ -55,9 +55,9 @@ class ForwardBench(BenchShape):
 
 @dataclass(frozen=True)
 class ForwardComparison(Comparison):
-    """Per-forward seconds, compiled (`ours`) against eager (`baseline`), and the untimed compilation."""
+    """Per-forward seconds, compiled (`ours`) against eager (`baseline`), and the untimed preparation."""
 
-    compile_s: float = 0.0
+    preparation_s: float = 0.0
 
 
 def load_miniature(arch: str, device: torch.device) -> LoadedModel:
@@ -92,7 +92,7 @@ def per_forward_s(run: Callable[[Callable[[], object]], torch.Tensor], device: t
 
 def side_by_side(
     name: str, eager: Callable[[Callable], torch.Tensor], compiled: Callable[[Callable], torch.Tensor],
-    compile_s: Callable[[], float], device: torch.device, rounds: int,
+    preparation_s: Callable[[], float], device: torch.device, rounds: int,
 ) -> ForwardComparison:  # fmt: skip
     """One untimed round of each (compiles), then `rounds` interleaved rounds."""
     _, eager_tokens = per_forward_s(eager, device)
@@ -102,7 +102,7 @@ def side_by_side(
         warmup=0, rounds=rounds,
     )  # fmt: skip
     equal = torch.equal(eager_tokens, compiled_tokens)
-    return ForwardComparison(name, samples["compiled"], samples["eager"], equal, compile_s=compile_s())
+    return ForwardComparison(name, samples["compiled"], samples["eager"], equal, preparation_s=preparation_s())
 
 
 def compare_llama(loaded: LoadedModel, config: ForwardBench) -> ForwardComparison:
@@ -121,7 +121,7 @@ def compare_llama(loaded: LoadedModel, config: ForwardBench) -> ForwardCompariso
 
     return side_by_side(
         "LLaMA decode forward (live attention)", lambda m: run(m, None), lambda m: run(m, step),
-        lambda: step.compile_s or 0.0, loaded.device, config.rounds,
+        lambda: step.preparation.seconds, loaded.device, config.rounds,
     )  # fmt: skip
 
 
@@ -143,7 +143,7 @@ def compare_llada(loaded: LoadedModel, config: ForwardBench, cache: str) -> Forw
 
     return side_by_side(
         f"LLaDA step ({'vanilla' if cache == 'none' else cache + ' cache'})", lambda m: run(m, None),
-        lambda m: run(m, graphs), lambda: graphs.capture_s, loaded.device, config.rounds,
+        lambda m: run(m, graphs), lambda: graphs.preparation.seconds, loaded.device, config.rounds,
     )  # fmt: skip
 
 
@@ -156,12 +156,12 @@ def report(config: ForwardBench, device: torch.device, results: list[ForwardComp
         f"batch {config.batch}, prompt {config.prompt_length}, {config.gen_length} new tokens; LLaDA "
         f"{config.steps} steps, block {config.block_length}; {config.rounds} interleaved rounds",
         "",
-        f"{'forward':<40} {'eager_ms':>9} {'compiled_ms':>11} {'ratio':>6} {'compile_s':>9} {'tokens':>6}",
+        f"{'forward':<40} {'eager_ms':>9} {'compiled_ms':>11} {'ratio':>6} {'prepare_s':>9} {'tokens':>6}",
     ]
     for r in results:
         lines.append(
             f"{r.name:<40} {1e3 * statistics.median(r.baseline):9.3f} {1e3 * statistics.median(r.ours):11.3f} "
-            f"{r.ratio:6.3f} {r.compile_s:9.1f} {'equal' if r.tokens_equal else 'DIFFER':>6}"
+            f"{r.ratio:6.3f} {r.preparation_s:9.1f} {'equal' if r.tokens_equal else 'DIFFER':>6}"
         )
     lines.append("")
     lines.append("ratio = median over rounds of compiled / eager per-forward time, the two timed back to back")

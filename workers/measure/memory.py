@@ -9,6 +9,15 @@ buffers, so peak_allocated - baseline is what the generation itself needed. Each
 phase leave blocks behind in `max_memory_reserved`; the tracker's own reset after the warm-ups then keeps
 them out of the peaks (their blocks stay cached, so the measured repetitions allocate as a warm run would).
 
+CUDA graphs hide memory from those peaks: a replay allocates nothing, so the intermediates it writes in its
+graph's private pool (~5 GB for LLaDA's forward at B = 64, L = 768) never count as allocated, and
+peak - baseline reads near zero. At the end of the region the tracker therefore reads the allocator's segments
+(`torch.cuda.memory_snapshot`) and sums those owned by a private pool (a pool id other than (0, 0): the graph
+variants' pools and reduce-overhead's cudagraph trees): `graph_pool_bytes` reserved, of which
+`graph_pool_allocated_bytes` are live tensors (static outputs, already allocated). `Memory.peak_in_use_bytes`
+adds the rest, the replays' working space, to the allocated peak. `device_memory` is the one seam to the
+device: the CPU tests fake it.
+
 CPU: there is no allocator to ask, so the tracker measures the process's resident set. It reports
 `peak_rss_delta_bytes` = (highest RSS during the region) - (RSS when the region started): the memory the
 generation added (activations, KV cache, allocator caching, thread stacks), not counting the weights that
@@ -147,6 +156,21 @@ def _try_reset_peak_rss() -> bool:
     return _status_kib("VmHWM") is not None
 
 
+DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; every other id is a private (CUDA graph) pool
+
+
+def graph_pool_memory(device: torch.device) -> tuple[int, int]:
+    """(reserved, allocated) bytes of the private memory pools on `device`: CUDA graphs' working set."""
+    reserved = allocated = 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    for segment in torch.cuda.memory_snapshot():
+        if segment.get("device", index) != index or tuple(segment.get("segment_pool_id", DEFAULT_POOL)) == DEFAULT_POOL:
+            continue
+        reserved += int(segment["total_size"])
+        allocated += int(segment["allocated_size"])
+    return reserved, allocated
+
+
 class MemoryTracker:
     """Context manager around the measured region; `result()` is the artifact's Memory record."""
 
@@ -172,12 +196,15 @@ class MemoryTracker:
         if self.device.type == "cuda":
             if exc_type is None:
                 torch.cuda.synchronize(self.device)
+            pool_reserved, pool_allocated = graph_pool_memory(self.device)
             self._memory = Memory(
                 device="cuda",
                 weights_bytes=self.weights,
                 peak_allocated_bytes=torch.cuda.max_memory_allocated(self.device),
                 peak_reserved_bytes=torch.cuda.max_memory_reserved(self.device),
                 baseline_allocated_bytes=self.baseline,
+                graph_pool_bytes=pool_reserved,
+                graph_pool_allocated_bytes=pool_allocated,
             )
         else:
             assert self._cpu is not None

@@ -17,9 +17,13 @@ sampler takes its cache and confidence rule, and a generation runs until the sam
 confidence rule the steps vary; the plan never extrapolates such runs); the LLaMA `compile` variant
 compiles its decode step once per batch shape (and, with `decode_attention: live`, per attended-length
 bucket) and the LLaDA `graph` variant captures its step forwards once per batch shape and input shape,
-both inside the warm-ups (an extra untimed warm-up where the configured ones do not reach a batch shape the
-repetitions use), and the compile (capture) time is recorded. Every run records the forwards of each
-repetition and the bytes its KV cache held.
+both inside the warm-ups, and their preparation time is recorded (`workers/measure/preparation.py`). The
+warm-ups reach everything the repetitions will meet: LLaMA's shapes follow from the batch shape, so an
+extra untimed warm-up runs for each batch shape the configured ones missed; LLaDA's window starts at the
+leftmost mask left of its block, which the tokens decide, so a graph variant warms up on every prompt batch
+a repetition uses (a batch's generation is seeded, so its repetitions meet exactly its warm-up's shapes).
+The repetitions then run frozen: a capture or compilation in them is an error of the run, never a number.
+Every run records the forwards of each repetition and the bytes its KV cache held.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
 from workers.measure.energy import EnergyMeter
 from workers.measure.memory import MemoryTracker, free_device_memory
+from workers.measure.preparation import Preparation
 from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 from workers.models.loading import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
@@ -61,6 +66,7 @@ class CompiledSteps:
     def __init__(self) -> None:
         self._steps: dict[tuple[int, int], CompiledDecode] = {}
         self._graphs: dict[tuple[int, int], LladaGraphs] = {}
+        self.preparation = Preparation()  # every step forward's preparation, and the guard of the timed region
 
     def for_batch(
         self, loaded: LoadedModel, input_ids: torch.Tensor, n_new: int, decode_attention: str = "static"
@@ -69,8 +75,9 @@ class CompiledSteps:
         key = (batch, prompt + n_new)
         if key not in self._steps:
             self._steps[key] = CompiledDecode(
-                loaded.model, batch=batch, capacity=prompt + n_new, decode_attention=decode_attention
-            )
+                loaded.model, batch=batch, capacity=prompt + n_new, decode_attention=decode_attention,
+                preparation=self.preparation,
+            )  # fmt: skip
         return self._steps[key]
 
     def llada_for_batch(self, loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor) -> LladaGraphs:
@@ -79,14 +86,15 @@ class CompiledSteps:
         key = (rows, prompt + config.generation_length)
         if key not in self._graphs:
             cache = config.llada_impl.cache if config.llada_impl is not None else "none"
-            self._graphs[key] = LladaGraphs(loaded.model, rows=rows, length=key[1], cache=cache)
+            self._graphs[key] = LladaGraphs(
+                loaded.model, rows=rows, length=key[1], cache=cache, preparation=self.preparation
+            )
         return self._graphs[key]
 
     @property
-    def compile_s(self) -> float | None:
-        times = [s.compile_s for s in self._steps.values() if s.compile_s is not None]
-        times += [g.capture_s for g in self._graphs.values() if g.graphs]
-        return sum(times) if times else None
+    def preparation_s(self) -> float | None:
+        """Seconds every step forward took to prepare (None: nothing prepared)."""
+        return self.preparation.seconds if self.preparation.prepared else None
 
     @property
     def decode_kernel(self) -> str | None:
@@ -119,7 +127,7 @@ class Measurement:
     kv_cache: str  # the KV cache: "preallocated", "static" or "live" (LLaMA), "none", "prefix" or "dual" (LLaDA)
     energy: Energy | None = None
     cache_bytes: int | None = None  # peak bytes the KV cache held over the repetitions
-    compile_s: float | None = None  # the compile (graph) variant's compile or capture time, spent in the warm-ups
+    preparation_s: float | None = None  # the compile (graph) variant's preparation time, spent in the warm-ups
     compiled: CompiledSteps | None = None  # the compile (graph) variant's steps, for the untimed generations
     forward_capture: str | None = None  # how the step forward ran when not eagerly (`forward_capture`)
     decode_attention_kernel: str | None = None  # LLaMA compiled decode: the attention kernel it ran
@@ -231,7 +239,8 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     timer = timer_for(loaded.device)
     compiled = CompiledSteps() if uses_compiled_steps(config) else None
     warmup_s: list[float] = []
-    for b in _warmup_batches(controls.warmup, controls.repetitions, batches, compiled, config.generation_length):
+    prepared_by = _prepared_by(config, batches, compiled)
+    for b in _warmup_batches(controls.warmup, controls.repetitions, len(batches), prepared_by):
         run = generate(
             loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b),
             temperature=controls.temperature, compiled=compiled,
@@ -244,7 +253,9 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     forwards: list[int] = []
     cache_bytes: int | None = None
     outputs: dict[int, torch.Tensor] = {}
-    with MemoryTracker(loaded.device, loaded.weights_bytes) as memory, EnergyMeter(loaded.device) as energy:
+    preparation = compiled.preparation if compiled is not None else Preparation()
+    with MemoryTracker(loaded.device, loaded.weights_bytes) as memory, EnergyMeter(loaded.device) as energy, \
+            preparation.frozen():
         for r in range(controls.repetitions):
             b = r % len(batches)
             timer.synchronize()  # start every repetition from an idle device
@@ -292,27 +303,39 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         kv_cache=_kv_cache_name(config),
         energy=energy_record(energy, config, samples),
         cache_bytes=cache_bytes,
-        compile_s=compiled.compile_s if compiled is not None else None,
+        preparation_s=compiled.preparation_s if compiled is not None else None,
         compiled=compiled,
         forward_capture=forward_capture(config, loaded.device),
         decode_attention_kernel=compiled.decode_kernel if compiled is not None else None,
     )
 
 
-def _warmup_batches(
-    warmup: int, repetitions: int, batches: list[torch.Tensor], compiled: CompiledSteps | None, n_new: int
-) -> list[int]:
-    """The batch index of each warm-up: W of them, round robin; for a compile (graph) variant one more for
-    every batch shape the repetitions use that those W did not compile, so no compilation (capture) is ever
-    timed."""
-    chosen = [w % len(batches) for w in range(warmup)]
+def _prepared_by(config: RunConfig, batches: list[torch.Tensor], compiled: CompiledSteps | None) -> list[object] | None:
+    """What each prompt batch makes a compile (graph) variant prepare, as a key per batch (None: an eager run).
+
+    LLaMA's compiled decode: its batch shape. LLaDA's graphs: the batch itself, since its windows' widths
+    depend on its tokens (`LladaSampler._start_block`): a fixed-width window cannot stay token-exact, because
+    a mask left of the block (a prompt's, or a committed prediction that is `mask_id`) must stay a candidate.
+    """
     if compiled is None:
+        return None
+    if config.model.arch == "llada":
+        return list(range(len(batches)))
+    return [(batch.shape, config.generation_length) for batch in batches]
+
+
+def _warmup_batches(warmup: int, repetitions: int, n_batches: int, prepared_by: list[object] | None) -> list[int]:
+    """The batch index of each warm-up: W of them, round robin; for a compile (graph) variant one more for
+    every key (`_prepared_by`) of a batch the repetitions use that those W did not reach, so no compilation
+    (capture) is ever timed."""
+    chosen = [w % n_batches for w in range(warmup)]
+    if prepared_by is None:
         return chosen
-    shapes = {(batches[b].shape, n_new) for b in chosen}
-    for b in sorted({r % len(batches) for r in range(repetitions)}):
-        if (batches[b].shape, n_new) not in shapes:
+    reached = {prepared_by[b] for b in chosen}
+    for b in sorted({r % n_batches for r in range(repetitions)}):
+        if prepared_by[b] not in reached:
             chosen.append(b)
-            shapes.add((batches[b].shape, n_new))
+            reached.add(prepared_by[b])
     return chosen
 
 

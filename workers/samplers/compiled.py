@@ -7,28 +7,34 @@ need the step's shapes and tensor addresses fixed: keys and values live in trans
 (all `capacity` positions, unwritten ones hidden by the causal mask), allocated once per shape and reset,
 never reallocated, between generations, so one compilation serves every generation of a run.
 
-Compilation happens on the first decode call, which the scenario runs in its warm-ups (never timed); its
-duration is `compile_s`.
-
 `decode_attention="live"` swaps the static cache for `live_cache.LiveCache`: the step attends only over the
-written positions (rounded up to 256, one compiled graph per bucket, each compiled on its first step, in the
-warm-ups; `compile_s` sums them) and reads each KV head once. `kernel` names what ran, for the artifact.
+written positions (rounded up to 256, one compiled graph per bucket) and reads each KV head once. `kernel`
+names what ran, for the artifact.
+
+Each signature (the static cache's one, a live bucket) is prepared on its first decode call, which the
+scenario's warm-ups make: on CUDA, reduce-overhead's cudagraph trees run a new graph's first call in warm-up
+mode and record it on the second, so that call runs the step three times (compile and warm up, record,
+replay), rewinding the cache's write position between them; a bucket met once per generation is then never
+recorded inside a timed repetition. All of it is preparation (`workers/measure/preparation.py`), the run's
+`preparation_s`.
 """
 
 from __future__ import annotations
-
-import time
 
 import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
 from workers.models.attention import SyncFreeLlamaAttention
+from workers.measure.preparation import Preparation
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.graphs import RECOMPILE_LIMIT, raise_recompile_limit
 from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
 
 LAST_POSITION_ONLY = 1
+# Calls a new signature gets while prepared: CUDA's cudagraph trees warm up on the first, record on the second,
+# replay from the third; a CPU compiles on the first (inductor, no graphs).
+PREPARING_CALLS = {"cuda": 3}
 STATIC_KERNEL = "transformers {kernel} over every position of a StaticCache"
 
 
@@ -38,7 +44,7 @@ class CompiledDecode:
 
     def __init__(
         self, model: nn.Module, *, batch: int, capacity: int, decode_attention: str = "static",
-        bucket: int = LIVE_BUCKET,
+        bucket: int = LIVE_BUCKET, preparation: Preparation | None = None, preparing_calls: int | None = None,
     ) -> None:  # fmt: skip
         self.model = model
         self.batch = batch
@@ -67,8 +73,9 @@ class CompiledDecode:
         mode = "reduce-overhead" if device.type == "cuda" else None
         forward = self._live_forward if decode_attention == "live" else self._forward
         self._step = torch.compile(forward, mode=mode, fullgraph=True, dynamic=False)
-        self.compile_s: float | None = None  # every compiling call's wall time: tracing and compiling
-        self._compiled: set[int] = set()  # the attended lengths compiled so far (one for the static cache)
+        self.preparation = preparation if preparation is not None else Preparation()
+        self.preparing_calls = preparing_calls or PREPARING_CALLS.get(device.type, 1)
+        self._compiled: set[int] = set()  # the attended lengths prepared so far (one for the static cache)
 
     def reset(self, padding: Tensor | None = None, prompt_length: int = 0) -> None:
         """Forget the previous generation; the buffers (and their addresses) stay. `padding` `[B, capacity]`
@@ -92,17 +99,39 @@ class CompiledDecode:
         if isinstance(self.cache, LiveCache):
             self.cache.step(length)
             attended = self.cache.live
-        if self.device.type == "cuda":
-            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are consumed
         if attended in self._compiled:
-            return self._step(input_ids, position_ids, attention_mask)
-        start = time.perf_counter()
-        logits = self._step(input_ids, position_ids, attention_mask)
-        if logits.device.type == "cuda":
-            torch.cuda.synchronize(logits.device)
-        self.compile_s = (self.compile_s or 0.0) + time.perf_counter() - start
+            return self._call(input_ids, position_ids, attention_mask)
+        what = f"LLaMA compiled decode step (batch {self.batch}, {attended} attended positions)"
+        with self.preparation.preparing(what, self.device):
+            written = self._write_position()
+            for call in range(self.preparing_calls):
+                if call:
+                    self._rewind(written)  # each call writes the same token at the same position
+                logits = self._call(input_ids, position_ids, attention_mask)
         self._compiled.add(attended)
         return logits
+
+    def _call(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
+        if self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()  # the previous step's outputs are consumed
+        return self._step(input_ids, position_ids, attention_mask)
+
+    def _write_position(self) -> list[Tensor]:
+        """The static cache's per-layer write counters before a step (`StaticLayer.cumulative_length`, a device
+        tensor each step advances); the live cache writes at a position set before the step: nothing to keep."""
+        return [layer.cumulative_length.clone() for layer in self.cache.layers
+                if isinstance(getattr(layer, "cumulative_length", None), Tensor)]  # fmt: skip
+
+    def _rewind(self, written: list[Tensor]) -> None:
+        counters = [layer.cumulative_length for layer in self.cache.layers
+                    if isinstance(getattr(layer, "cumulative_length", None), Tensor)]  # fmt: skip
+        for counter, before in zip(counters, written, strict=True):
+            counter.copy_(before)
+
+    @property
+    def preparation_s(self) -> float | None:
+        """Seconds this step's signatures took to prepare (None: none prepared yet)."""
+        return self.preparation.seconds if self._compiled else None
 
     def _forward(self, input_ids: Tensor, position_ids: Tensor, attention_mask: Tensor | None) -> Tensor:
         # The 2-D padding mask spans all `capacity` positions: the static cache's keys are always that long.

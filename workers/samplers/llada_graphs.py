@@ -10,7 +10,12 @@ block replays correctly at the next.
 
 The graphs write the `BlockCache` held here, allocated once, at the first capture, and reused (never
 reset: a block's refresh forward rewrites every position) by every generation of the run: a graph
-records the addresses it writes, so the cache must outlive the generations that replay it.
+records the addresses it writes, so the cache must outlive the generations that replay it. Both kinds share
+one memory pool and one static output per logits shape (`graphs.CapturedForward`), so a prefix cache's
+per-block graphs hold one `[rows, W, V]` output between them, not one each.
+
+Capturing is preparation (`workers/measure/preparation.py`): the ledger given here times it, and refuses it
+inside a timed repetition.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from torch import Tensor, nn
 
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.block_cache import BlockCache
-from workers.samplers.graphs import CapturedForward, shared_pool
+from workers.measure.preparation import Preparation
+from workers.samplers.graphs import CapturedForward, Outputs, shared_pool
 
 ALL_POSITIONS = 0  # logits_to_keep=0: every position (full_logits), a graph of its own
 
@@ -29,7 +35,9 @@ class LladaGraphs:
     """The captured forwards (and the KV cache they write) of one batch shape: `rows` sequences (CFG's
     doubled batch included) of `length` positions, for the cache mode `cache` ("none", "prefix", "dual")."""
 
-    def __init__(self, model: nn.Module, *, rows: int, length: int, cache: str) -> None:
+    def __init__(
+        self, model: nn.Module, *, rows: int, length: int, cache: str, preparation: Preparation | None = None
+    ) -> None:
         self.model = model
         self.rows = rows
         self.length = length
@@ -38,17 +46,27 @@ class LladaGraphs:
         layers = model.config.get_text_config(decoder=True).num_hidden_layers
         self.cache = BlockCache(layers, length) if cache != "none" else None
         self._every_position = torch.arange(length, device=device)  # [L]: where a refresh writes
-        pool = shared_pool(device)
-        self.full = CapturedForward(self._full, device, pool=pool)
-        self.cached = CapturedForward(self._cached, device, pool=pool) if self.cache is not None else None
+        self.preparation = preparation if preparation is not None else Preparation()
+        self.outputs: Outputs = {}
+        pool, shape = shared_pool(device), f"{rows} rows x {length} positions"
+        self.full = CapturedForward(
+            self._full, device, name=f"LLaDA full forward ({shape})", pool=pool, outputs=self.outputs,
+            preparation=self.preparation,
+        )  # fmt: skip
+        self.cached = None
+        if self.cache is not None:
+            self.cached = CapturedForward(
+                self._cached, device, name=f"LLaDA {cache}-cache forward ({shape})", pool=pool, outputs=self.outputs,
+                preparation=self.preparation,
+            )  # fmt: skip
 
     def matches(self, rows: int, length: int, cache: str) -> bool:
         return (self.rows, self.length, self.cache_mode) == (rows, length, cache)
 
     @property
-    def capture_s(self) -> float:
-        """Wall time of every capture so far (the compile time of a CPU run)."""
-        return self.full.capture_s + (self.cached.capture_s if self.cached is not None else 0.0)
+    def output_bytes(self) -> int:
+        """Bytes of the static outputs every graph here shares (one per logits shape)."""
+        return sum(t.nbytes for t in self.outputs.values())
 
     @property
     def graphs(self) -> int:
