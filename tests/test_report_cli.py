@@ -58,12 +58,13 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:5] == ["model", "impl", "B", "P", "N_out"]  # the summary the driver shows
     assert "llama-tiny" in out and f"report: {root / 'report.html'}" in out
-    # The answer is the last thing printed: the Findings table after the runs and the report's path.
+    # The answer closes the output: the verdict after the runs, then where the Findings are, the report's path last.
     lines = out.rstrip().splitlines()
-    findings = lines.index("Findings")
-    assert findings > lines.index(next(line for line in lines if line.startswith("report: ")))
-    assert any("S_parity: llada-tiny" in line for line in lines[findings:])
-    assert any("B*: llama-tiny overtakes llada-tiny" in line for line in lines[findings:])
+    verdict = lines.index("Verdict")
+    assert lines[-1].startswith(f"report: {root / 'report.html'}") and len(lines) - verdict <= 25
+    assert any("Vanilla against vanilla (the protocol)" in line for line in lines[verdict:])
+    assert any(line.startswith("  - How sure: ") for line in lines[verdict:])
+    assert "Findings" not in lines  # the Findings table is the report's, no longer printed
     assert main([str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no such sweep directory" in err
