@@ -76,7 +76,7 @@ class LladaImpl(Frozen):
     `graph`: every model forward of a step runs captured as a CUDA graph, one per input shape (vanilla: one;
     dual: the block's refresh and its cached step; prefix: the refresh and one per block), captured by hand in
     the warm-ups and replayed in the timed steps, so a step pays no per-operator host dispatch; the capture
-    time is recorded as `compile_s`. It changes no number a forward computes (the same kernels, replayed): it
+    time is part of `preparation_s`. It changes no number a forward computes (the same kernels, replayed): it
     is token-exact with the same variant eager. On a CPU, which has no graphs, the forward is compiled by
     inductor instead (the same static buffers).
     `steps`: the grid's step counts this variant runs at (default: every one), e.g. only where quality is at
