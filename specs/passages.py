@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from specs.safefile import PROMPTS_MAX_BYTES, UnsafeFileError, read_text
+
 LOCAL_SUFFIXES = (".txt", ".jsonl")
 PASSAGE_SEPARATOR = "\n\n"
 _BLANK_LINE = re.compile(r"\n\s*\n")
@@ -33,7 +35,9 @@ def is_local(dataset: str) -> bool:
 def local_passages(path: Path, text_field: str = "text") -> Iterator[str]:
     """Blank-line separated blocks of a .txt, or the `text_field` of each row of a .jsonl, in file order."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, PROMPTS_MAX_BYTES, follow=True)  # never a FIFO or a device, never unbounded
+    except UnsafeFileError as exc:
+        raise PassageError(f"prompts.dataset: {exc}") from None
     except OSError as exc:
         raise PassageError(f"prompts.dataset: cannot read {str(path)!r} ({exc.strerror or exc})") from None
     if path.suffix == ".jsonl":

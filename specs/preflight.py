@@ -58,7 +58,7 @@ def _check_prompts(spec: ExperimentSpec) -> str | None:
         return _not_a_hub_id(dataset, file)  # None: a hub dataset, checked by the workers
     if not file.exists():
         return f"prompts.dataset: no such file {dataset!r}"
-    if not file.is_file():
+    if file.is_dir():
         return f"prompts.dataset: {dataset!r} is a directory; give a .txt (blank-line separated) or .jsonl file"
     try:
         passages = list(local_passages(file, prompts.text_field))

@@ -24,7 +24,14 @@ from report.cli import main as report_main
 from specs.artifacts import SweepLayout, is_own_temporary, read_checksums, sha256_file
 from specs.loader import PACKAGE_ROOT
 from specs.lock import SweepLock
-from specs.safefile import CHECKSUMS_MAX_BYTES, MANIFEST_MAX_BYTES, RUN_MAX_BYTES, SPEC_MAX_BYTES
+from specs.safefile import (
+    CHECKSUMS_MAX_BYTES,
+    MANIFEST_MAX_BYTES,
+    PROMPTS_MAX_BYTES,
+    RUN_MAX_BYTES,
+    SPEC_MAX_BYTES,
+)
+from tests.spec_fixtures import tiny_spec, write_spec
 from tests.sweep_faults import finished_sweep, small_spec
 from tests.test_output_dir import one_line_error
 
@@ -186,6 +193,24 @@ def test_a_spec_that_is_no_regular_file_is_refused_in_one_line(
         assert main(command) == EXIT_USAGE
         assert str(path) in one_line_error(capsys.readouterr().err)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("kind", [*MAKERS, "oversized"])
+def test_a_prompt_file_that_is_no_regular_file_is_refused_in_one_line(
+    kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prompts = tmp_path / "prompts.txt"
+    if kind == "oversized":
+        prompts.write_text("a passage\n")
+        os.truncate(prompts, PROMPTS_MAX_BYTES + 1)
+    else:
+        MAKERS[kind](prompts)
+    data = tiny_spec()
+    data["prompts"]["dataset"] = str(prompts)
+    spec = write_spec(tmp_path, data, "spec.yaml")
+    assert main(["plan", str(spec)]) == EXIT_USAGE
+    line = one_line_error(capsys.readouterr().err)
+    assert f"prompts.dataset: {prompts}: " in line and ("never read" in line or "not read" in line)
 
 
 @pytest.mark.parametrize("spec", ["fifo", "/dev/zero"])
