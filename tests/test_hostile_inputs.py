@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from orchestrator.cli import EXIT_USAGE, main
 from report.cli import main as report_main
-from specs.artifacts import SweepLayout, is_own_temporary, read_checksums, sha256_file
+from specs.artifacts import SweepLayout, is_own_temporary, read_checksums, sha256_file, verify
 from specs.loader import PACKAGE_ROOT
 from specs.lock import SweepLock
 from specs.safefile import (
@@ -506,3 +507,35 @@ def test_every_justfile_recipe_passes_its_arguments_quoted(tmp_path: Path, sweep
                           capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert f"{spaced}: verified" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_two_reports_on_one_folder_at_once_never_race(tmp_path: Path) -> None:
+    """The issue's case: a second report a moment after the first raced on the same temporary file. Now the
+    later one finds the lock held and says so in one line, or (started after the first ended) renders too."""
+    from report_fixtures import SMOKE_LIKE, write_sweep
+
+    root = write_sweep(tmp_path, SMOKE_LIKE)
+    command = [sys.executable, "-m", "orchestrator.cli", "report", str(root)]
+    env = {**os.environ, "PYTHONPATH": f"{PACKAGE_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    first = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (root / "sweep.lock").exists() and first.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        second = subprocess.run(command, cwd=PACKAGE_ROOT, env=env, capture_output=True, text=True, timeout=300)
+        _, first_err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    assert first.returncode == 0, first_err
+    assert second.returncode in (0, EXIT_USAGE), second.stderr
+    if second.returncode == EXIT_USAGE:
+        assert "another report is writing here" in one_line_error(second.stderr)
+    assert "Traceback" not in first_err + second.stderr
+    assert not list(root.rglob("*.tmp")) and not (root / "sweep.lock").exists()
+    assert verify(SweepLayout(root)) == []
