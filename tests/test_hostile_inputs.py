@@ -101,7 +101,7 @@ def first_run(out: Path) -> Path:
 
 
 LOCATIONS = ("spec.yaml", "checksums.jsonl", "manifest.json", "run file", "runs", "figures", "report.md",
-             "figures/a.png")
+             "figures/a.png", "sweep.lock", "notes")  # notes: a name a sweep never uses
 
 
 def location(out: Path, where: str) -> Path:
@@ -170,6 +170,10 @@ def test_a_file_too_large_to_read_whole_is_refused_before_it_is_read(
     if where in ("checksums.jsonl", "manifest.json"):  # the report reads them whole too, before rendering
         assert report_main([str(out), "--allow-unverified"]) == EXIT_USAGE
         assert str(path) in one_line_error(capsys.readouterr().err)
+    if where == "run file":  # the 2 GB run file: left out unread, named, and the rest rendered
+        assert report_main([str(out), "--allow-unverified"]) == 0
+        assert f"{path}: " in capsys.readouterr().err
+        assert f"{path}: " in (out / "report.md").read_text() and "not read" in (out / "report.md").read_text()
 
 
 # ---------------------------------------------------------------- the spec
