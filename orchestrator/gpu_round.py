@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -31,7 +31,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orchestrator.plan import hardware_profile, plan_runs, predict_plan, predicted_not_to_fit
 from orchestrator.round_goals import Goal, evaluate_goals, read_findings, read_results
-from orchestrator.walltime import COMPILE_S, SWEEP_START_S, attained, load_seconds
+from orchestrator.walltime import (
+    COMPILE_S,
+    SWEEP_START_S,
+    SYNTHETIC_BUILD_BYTES_PER_S,
+    attained,
+    load_seconds,
+)
 from specs.loader import PACKAGE_ROOT, load_spec
 from specs.schema import ExperimentSpec
 
@@ -77,7 +83,6 @@ class RoundPlan:
     split_profile: str
     profiles: tuple[str, ...] = PROFILES
     limit_s: float = ROUND_LIMIT_S
-    notes: tuple[str, ...] = field(default=())
 
     def total_s(self, profile: str) -> float:
         return sum(piece.predicted_s[profile] for piece in self.pieces)
@@ -99,7 +104,7 @@ def profile_seconds(profile: str) -> float:
 
     hardware = hardware_profile(profile)
     shape = preset_shape("llama", "8b")
-    build_s = 2 * shape.parameter_count() / 50e9  # orchestrator/walltime.py: SYNTHETIC_BUILD_BYTES_PER_S
+    build_s = 2 * shape.parameter_count() / SYNTHETIC_BUILD_BYTES_PER_S  # bf16 weights
     total = SWEEP_START_S + build_s
     for batch in PROFILE_BATCHES:
         generation = predict("llama", shape, batch=batch, prompt_len=512, gen_len=256, hardware=attained(hardware),
