@@ -28,6 +28,8 @@ figcaption { font-size: 0.88em; color: #333; }
 .warning { border-left: 4px solid #b00020; background: #fff1f1; padding: 8px 12px; }
 .verdict { border-left: 4px solid #1f5fbf; background: #f2f6fd; padding: 2px 16px; margin: 16px 0; }
 .verdict h2 { border: none; margin: 0.6em 0 0.2em; font-size: 1.2em; }
+.verdict ul { padding-left: 1.2em; margin: 0.4em 0 0.8em; }
+.verdict li { margin: 0.3em 0; }
 details { margin: 12px 0; }
 summary { cursor: pointer; color: #333; }
 details pre { background: #f7f7f9; padding: 10px; overflow-x: auto; font-size: 0.85em; }
@@ -39,8 +41,9 @@ def render_html(document: Document) -> str:
     toc = "".join(f'<li><a href="#{s.anchor}">{escape(s.title)}</a></li>' for s in document.sections)
     body = "\n".join(_section(s) for s in document.sections)
     warnings = "".join(f'<p class="warning">{escape(w)}</p>\n' for w in document.warnings)
-    verdict = (f'<section id="verdict" class="verdict"><h2>Verdict</h2><p>{escape(" ".join(document.verdict))}</p>'
-               "</section>\n" if document.verdict else "")
+    sentences = "".join(f"<li>{escape(s)}</li>" for s in document.verdict)
+    verdict = (f'<section id="verdict" class="verdict"><h2>Verdict</h2><ul>{sentences}</ul></section>\n'
+               if document.verdict else "")
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{escape(document.title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n<main>\n"

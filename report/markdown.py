@@ -9,7 +9,7 @@ from report.html import figure_heading
 def render_markdown(document: Document) -> str:
     lines = [f"# {document.title}", "", f"_{document.subtitle}_", ""]
     lines += [line for warning in document.warnings for line in (f"> **Warning:** {warning}", "")]
-    lines += [f"**Verdict.** {' '.join(document.verdict)}", ""] if document.verdict else []
+    lines += ["**Verdict**", "", *(f"- {s}" for s in document.verdict), ""] if document.verdict else []
     for section in document.sections:
         lines += [f"## {section.title}", ""]
         for block in section.blocks:

@@ -119,10 +119,10 @@ def test_findings_json_opens_with_the_verdict(rendered) -> None:
 def test_the_report_shows_the_verdict_before_its_first_table(rendered) -> None:
     found = FindingsFile.model_validate_json((rendered.sweep_dir / "findings.json").read_text(encoding="utf-8"))
     markdown = rendered.markdown.read_text(encoding="utf-8")
-    assert markdown.index(f"**Verdict.** {found.verdict[0]}") < markdown.index("| ")
+    assert markdown.index("**Verdict**") < markdown.index(f"- {found.verdict[0]}") < markdown.index("| ")
     html = rendered.html.read_text(encoding="utf-8")
     assert html.index('id="verdict"') < html.index("<table")
-    assert re.search(r"<h2>Verdict</h2><p>Vanilla against vanilla", html)
+    assert re.search(r"<h2>Verdict</h2><ul><li>Vanilla against vanilla", html)
 
 
 def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
