@@ -23,13 +23,14 @@ export UV_PYTHON_INSTALL_DIR=/opt/python UV_NO_CACHE=1 UV_PYTHON_PREFERENCE=only
 deps() {
     local variant="$1" python lock=/tmp/requirements.lock
     variant_lock "$variant" > "$lock"
-    # curl and unzip fetch uv's PyPI wheel; they are the only system packages the stack needs (and, on the
-    # registry variant, Debian's CPython).
+    # curl and unzip fetch uv's PyPI wheel; they are the only system packages the CUDA stack needs. The
+    # registry variant adds Debian's CPython, and g++ with CPython's headers because it runs on CPU, where
+    # torch.compile (inductor) compiles C++ kernels (on a GPU inductor writes Triton kernels instead).
     local packages=(ca-certificates curl unzip)
     case "$variant" in
         cuda) python="$PYTHON_VERSION" ;;
         registry)
-            packages+=("python$DEBIAN_PYTHON")
+            packages+=("python$DEBIAN_PYTHON" "python$DEBIAN_PYTHON-dev" g++)
             python="/usr/bin/python$DEBIAN_PYTHON"
             export UV_PYTHON_PREFERENCE=only-system
             ;;
@@ -55,9 +56,10 @@ deps() {
         uv python install "$PYTHON_VERSION"
     fi
     uv venv --python "$python" "$VENV"
-    # Every distribution is checked against the lock's sha256 and must be a wheel (no source builds).
+    # Every distribution is checked against the lock's sha256 and must be a wheel (no source builds). Bytecode
+    # is compiled here: a read-only image (Apptainer) cannot cache it, so each process would compile torch's.
     uv pip install --python "$VENV/bin/python" --require-hashes --no-deps --no-build \
-        --requirement "$lock"
+        --requirement "$lock" --compile-bytecode
     rm -f "$lock"
     chmod -R a+rX "$VENV"
     if [ -d /opt/python ]; then chmod -R a+rX /opt/python; fi
@@ -83,6 +85,9 @@ project() {
     uv pip install --python "$VENV/bin/python" --no-deps --no-build-isolation --editable "$PROJECT"
     uv pip check --python "$VENV/bin/python"
     find "$PROJECT" -name __pycache__ -prune -exec rm -rf {} +
+    "$VENV/bin/python" -m compileall -q -j 0 "$PROJECT" >/dev/null
+    # The image's `just` menu (JUST_JUSTFILE): the project's recipes that work inside the image.
+    "$HERE/image-menu.sh" "$PROJECT/justfile" > "$HERE/image.justfile"
     # Bind points: the HF cache and the sweep output (both writable for whichever user runs the image).
     mkdir -p /hf-cache "$PROJECT/artifacts"
     chmod 1777 /hf-cache "$PROJECT/artifacts"

