@@ -74,10 +74,11 @@ class Memory(Record):
 
     @property
     def peak_in_use_bytes(self) -> int | None:
-        """GPU: the allocated peak plus the graph pools' working space that replays write but never allocate."""
-        if self.peak_allocated_bytes is None:
+        """GPU: the allocated peak plus the graph pools' working space that replays write but never allocate
+        (None where the pools were not read: a CPU run, an older artifact)."""
+        if self.peak_allocated_bytes is None or self.graph_pool_bytes is None:
             return None
-        return self.peak_allocated_bytes + (self.graph_pool_bytes or 0) - (self.graph_pool_allocated_bytes or 0)
+        return self.peak_allocated_bytes + self.graph_pool_bytes - (self.graph_pool_allocated_bytes or 0)
 
 
 class Energy(Record):
