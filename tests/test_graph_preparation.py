@@ -120,3 +120,16 @@ def test_the_plan_counts_the_warmups_the_scenario_runs() -> None:
         assert len(chosen) == warmups(config), config
         counts[(config.model.arch, config.llada_impl.graph if config.llada_impl else False, config.batch_size)] = len(chosen)
     assert counts[("llada", True, 1)] == 3 and counts[("llada", True, 64)] == 1 and counts[("llada", False, 1)] == 1
+
+
+@pytest.mark.slow
+def test_a_capture_in_a_timed_repetition_is_an_error_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the worker: with no warm-up to capture in, the first repetition would capture; the artifact is a
+    failed run that names the forward, with no samples to publish."""
+    from specs.results import RunStatus
+    from workers.runner import Worker
+
+    monkeypatch.setattr(scenario, "_warmup_batches", lambda warmup, repetitions, n, prepared_by: [])
+    result = Worker().run(_graph_run_config(), sweep="s", run_id="graph")
+    assert result.status == RunStatus.ERROR and result.samples is None
+    assert "PreparationInTimedRegion" in result.error and "LLaDA full forward" in result.error
