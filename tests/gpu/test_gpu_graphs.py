@@ -142,19 +142,20 @@ def test_llama_live_decode_replays_the_eager_loops_tokens(padded: bool) -> None:
 
 
 def test_llama_bucket_met_once_per_generation_is_recorded_before_any_timed_step() -> None:
-    """Prompt 250 + 7 new tokens: the last decode step alone attends 257 positions (the capacity), a bucket met
-    once per generation. reduce-overhead records a graph on its second call; the preparation makes that call
-    (and a replay) itself, so a second generation run frozen, as a timed repetition is, records nothing."""
+    """Prompt 250 + 8 new tokens: decode steps make the sequence 251-257 long; the last alone attends past 256, over
+    all 258 positions (the capacity): a bucket met once per generation. reduce-overhead records a graph on its
+    second call; the preparation makes that call (and a replay) itself, so a second generation run frozen, as a
+    timed repetition is, records nothing."""
     from workers.samplers import ar_generate, ar_steps
     from workers.samplers.compiled import CompiledDecode
 
     loaded = _model("llama")
     prompt = _prompt(2, 250)
     with torch.inference_mode():
-        eager = ar_generate(loaded.model, prompt, n_new=7)
-        compiled = CompiledDecode(loaded.model, batch=2, capacity=257, decode_attention="live")
+        eager = ar_generate(loaded.model, prompt, n_new=8)
+        compiled = CompiledDecode(loaded.model, batch=2, capacity=258, decode_attention="live")
         for frozen in (False, True):
-            decoder = ar_steps(loaded.model, prompt, n_new=7, compiled=compiled)
+            decoder = ar_steps(loaded.model, prompt, n_new=8, compiled=compiled)
             if frozen:
                 with compiled.preparation.frozen():
                     for _ in decoder:
