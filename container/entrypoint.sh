@@ -3,7 +3,8 @@
 #
 # Any uid can run the image (Apptainer runs as the caller on a read-only image; `docker run --user` gives a
 # uid with no passwd entry and HOME=/). Ray (~/.ray), Triton (~/.triton), matplotlib, torch's inductor cache
-# (/tmp/torchinductor_$USER, which asks the passwd database for $USER) and hypothesis all write somewhere, so
+# (/tmp/torchinductor_$USER, which asks the passwd database for $USER), hypothesis and transformers (a
+# checkpoint's own code goes to $HF_HOME/modules) all write somewhere, so
 # when HOME is not a writable directory it moves to a fresh one under the temp dir, and every cache goes under
 # $XDG_CACHE_HOME. A variable the caller set is kept.
 set -euo pipefail
@@ -41,6 +42,12 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$XDG_CACHE_HOME/torch
 export TORCH_HOME="${TORCH_HOME:-$XDG_CACHE_HOME/torch}"
 export MPLCONFIGDIR="${MPLCONFIGDIR:-$XDG_CACHE_HOME/matplotlib}"
 export HYPOTHESIS_STORAGE_DIRECTORY="${HYPOTHESIS_STORAGE_DIRECTORY:-$XDG_CACHE_HOME/hypothesis}"
+# A checkpoint's own code (trust_remote_code) is copied into $HF_HOME/modules before it runs; the HF cache is
+# often bound read-only, or not bound at all on a read-only image.
+if [ -z "${HF_MODULES_CACHE:-}" ] && ! writable "${HF_HOME:-/hf-cache}"; then
+    export HF_MODULES_CACHE="$XDG_CACHE_HOME/huggingface/modules"
+    mkdir -p "$HF_MODULES_CACHE"
+fi
 mkdir -p "$XDG_CACHE_HOME" "$XDG_CONFIG_HOME" "$TRITON_CACHE_DIR" "$TORCHINDUCTOR_CACHE_DIR" "$TORCH_HOME" \
     "$MPLCONFIGDIR"
 

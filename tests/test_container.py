@@ -395,7 +395,9 @@ def _as_foreign_uid(command: list[str]) -> list[str]:
     return [setpriv, f"--reuid={FOREIGN_UID}", f"--regid={FOREIGN_UID}", "--clear-groups", *command]
 
 
-CACHE_VARS = ("XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_HOME", "MPLCONFIGDIR")
+CACHE_VARS = (
+    "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_HOME", "MPLCONFIGDIR", "HF_MODULES_CACHE"
+)
 
 
 @pytest.mark.parametrize("home", ["/", "/usr"])
@@ -403,7 +405,7 @@ def test_entrypoint_gives_a_uid_that_cannot_write_home_a_writable_home_and_cache
     """`docker run --user` with no passwd entry gets HOME=/; Apptainer's caller may not own HOME. Ray
     (~/.ray), Triton, matplotlib and torch's caches must all land somewhere writable."""
     env = {k: v for k, v in os.environ.items() if k not in {"USER", "LOGNAME", "TMPDIR", *CACHE_VARS}}
-    env.update(HOME=home, LLADA_BENCH_HOME="/")
+    env.update(HOME=home, LLADA_BENCH_HOME="/", HF_HOME="/")  # an HF cache bound read-only
     report = 'for v in HOME USER TMPDIR ' + " ".join(CACHE_VARS) + '; do echo "$v=${!v:-}"; done; '
     report += 'for v in HOME ' + " ".join(CACHE_VARS) + ' ; do test -w "${!v}" || echo "unwritable $v"; done; pwd'
     ran = subprocess.run(
@@ -425,8 +427,8 @@ def test_entrypoint_gives_a_uid_that_cannot_write_home_a_writable_home_and_cache
 
 
 def test_entrypoint_keeps_a_writable_home_and_the_callers_cache_settings(tmp_path) -> None:
-    env = dict(os.environ, HOME=str(tmp_path), LLADA_BENCH_HOME="/", TRITON_CACHE_DIR=str(tmp_path / "mine"))
-    env.pop("XDG_CACHE_HOME", None)
+    env = {k: v for k, v in os.environ.items() if k not in CACHE_VARS}  # inside the image the entry point set them
+    env.update(HOME=str(tmp_path), LLADA_BENCH_HOME="/", TRITON_CACHE_DIR=str(tmp_path / "mine"))
     ran = subprocess.run(
         [str(CONTAINER / "entrypoint.sh"), "bash", "-c", 'echo "$HOME $TRITON_CACHE_DIR $MPLCONFIGDIR"'],
         capture_output=True, text=True, env=env, timeout=30,

@@ -43,7 +43,8 @@ def test_json_is_exactly_the_environment_record(capsys, monkeypatch) -> None:
     monkeypatch.setenv("LLADA_BENCH_IMAGE", "llada-bench:test")
     assert main(["--json"]) == EXIT_OK
     record = Environment.model_validate_json(capsys.readouterr().out)
-    assert record.device == "cpu" and record.gpu_count == 0 and record.cuda is None
+    # cuda is the CUDA version torch was built for: None for the CPU wheel, 12.6 for the image's torch on a CPU
+    assert record.device == "cpu" and record.gpu_count == 0 and record.cuda == torch.version.cuda
     assert record.image_digest == "llada-bench:test"
 
 
