@@ -172,7 +172,7 @@ def already_done(root: Path, run_ids: list[str], *, retry_failed: bool = False) 
         return set()
     try:
         manifest = read_manifest(layout)
-    except ValidationError:
+    except (ValidationError, OSError):  # unreadable: nothing counts as done (open() says why)
         return set()
     if manifest is None:
         return set()
