@@ -23,8 +23,9 @@ def foreign_runs(layout: SweepLayout) -> list[Problem]:
     problems = []
     for run_id, path in layout.run_files().items():
         if run_id not in planned:
-            problems.append(Problem(str(path), f"not a run of this sweep's spec ({layout.spec} plans "
-                                    f"{len(planned)} runs, none with this id): copied in from a sweep of another spec?"))
+            reason = (f"not a run of this sweep's spec ({layout.spec} plans {len(planned)} runs, none with "
+                      "this id): copied in from a sweep of another spec?")
+            problems.append(Problem(str(path), reason))
             continue
         try:
             result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))

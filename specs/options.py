@@ -45,7 +45,7 @@ def nonnegative_number(text: str) -> float:
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr naming the option (exit 2), without the usage block."""
+    """argparse, but a usage error is one line on stderr naming the option (exit 2), without the usage."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message}\n")

@@ -30,14 +30,15 @@ PROMPTS_MAX_BYTES = 256 * MIB  # a local prompt file (.txt or .jsonl)
 
 
 class UnsafeFileError(ValueError):
-    """A path that is not a regular file, is a symlink where none may be, or is too large; one line naming it."""
+    """A path that is no regular file, a symlink where none may be, or too large; one line naming it."""
 
 
 def kind_of(mode: int) -> str:
     """'a FIFO', 'a character device', ...: what a path is, in words."""
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
-                       (stat.S_ISREG, "a regular file")):
+    kinds = ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+             (stat.S_ISREG, "a regular file"))
+    for test, name in kinds:
         if test(mode):
             return name
     return "not a regular file"
@@ -57,8 +58,8 @@ def lstat_or_none(path: Path) -> os.stat_result | None:
 
 
 def open_regular(path: Path, *, follow: bool = False) -> int:
-    """A read-only descriptor of `path`, only when it is a regular file; `follow`: a symlink to one is accepted
-    (a spec the user links to), else refused (a sweep's own files). Raises UnsafeFileError or OSError."""
+    """A read-only descriptor of `path`, only when it is a regular file; `follow`: a symlink to one is
+    accepted (a spec the user links to), else refused (a sweep's own files). UnsafeFileError or OSError."""
     status = os.stat(path) if follow else os.lstat(path)
     if not stat.S_ISREG(status.st_mode):
         raise UnsafeFileError(_refusal(path, status.st_mode, follow))
@@ -79,15 +80,17 @@ def open_regular(path: Path, *, follow: bool = False) -> int:
 def _refusal(path: Path, mode: int, follow: bool) -> str:
     what = kind_of(mode)
     if stat.S_ISLNK(mode) and not follow:
-        return f"{path}: is a symlink; files of a sweep are read only inside it, never through a link: replace it with the file"
+        return (f"{path}: is a symlink; files of a sweep are read only inside it, never through a link: "
+                "replace it with the file")
     if stat.S_ISDIR(mode):
         return f"{path}: is a directory, not a file"
-    return f"{path}: is {what}, not a regular file; it is never read (it could block or never end): give a file"
+    return (f"{path}: is {what}, not a regular file; it is never read (it could block or never end): "
+            "give a file")
 
 
 def read_bytes(path: Path, limit: int, *, follow: bool = False) -> bytes:
-    """The whole file, refused (UnsafeFileError) when it is not a regular file or holds more than `limit` bytes
-    (also one whose size the kernel does not report, as /proc's: never more than limit + 1 bytes are read)."""
+    """The whole file, refused (UnsafeFileError) when it is not a regular file or holds more than `limit`
+    bytes (also one whose size the kernel does not report, as /proc's: never more than limit + 1 are read)."""
     fd = open_regular(path, follow=follow)
     try:
         size = os.fstat(fd).st_size
