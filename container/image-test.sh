@@ -10,14 +10,17 @@
 #               HEALTHCHECK); podman's layer cache makes a rebuild with an unchanged lock quick
 #   5. sweep    `just sweep` with no network, as a uid that is neither the image's user nor in its passwd,
 #               read-only root, a writable HOME bind; then `llada-bench verify` on what it wrote
-#   6. tests    the image's own tests (TESTS, a pytest -m expression), same conditions
+#   6. tests    the image's own fast tests, same conditions: by default the files that check the image and its
+#               stack (recipes, entry point, environment, lock, samplers and compiled decode on torch 2.7.1),
+#               about 130 tests; --all-tests runs the whole fast suite (-m "not slow", several times longer)
 # Each stage prints its time. Needs root (podman as root, debootstrap, apt-get).
 set -euo pipefail
 
 usage() {
     cat <<'EOF'
-usage: container/image-test.sh [--tests EXPR | --no-tests] [--no-sweep] [--tag TAG] [--cache DIR]
-  --tests EXPR   pytest -m expression for the in-image tests (default: "not slow")
+usage: container/image-test.sh [--tests PATHS | --all-tests | --no-tests] [--no-sweep] [--tag TAG] [--cache DIR]
+  --tests PATHS  the in-image test files, space-separated (default: the files that check the image, below)
+  --all-tests    the whole fast suite (tests/, -m "not slow") instead
   --no-tests     skip the in-image tests
   --no-sweep     skip the in-image sweep
   --tag TAG      image tag (default: localhost/llada-bench:registry)
@@ -28,7 +31,8 @@ EOF
 }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TESTS="not slow"
+TESTS="tests/test_container.py tests/test_env_command.py tests/test_constraints.py tests/test_llada_sampler.py
+tests/test_ar_sampler.py tests/test_cache_written.py tests/test_compiled_decode.py"
 RUN_TESTS=1
 RUN_SWEEP=1
 TAG=localhost/llada-bench:registry
@@ -42,6 +46,7 @@ IMAGE_UID=10001
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --tests) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TESTS="$2"; shift 2 ;;
+        --all-tests) TESTS=tests; shift ;;
         --no-tests) RUN_TESTS=0; shift ;;
         --no-sweep) RUN_SWEEP=0; shift ;;
         --tag) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TAG="$2"; shift 2 ;;
@@ -182,6 +187,7 @@ esac
 
 # ---------------------------------------------------------------- 5. sweep and 6. tests
 # Apptainer's conditions: any uid, read-only image, HOME bound writable, the sweep's output bound; no network.
+# --passwd=false: podman would otherwise add the uid to the container's /etc/passwd (docker does not).
 RUN="$CACHE/run"
 rm -rf "$RUN"
 mkdir -p "$RUN/home" "$RUN/artifacts"
@@ -191,7 +197,7 @@ chown -R "$RUN_UID:$RUN_UID" "$RUN"
 shm_kb="$(awk '/^MemTotal:/ { print int($2 * 0.32) }' /proc/meminfo)"
 in_image() {
     podman run --rm --network none --read-only --user "$RUN_UID:$RUN_UID" --shm-size "${shm_kb}k" \
-        --no-healthcheck "${RUNTIME_FLAGS[@]}" \
+        --passwd=false --no-healthcheck "${RUNTIME_FLAGS[@]}" \
         --volume "$RUN/home:/home/runner" --env HOME=/home/runner \
         --volume "$RUN/artifacts:/opt/llada-bench/artifacts" \
         "$TAG" "$@"
@@ -200,12 +206,16 @@ summary=()
 if [ "$RUN_SWEEP" -eq 1 ]; then
     stage sweep
     in_image bash -c 'just sweep && llada-bench verify artifacts/smoke' 2>&1 | tee "$RUN/sweep.log"
-    while IFS= read -r line; do summary+=("$line"); done < <(grep -E '[0-9]+/[0-9]+ ok|verif' "$RUN/sweep.log" | tail -n 3)
+    finished="$(grep -E '^finished [0-9]+ runs' "$RUN/sweep.log" | tail -n 1)"  # finished N runs (K ok) in ...
+    ok="$(grep -oE '[0-9]+ ok' <<<"$finished" | cut -d ' ' -f 1)"
+    summary+=("sweep in the image: ${ok:-0}/$(cut -d ' ' -f 2 <<<"$finished") ok")
+    summary+=("$(grep -E ': verified \(' "$RUN/sweep.log" | tail -n 1)")
 fi
 if [ "$RUN_TESTS" -eq 1 ]; then
     stage tests
-    in_image python -m pytest -q -p no:cacheprovider -m "$TESTS" 2>&1 | tee "$RUN/tests.log"
-    summary+=("tests (-m \"$TESTS\"): $(tail -n 1 "$RUN/tests.log")")
+    read -r -a test_paths <<<"$(tr '\n' ' ' <<<"$TESTS")"
+    in_image python -m pytest -q -p no:cacheprovider -m "not slow" "${test_paths[@]}" 2>&1 | tee "$RUN/tests.log"
+    summary+=("tests in the image: $(tail -n 1 "$RUN/tests.log")")
 fi
 stage ""
 

@@ -504,10 +504,17 @@ def test_image_test_refuses_bad_arguments_before_touching_anything(argv, env, me
     assert ran.returncode == 2 and message in ran.stderr and "== engine" not in ran.stdout
 
 
+def test_image_test_runs_test_files_that_exist() -> None:
+    script = (CONTAINER / "image-test.sh").read_text()
+    default = re.search(r'^TESTS="([^"]*)"', script, re.MULTILINE).group(1).split()
+    assert default and all((ROOT / path).is_file() for path in default)
+    assert "tests/test_container.py" in default and "tests/test_env_command.py" in default
+
+
 def test_image_test_help_names_every_option() -> None:
     ran = subprocess.run([str(CONTAINER / "image-test.sh"), "--help"], capture_output=True, text=True, timeout=30)
     assert ran.returncode == 0
-    for option in ("--tests", "--no-tests", "--no-sweep", "--tag", "--cache"):
+    for option in ("--tests", "--all-tests", "--no-tests", "--no-sweep", "--tag", "--cache"):
         assert option in ran.stdout
 
 
