@@ -178,6 +178,9 @@ podman build --format docker "${RUNTIME_FLAGS[@]}" "${BUILD_FLAGS[@]}" \
     --build-arg GIT_COMMIT="$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
     --tag "$TAG" .
 podman image inspect --format 'image {{.Id}}: {{.Size}} bytes' "$TAG"
+# Earlier builds' images, now untagged, would fill the disk a few GB per changed lock; the current one's
+# layers stay cached.
+podman image prune --force >/dev/null
 # --format docker keeps what the OCI format drops: SHELL and HEALTHCHECK (podman shows the latter).
 config="$(podman image inspect --format '{{.ManifestType}} {{json .HealthCheck}}' "$TAG")"
 case "$config" in
