@@ -84,7 +84,7 @@ class Preparation:
             return
         trigger = getattr(args[0], "callback_trigger", None) if args else None
         compile_id = getattr(args[0], "compile_id", None) if args else None
-        name = getattr(trigger, "name", "compilation").lower()
+        name = getattr(trigger, "name", "dynamo compilation").lower()
         self._stray.append(f"{name} {compile_id}" if compile_id is not None else name)
 
 
