@@ -25,9 +25,31 @@ usage: container/image-test.sh [--tests PATHS | --all-tests | --no-tests] [--no-
   --no-sweep     skip the in-image sweep
   --tag TAG      image tag (default: localhost/llada-bench:registry)
   --cache DIR    persistent directory for the base's rootfs and the run's files (default /var/cache/llada-bench)
-Environment: DEBIAN_SUITE (trixie), DEBIAN_MIRROR (http://deb.debian.org/debian), BASE_MAX_AGE_DAYS (7),
+Environment: DEBIAN_SUITE (trixie), DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR (default: the host's own apt
+sources, the archive this machine already installs from), BASE_MAX_AGE_DAYS (7),
 RUN_UID (4242: any uid that is not the image's 10001 and has no passwd entry in it).
 EOF
+}
+
+# The Debian archive this host's apt already uses (deb822 .sources or one-line .list): KIND "security" takes
+# the URI serving the -security suite, "main" the first other one. APT_ROOT prefixes /etc (tests).
+host_debian_uri() {
+    local kind="$1" files=()
+    local etc="${APT_ROOT:-}/etc/apt"
+    for f in "$etc/sources.list" "$etc"/sources.list.d/*.list "$etc"/sources.list.d/*.sources; do
+        [ -f "$f" ] && files+=("$f")
+    done
+    [ "${#files[@]}" -gt 0 ] || return 0
+    awk -v kind="$kind" '
+        function pick(uri, suites) { if (!found && uri != "" && (suites ~ /-security/) == (kind == "security")) { print uri; found = 1 } }
+        function stanza() { if (suites != "") pick(uri, suites); uri = ""; suites = "" }
+        FNR == 1 { stanza() }
+        /^[[:space:]]*#/ { next }
+        /^deb[[:space:]]/ { i = 2; if ($2 ~ /^\[/) { while (i <= NF && $i !~ /\]$/) i++; i++ } pick($i, $(i + 1)); next }
+        /^URIs:/ { uri = $2 }
+        /^Suites:/ { suites = $0 }
+        /^[[:space:]]*$/ { stanza() }
+        END { stanza() }' "${files[@]}"
 }
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -38,7 +60,8 @@ RUN_SWEEP=1
 TAG=localhost/llada-bench:registry
 CACHE=/var/cache/llada-bench
 SUITE="${DEBIAN_SUITE:-trixie}"
-MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+MIRROR="${DEBIAN_MIRROR:-}"
+SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-}"
 MAX_AGE_DAYS="${BASE_MAX_AGE_DAYS:-7}"
 RUN_UID="${RUN_UID:-4242}"
 IMAGE_UID=10001
@@ -112,6 +135,12 @@ else
     base="localhost/llada-base:$SUITE-$(date -u +%Y%m%d)"
     rootfs="$CACHE/rootfs-$SUITE"
     rm -rf "$rootfs"
+    [ -n "$MIRROR" ] || MIRROR="$(host_debian_uri main)"
+    [ -n "$SECURITY_MIRROR" ] || SECURITY_MIRROR="$(host_debian_uri security)"
+    if [ -z "$MIRROR" ] || [ -z "$SECURITY_MIRROR" ]; then
+        echo "error: no Debian archive in this host's apt sources; set DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR" >&2
+        exit 2
+    fi
     echo "debootstrap $SUITE from $MIRROR"
     debootstrap --variant=minbase "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 || {
         tail -n 20 "$CACHE/debootstrap.log" >&2
@@ -120,7 +149,7 @@ else
     cat >"$rootfs/etc/apt/sources.list" <<EOF
 deb $MIRROR $SUITE main
 deb $MIRROR $SUITE-updates main
-deb http://deb.debian.org/debian-security $SUITE-security main
+deb $SECURITY_MIRROR $SUITE-security main
 EOF
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
     tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$base" >/dev/null

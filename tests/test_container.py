@@ -511,6 +511,38 @@ def test_image_test_runs_test_files_that_exist() -> None:
     assert "tests/test_container.py" in default and "tests/test_env_command.py" in default
 
 
+def _host_debian_uri(apt_root: Path, kind: str) -> str:
+    """image-test.sh's host_debian_uri, run alone against a fake /etc/apt under apt_root."""
+    script = (CONTAINER / "image-test.sh").read_text()
+    function = re.search(r"^host_debian_uri\(\) \{\n.*?^\}\n", script, re.MULTILINE | re.DOTALL).group(0)
+    ran = subprocess.run(
+        ["bash", "-c", f"{function}\nhost_debian_uri {kind}"],
+        capture_output=True, text=True, env=dict(os.environ, APT_ROOT=str(apt_root)), timeout=30,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return ran.stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("debian.sources", "Types: deb\nSuites: trixie-security\nURIs: http://security.example/s\nComponents: main\n\n"
+         "Types: deb\nURIs: http://archive.example/d\nSuites: trixie trixie-updates\nComponents: main\n"),
+        ("debian.list", "# deb http://commented.example/x trixie main\n"
+         "deb [signed-by=/k.gpg arch=amd64] http://security.example/s trixie-security main\n"
+         "deb http://archive.example/d trixie main\n"),
+    ],
+)
+def test_image_test_takes_the_debian_archive_from_the_hosts_apt_sources(tmp_path: Path, name: str, text: str) -> None:
+    """The base is bootstrapped from the archive the host's apt already uses, in either sources format, never a
+    host written into the script."""
+    (tmp_path / "etc/apt/sources.list.d").mkdir(parents=True)
+    (tmp_path / "etc/apt/sources.list.d" / name).write_text(text)
+    assert _host_debian_uri(tmp_path, "main") == "http://archive.example/d"
+    assert _host_debian_uri(tmp_path, "security") == "http://security.example/s"
+    assert _host_debian_uri(tmp_path / "nowhere", "main") == ""
+
+
 def test_image_test_help_names_every_option() -> None:
     ran = subprocess.run([str(CONTAINER / "image-test.sh"), "--help"], capture_output=True, text=True, timeout=30)
     assert ran.returncode == 0
