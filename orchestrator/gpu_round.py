@@ -39,6 +39,8 @@ from orchestrator.walltime import (
     load_seconds,
 )
 from specs.loader import PACKAGE_ROOT, load_spec
+from specs.options import positive_number
+from specs.safefile import MIB, UnsafeFileError, atomic_write, lstat_or_none, read_text
 from specs.schema import ExperimentSpec
 
 CAMPAIGN_SPEC = "specs/campaign-graphs.yaml"
@@ -212,6 +214,9 @@ class RoundState(BaseModel):
         return kind in self.pieces and self.pieces[kind].status == "done"
 
 
+STATE_MAX_BYTES = MIB  # a few pieces' status and timings
+
+
 @dataclass(frozen=True)
 class RoundLayout:
     root: Path
@@ -233,13 +238,13 @@ class RoundLayout:
         return self.root / "gpu-round.json"
 
     def load(self) -> RoundState:
-        return RoundState.model_validate_json(self.state.read_text(encoding="utf-8")) if self.state.is_file() \
-            else RoundState()
+        """The round so far (a fresh one before its first call); a special file or link here is refused."""
+        if lstat_or_none(self.state) is None:
+            return RoundState()
+        return RoundState.model_validate_json(read_text(self.state, STATE_MAX_BYTES))
 
     def save(self, state: RoundState) -> None:
-        temporary = self.state.with_suffix(".tmp")
-        temporary.write_text(state.model_dump_json(indent=1), encoding="utf-8")
-        os.replace(temporary, self.state)
+        atomic_write(self.state, state.model_dump_json(indent=1).encode("utf-8"))
 
 
 def write_goals(layout: RoundLayout, state: RoundState) -> list[Goal]:
@@ -251,7 +256,7 @@ def write_goals(layout: RoundLayout, state: RoundState) -> list[Goal]:
         "calls": state.calls,
         "complete": all(state.done(k) for k in ("tests", "profile", "campaign")),
     }
-    layout.goals.write_text(json.dumps(document, indent=1) + "\n", encoding="utf-8")
+    atomic_write(layout.goals, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
     return goals
 
 
@@ -322,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the pieces and their predicted times; run nothing")
     parser.add_argument("--round", default="artifacts/gpu-round", help="the round folder (state, findings, logs, sweep)")
     parser.add_argument("--bundle", help="the offline bundle (container/gpu-bundle.sh)")
-    parser.add_argument("--budget", type=float, default=CALL_LIMIT_S, help="seconds this call may take (default 540)")
+    parser.add_argument("--budget", type=positive_number, default=CALL_LIMIT_S, help="seconds this call may take (default 540)")
     parser.add_argument("--goals", action="store_true", help="only rewrite gpu-round.json from the round folder")
     args = parser.parse_args(argv)
     if args.dry_run:
@@ -330,11 +335,15 @@ def main(argv: list[str] | None = None) -> int:
         print(format_plan(plan))
         return EXIT_OK if plan.fits() else EXIT_FAILED
     layout = RoundLayout(Path(args.round).resolve())
-    if args.goals:
-        write_goals(layout, layout.load())
-        print(layout.goals.read_text(encoding="utf-8"))
-        return EXIT_OK
-    return run_call(layout, bundle=args.bundle, budget_s=args.budget)
+    try:
+        if args.goals:
+            write_goals(layout, layout.load())
+            print(layout.goals.read_text(encoding="utf-8"))
+            return EXIT_OK
+        return run_call(layout, bundle=args.bundle, budget_s=args.budget)
+    except UnsafeFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ the pieces in order and the next one resumes; the goals are read from the artifa
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import statistics
@@ -149,3 +151,20 @@ def test_a_call_starts_no_piece_its_budget_cannot_hold(tmp_path: Path, fake_piec
     fake_pieces["tests"] += [0]
     assert run_call(layout, bundle=None, budget_s=100.0, plan=plan_round()) == gpu_round.EXIT_AGAIN
     assert fake_pieces["ran"] == []  # the device tests are predicted at 300 s
+
+
+def test_a_round_state_that_is_no_regular_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The round folder is read like a sweep's: a FIFO as state.json is named, never opened to block."""
+    os.mkfifo(tmp_path / "state.json")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = gpu_round.main(["--round", str(tmp_path), "--goals"])
+    assert code == gpu_round.EXIT_USAGE
+    assert "state.json" in err.getvalue() and len(err.getvalue().strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("budget", ["nan", "-5", "abc"])
+def test_a_bad_budget_is_refused_at_parse_time(budget: str, tmp_path: Path) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        gpu_round.main(["--round", str(tmp_path), "--budget", budget])
+    assert exit_.value.code == 2 and not any(tmp_path.iterdir())
