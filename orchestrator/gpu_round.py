@@ -102,7 +102,7 @@ def profile_seconds(profile: str) -> float:
     """The decode profile on `profile`: one process start, the model's build, then per batch and attention one
     compilation, two generations at the attained roofs (the second only partly run) and the profiler."""
     from roofline.predict import predict
-    from specs.shapes import preset_shape
+    from specs.registry import preset_shape
 
     hardware = hardware_profile(profile)
     shape = preset_shape("llama", "8b")

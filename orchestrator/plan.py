@@ -26,7 +26,15 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("llada_impl", "graph"): False,
     ("llada_impl", "steps"): None,
     ("llama_impl", "decode_attention"): "static",
+    ("dream",): None,
+    ("model", "dream"): None,
+    ("model", "source", "synthetic", "attention_bias"): False,
+    ("evaluator", "dream"): None,
+    ("evaluator", "source", "synthetic", "attention_bias"): False,
 }
+# Fields the arch decides (a model's sampler is its family's, or the spec is refused): never part of the id, so
+# naming the sampler in a spec changes no run.
+_IMPLIED_BY_ARCH: tuple[tuple[str, ...], ...] = (("model", "sampler"), ("evaluator", "sampler"))
 
 
 @dataclass(frozen=True)
@@ -40,18 +48,31 @@ def run_id_for(config: RunConfig) -> str:
     data = config.model_dump(mode="json")
     for path, default in _HASHED_ONLY_WHEN_SET.items():
         _drop_default(data, path, default)
+    for path in _IMPLIED_BY_ARCH:
+        _drop(data, path)
     digest = hashlib.sha256(canonical_json(data).encode("utf-8"))
     return digest.hexdigest()[:RUN_ID_LENGTH]
 
 
 def _drop_default(data: dict[str, Any], path: tuple[str, ...], default: object) -> None:
+    parent, key = _parent(data, path)
+    if isinstance(parent, dict) and key in parent and parent[key] == default:
+        del parent[key]
+
+
+def _drop(data: dict[str, Any], path: tuple[str, ...]) -> None:
+    parent, key = _parent(data, path)
+    if isinstance(parent, dict):
+        parent.pop(key, None)
+
+
+def _parent(data: dict[str, Any], path: tuple[str, ...]) -> tuple[Any, str]:
+    """The dict that holds the path's last key (None where the path breaks off), and that key."""
     *parents, key = path
+    node: Any = data
     for part in parents:
-        data = data.get(part) if isinstance(data, dict) else None
-        if data is None:
-            return
-    if isinstance(data, dict) and key in data and data[key] == default:
-        del data[key]
+        node = node.get(part) if isinstance(node, dict) else None
+    return node, key
 
 
 def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
@@ -130,8 +151,12 @@ def check_prompt_supply(spec: ExperimentSpec) -> None:
 
 
 def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, object]]:
-    """Each architecture's own axes (LLaDA's sampler settings and implementation variants, LLaMA's variants):
-    they never multiply the other architecture's runs. The vanilla variant is stored as None."""
+    """Each sampler's own axes (LLaDA's settings and implementation variants, Dream's settings, the
+    autoregressive loop's variants): they never multiply another sampler's runs. The vanilla variant is
+    stored as None."""
+    dream = spec.dream_axes(model)
+    if dream is not None:
+        return [{"steps": steps, "dream": setting} for steps in dream.steps for setting in dream.settings()]
     axes = spec.llada_axes(model)
     if axes is None:
         llama_impls = spec.grid.llama.impl if spec.grid.llama is not None else [None]

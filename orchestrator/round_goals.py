@@ -30,7 +30,7 @@ from roofline.llama import mean_decode_pass_bytes
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
 from roofline.operators import element_bytes_of
 from specs.results import RunResult, RunStatus
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 LLAMA_DECODE_ROOF_SHARE = {1: 0.60, 64: 0.50}  # batch -> the least share of the memory roof
 LLADA_GRAPH_HOST_MS = 2.0

@@ -16,7 +16,8 @@ from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
 from specs.results import MeasuredRoofs, RunResult
-from specs.shapes import ModelShape, preset_shape
+from specs.shapes import ModelShape
+from specs.registry import preset_shape
 
 PREDICTION_SCHEMA = {
     "run_id": pl.String, "hardware": pl.String, "profile": pl.String, "fidelity": pl.String, "arch": pl.String,

@@ -14,7 +14,7 @@ from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import llada_memory, llama_memory
 from roofline.render import llada_json, llada_text, llama_json, llama_text
 from specs.options import nonnegative_number
-from specs.shapes import PRESET_NAMES, preset_shape
+from specs.registry import PRESET_NAMES, preset_shape
 
 # The study's hardware goes with the study's model; the faithful model defaults to the project's A100.
 DEFAULT_HARDWARE = {"study": "study-a6000", "faithful": "a100-sxm4-80gb"}

@@ -14,7 +14,8 @@ from roofline.hardware import HardwareProfile
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import decode_passes, estimate_llama
 from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator, Unit
-from specs.shapes import Arch, ModelShape, preset_shape
+from specs.shapes import ModelShape
+from specs.registry import Arch, preset_shape
 
 Phase = Literal["llama prefill", "llama decode", "llada step"]
 

@@ -17,7 +17,8 @@ from roofline.llada import BlockEstimate, LladaCache, LladaEstimate, estimate_ll
 from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import MemoryFootprint, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
-from specs.shapes import Arch, ModelShape, preset_shape
+from specs.shapes import ModelShape
+from specs.registry import Arch, preset_shape
 
 # Where a LLaDA prediction's forward count comes from: the step schedule (no confidence rule), the forwards the
 # run measured (samples.forwards), or the schedule's steps as a cap (a confidence rule, nothing measured).

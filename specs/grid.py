@@ -1,5 +1,5 @@
-"""The swept axes of a spec: batch sizes, lengths (a cross product or totals with a prompt fraction), and the
-LLaDA and LLaMA axes shared by every model of that architecture."""
+"""The swept axes of a spec: batch sizes, lengths (a cross product or totals with a prompt fraction), and each
+sampler's axes shared by every model that generates with it (LLaDA's, Dream's, the autoregressive loop's)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from specs.frozen import Frozen, distinct
-from specs.model_spec import LladaAxes, LlamaAxes
+from specs.model_spec import DreamAxes, LladaAxes, LlamaAxes
 
 
 class LengthPair(Frozen):
@@ -25,6 +25,8 @@ class Grid(Frozen):
     sequence_lengths: list[Annotated[int, Field(gt=1)]] | None = None
     prompt_fraction: float | None = Field(default=None, gt=0, lt=1)
     llada: LladaAxes | None = None
+    dream: DreamAxes | None = None
+    # The autoregressive loop's variants, for every autoregressive family (LLaMA, Qwen2.5).
     llama: LlamaAxes | None = None
 
     _distinct = field_validator("batch_sizes", "prompt_lengths", "generation_lengths", "sequence_lengths")(distinct)

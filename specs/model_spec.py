@@ -1,4 +1,4 @@
-"""A model of a spec: where its weights come from, its architecture, its LLaDA or LLaMA variants and axes."""
+"""A model of a spec: where its weights come from, its family (specs/registry.py), its sampler's axes and variants."""
 
 from __future__ import annotations
 
@@ -7,13 +7,15 @@ from typing import Annotated, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from specs.frozen import Frozen, Remasking, distinct, safe_name
-from specs.shapes import Arch, ModelShape, preset_shape
+from specs.registry import Arch, SamplerName, family
+from specs.shapes import ModelShape
 
 
 class SyntheticSource(Frozen):
     """Random-initialised weights of a named preset shape or an explicit one."""
 
-    synthetic: Union[Literal["tiny", "small", "8b"], ModelShape]
+    # A preset of the model's family (specs/registry.py: LLaMA and LLaDA have 8b, Qwen2.5 and Dream 7b).
+    synthetic: Union[Literal["tiny", "small", "8b", "7b"], ModelShape]
     seed: int = 0
 
 
@@ -46,7 +48,7 @@ ModelSource = Annotated[
     Discriminator(
         _source_kind,
         custom_error_type="source_kind",
-        custom_error_message="give either 'synthetic: tiny|small|8b|{shape}' or 'checkpoint: <path or hub id>'",
+        custom_error_message="give either 'synthetic: tiny|small|8b|7b|{shape}' or 'checkpoint: <path or hub id>'",
     ),
 ]
 
@@ -186,32 +188,106 @@ class LlamaAxes(Frozen):
     _distinct_impl = field_validator("impl")(_distinct_names)
 
 
+DreamAlg = Literal["origin", "maskgit_plus", "topk_margin", "entropy"]
+
+
+class DreamSampling(Frozen):
+    """One setting of Dream's sampler (`diffusion_generate`), besides its steps and the controls' temperature.
+
+    `alg`: which masked positions a step commits: `origin` commits each with probability 1/t-fraction at
+    random; `maskgit_plus` the most confident (top probability), `topk_margin` those with the largest margin
+    between the top two probabilities, `entropy` those of lowest entropy. `alg_temp` > 0 samples that order
+    instead of taking it greedily (confidence algs only). `top_p` and `top_k` filter each position's token
+    distribution before sampling (with the controls' temperature > 0).
+    """
+
+    alg: DreamAlg = "entropy"
+    alg_temp: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _alg_temp_orders_confidence(self) -> DreamSampling:
+        if self.alg == "origin" and self.alg_temp:
+            raise ValueError("alg_temp: orders the confidence algs; alg 'origin' commits at random and takes none")
+        return self
+
+
+class DreamAxes(Frozen):
+    """Axes that apply to models whose sampler is Dream's (whole-sequence denoising, no blocks)."""
+
+    steps: list[Annotated[int, Field(gt=0)]] = Field(min_length=1)
+    algs: list[DreamAlg] = Field(default_factory=lambda: ["entropy"], min_length=1)
+    alg_temp: float | None = Field(default=None, ge=0)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, gt=0)
+
+    _distinct = field_validator("steps", "algs")(distinct)
+
+    @model_validator(mode="after")
+    def _alg_temp_orders_confidence(self) -> DreamAxes:
+        if self.alg_temp and self.algs == ["origin"]:
+            raise ValueError("alg_temp: orders the confidence algs; alg 'origin' commits at random and takes none")
+        return self
+
+    def settings(self) -> list[DreamSampling]:
+        """One sampler setting per alg (alg_temp applies to the confidence algs only)."""
+        return [
+            DreamSampling(alg=alg, alg_temp=None if alg == "origin" else self.alg_temp, top_p=self.top_p, top_k=self.top_k)
+            for alg in self.algs
+        ]
+
+
+# The spec field that holds each sampler's own axes (per model, or in the grid for every model of that sampler).
+SAMPLER_AXES: dict[str, str] = {"llada": "llada", "dream": "dream", "autoregressive": "llama"}
+
+
 class ModelSpec(Frozen):
-    """One model of the sweep."""
+    """One model of the sweep. `arch` names its family in the registry (specs/registry.py), which decides how
+    it loads, which sampler generates with it and how the roofline costs it."""
 
     name: str
     arch: Arch
     source: ModelSource
     chat: bool = False
-    # LLaDA's [MASK] id; None = read from the checkpoint config or the synthetic tokenizer.
+    # The family's sampler, when a spec names it; another sampler is refused (the registry says which fits).
+    sampler: SamplerName | None = None
+    # A diffusion model's [MASK] id; None = read from the checkpoint config or the synthetic tokenizer.
     mask_token_id: int | None = Field(default=None, ge=0)
-    # Per-model LLaDA axes replacing grid.llada (LLaDA models only).
+    # Per-model sampler axes replacing grid.llada / grid.dream (models of that sampler only).
     llada: LladaAxes | None = None
+    dream: DreamAxes | None = None
 
     _name = field_validator("name")(safe_name)
 
     @model_validator(mode="after")
-    def _llada_only_fields(self) -> ModelSpec:
-        if self.arch == "llama" and self.llada is not None:
-            raise ValueError("llada: LLaDA axes (steps, block_lengths) given for a llama model; remove them")
-        if self.arch == "llama" and self.mask_token_id is not None:
-            raise ValueError("mask_token_id: applies to llada models only")
-        if self.arch == "llada" and isinstance(self.source, CheckpointSource) and self.source.trust_remote_code:
+    def _fits_the_family(self) -> ModelSpec:
+        entry = family(self.arch)
+        if self.sampler is not None and self.sampler != entry.sampler:
             raise ValueError(
-                "source.trust_remote_code: not supported for llada models: LLaDA's own modeling code takes no "
-                "logits_to_keep and its config does not declare bidirectional attention (is_causal: false), both "
-                "of which the sampler needs; drop it: LLaDA checkpoints load without remote code"
+                f"sampler: {self.sampler!r} does not fit {self.arch} models ({entry.title} is {entry.paradigm}); "
+                f"allowed: {entry.sampler}"
             )
+        for field, axes in (("llada", self.llada), ("dream", self.dream)):
+            if axes is not None and entry.sampler != field:
+                raise ValueError(
+                    f"{field}: {field} sampler axes given for a {self.arch} model, which generates with the "
+                    f"{entry.sampler} sampler; remove them"
+                )
+        if self.mask_token_id is not None and not entry.is_diffusion:
+            raise ValueError(f"mask_token_id: applies to diffusion models only; {self.arch} is {entry.paradigm}")
+        if entry.is_diffusion and isinstance(self.source, CheckpointSource) and self.source.trust_remote_code:
+            raise ValueError(
+                f"source.trust_remote_code: not supported for {self.arch} models: the sampler needs the bidirectional "
+                "attention and logits_to_keep of the package's own loading, which the checkpoint's modeling code "
+                f"does not give; drop it: {entry.title} checkpoints load without remote code"
+            )
+        if isinstance(self.source, SyntheticSource) and isinstance(self.source.synthetic, str):
+            if self.source.synthetic not in entry.presets:
+                raise ValueError(
+                    f"source.synthetic: {self.source.synthetic!r} is not a preset of {self.arch}; allowed: "
+                    f"{', '.join(entry.presets)}"
+                )
         return self
 
     @property
@@ -224,4 +300,4 @@ class ModelSpec(Frozen):
             return None
         if isinstance(self.source.synthetic, ModelShape):
             return self.source.synthetic
-        return preset_shape(self.arch, self.source.synthetic)
+        return family(self.arch).preset(self.source.synthetic)

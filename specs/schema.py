@@ -25,8 +25,12 @@ from specs.controls import (
 from specs.frozen import SAFE_NAME, Attention, Device, Dtype, Frozen, Remasking, safe_name
 from specs.grid import Grid, LengthPair
 from specs.model_spec import (
+    SAMPLER_AXES,
     VANILLA,
     CheckpointSource,
+    DreamAlg,
+    DreamAxes,
+    DreamSampling,
     LladaAxes,
     LladaCache,
     LladaImpl,
@@ -36,7 +40,7 @@ from specs.model_spec import (
     ModelSpec,
     SyntheticSource,
 )
-from specs.shapes import PRESET_NAMES
+from specs.registry import PRESET_NAMES, family
 
 # ---------------------------------------------------------------- the spec
 
@@ -63,6 +67,14 @@ def _check_llada_combination(field: str, generation: int, axes: LladaAxes) -> No
                 )
 
 
+def _check_dream_combination(field: str, generation: int, axes: DreamAxes) -> None:
+    """Dream's sampler commits at least one token per step: more steps than tokens would leave steps idle."""
+    for steps in axes.steps:
+        if steps > generation:
+            raise ValueError(
+                f"{field}.steps: {steps} steps exceed generation length {generation}; allowed: at most {generation}"
+            )
+
 
 class ExperimentSpec(Frozen):
     """A whole sweep as written in specs/*.yaml."""
@@ -83,23 +95,30 @@ class ExperimentSpec(Frozen):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"models: model names must be unique; repeated: {', '.join(duplicates)}")
-        has_llada = any(m.arch == "llada" for m in self.models)
-        if self.grid.llada is not None and not has_llada:
-            raise ValueError("grid.llada: given but no model has arch 'llada'")
-        if self.grid.llama is not None and not any(m.arch == "llama" for m in self.models):
-            raise ValueError("grid.llama: given but no model has arch 'llama'")
+        samplers = {family(m.arch).sampler for m in self.models}
+        for sampler, field in SAMPLER_AXES.items():
+            if getattr(self.grid, field) is not None and sampler not in samplers:
+                raise ValueError(f"grid.{field}: given but no model generates with the {sampler} sampler")
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
         if self.controls.extrapolation is not None:
             self._check_extrapolation(self.controls.extrapolation)
         for index, m in enumerate(self.models):
-            if m.arch == "llada" and m.llada is None and self.grid.llada is None:
-                raise ValueError(f"grid.llada: model {m.name!r} is llada but neither grid.llada nor models.{index}.llada is given")
-            field = f"models.{index}.llada" if m.llada is not None else "grid.llada"
-            axes = self.llada_axes(m)
+            sampler = family(m.arch).sampler
+            own = getattr(m, SAMPLER_AXES[sampler], None) if sampler != "autoregressive" else None
+            if sampler != "autoregressive" and own is None and getattr(self.grid, SAMPLER_AXES[sampler]) is None:
+                field = SAMPLER_AXES[sampler]
+                raise ValueError(
+                    f"grid.{field}: model {m.name!r} generates with the {sampler} sampler but neither grid.{field} nor "
+                    f"models.{index}.{field} is given"
+                )
+            field = f"models.{index}.{SAMPLER_AXES[sampler]}" if own is not None else f"grid.{SAMPLER_AXES[sampler]}"
+            llada, dream = self.llada_axes(m), self.dream_axes(m)
             for pair in self.grid.length_pairs():
-                if axes is not None:
-                    _check_llada_combination(field, pair.generation, axes)
+                if llada is not None:
+                    _check_llada_combination(field, pair.generation, llada)
+                if dream is not None:
+                    _check_dream_combination(field, pair.generation, dream)
                 shape = m.shape()
                 if shape is not None and pair.prompt + pair.generation > shape.max_position_embeddings:
                     raise ValueError(
@@ -110,15 +129,15 @@ class ExperimentSpec(Frozen):
 
     def _check_evaluator(self, evaluator: str) -> None:
         named = self.model(evaluator)
-        if named is not None and named.arch != "llama":
+        if named is not None and family(named.arch).is_diffusion:
             raise ValueError(
                 f"quality.perplexity.evaluator: {evaluator!r} is a {named.arch} model; the evaluator must be "
-                "a causal LM (arch llama)"
+                "a causal LM (an autoregressive arch: llama or qwen2)"
             )
         if named is None and "/" not in evaluator:
-            choices = ", ".join(m.name for m in self.models if m.arch == "llama") or "none"
+            choices = ", ".join(m.name for m in self.models if not family(m.arch).is_diffusion) or "none"
             raise ValueError(
-                f"quality.perplexity.evaluator: {evaluator!r} is neither a llama model of this spec "
+                f"quality.perplexity.evaluator: {evaluator!r} is neither an autoregressive model of this spec "
                 f"({choices}) nor a checkpoint (a path or a hub id such as meta-llama/Meta-Llama-3-8B)"
             )
 
@@ -128,13 +147,13 @@ class ExperimentSpec(Frozen):
                 "controls.extrapolation: timing the first steps leaves generations unfinished, so quality cannot "
                 "be scored; turn quality off (remove quality:) or remove controls.extrapolation"
             )
-        steps = sorted({k for m in self.models if (axes := self.llada_axes(m)) for k in axes.steps})
+        steps = sorted({k for m in self.models if (axes := self.llada_axes(m) or self.dream_axes(m)) for k in axes.steps})
         if not steps:
-            raise ValueError("controls.extrapolation: applies to llada models, and this spec has none")
+            raise ValueError("controls.extrapolation: applies to diffusion models, and this spec has none")
         unknown = [k for k in extrapolation.check_steps if k not in steps]
         if unknown:
             raise ValueError(
-                f"controls.extrapolation.check_steps: {unknown} are not LLaDA step counts of the grid; allowed: {steps}"
+                f"controls.extrapolation.check_steps: {unknown} are not diffusion step counts of the grid; allowed: {steps}"
             )
         batches = extrapolation.check_batch_sizes or []
         unknown = [b for b in batches if b not in self.grid.batch_sizes]
@@ -156,10 +175,16 @@ class ExperimentSpec(Frozen):
         return ModelSpec(name=safe, arch="llama", source=CheckpointSource(checkpoint=evaluator))
 
     def llada_axes(self, model: ModelSpec) -> LladaAxes | None:
-        """The LLaDA axes that apply to a model (its own override first)."""
-        if model.arch != "llada":
+        """The LLaDA sampler's axes that apply to a model (its own override first); None for other samplers."""
+        if family(model.arch).sampler != "llada":
             return None
         return model.llada or self.grid.llada
+
+    def dream_axes(self, model: ModelSpec) -> DreamAxes | None:
+        """The Dream sampler's axes that apply to a model (its own override first); None for other samplers."""
+        if family(model.arch).sampler != "dream":
+            return None
+        return model.dream or self.grid.dream
 
     def model(self, name: str) -> ModelSpec | None:
         return next((m for m in self.models if m.name == name), None)
@@ -190,6 +215,8 @@ class RunConfig(Frozen):
     # The implementation variant; None is vanilla (so vanilla runs keep the ids they had before variants).
     llada_impl: LladaImpl | None = None
     llama_impl: LlamaImpl | None = None
+    # Dream's sampler setting (alg, alg_temp, top_p, top_k); None for other samplers.
+    dream: DreamSampling | None = None
 
     @field_validator("llada_impl", "llama_impl")
     @classmethod
@@ -199,10 +226,14 @@ class RunConfig(Frozen):
 
     @model_validator(mode="after")
     def _impl_matches_arch(self) -> RunConfig:
-        if self.llada_impl is not None and self.model.arch != "llada":
-            raise ValueError(f"llada_impl: applies to llada models only; {self.model.name!r} is {self.model.arch}")
-        if self.llama_impl is not None and self.model.arch != "llama":
-            raise ValueError(f"llama_impl: applies to llama models only; {self.model.name!r} is {self.model.arch}")
+        sampler = family(self.model.arch).sampler
+        for field, fits in (("llada_impl", "llada"), ("llama_impl", "autoregressive"), ("dream", "dream")):
+            if getattr(self, field) is not None and sampler != fits:
+                raise ValueError(
+                    f"{field}: applies to models of the {fits} sampler only; {self.model.name!r} is {self.model.arch}"
+                )
+        if sampler == "dream" and self.dream is None:
+            raise ValueError(f"dream: the Dream sampler's setting is missing for {self.model.name!r}")
         if self.llada_impl is not None and self.llada_impl.parallel and self.remasking == "random":
             raise ValueError("llada_impl: threshold and factor rank confidence; they need remasking low_confidence")
         return self
@@ -237,6 +268,9 @@ __all__ = [
     "CheckpointSource",
     "Controls",
     "Device",
+    "DreamAlg",
+    "DreamAxes",
+    "DreamSampling",
     "Dtype",
     "ElboSpec",
     "ExperimentSpec",

@@ -41,7 +41,7 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"

@@ -134,7 +134,7 @@ def test_campaign_extrapolates_llada_and_checks_it_in_full() -> None:
 @pytest.mark.parametrize(
     ("controls", "message"),
     [
-        ({"extrapolation": {"timed_steps": 4, "check_steps": [12]}}, r"check_steps: \[12\] are not LLaDA step counts"),
+        ({"extrapolation": {"timed_steps": 4, "check_steps": [12]}}, r"check_steps: \[12\] are not diffusion step counts"),
         ({"extrapolation": {"timed_steps": 4, "check_batch_sizes": [3]}}, r"check_batch_sizes: \[3\] are not in grid"),
     ],
 )

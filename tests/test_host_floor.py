@@ -16,7 +16,7 @@ from roofline.hardware import get_hardware
 from roofline.predict import predict
 from specs.results import MeasuredRoofs
 from specs.schema import LladaImpl, LlamaImpl
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
 from workers.measure import calibrate
 from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, host_seconds, with_host_floor

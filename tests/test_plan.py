@@ -6,6 +6,8 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs, run_id_for
+from specs.registry import family, preset_shape
+from specs.schema import ModelSpec
 from specs.loader import load_spec
 from specs.paths import PACKAGE_ROOT
 from tests.spec_fixtures import mutated, spec_from, tiny_dict
@@ -209,7 +211,7 @@ def test_bad_variants_name_the_field(tmp_path, capsys) -> None:
         d["grid"]["llama"] = {"impl": [{"name": "c", "compile": True}]}
         d["quality"].pop("perplexity")
 
-    with pytest.raises(SpecError, match="grid.llama: given but no model has arch 'llama'"):
+    with pytest.raises(SpecError, match="grid.llama: given but no model generates with the autoregressive sampler"):
         spec_from(mutated(no_llama))
 
 
@@ -222,7 +224,7 @@ def test_run_config_stores_vanilla_as_none_and_checks_the_arch() -> None:
     llama = next(r.config for r in plan_runs(spec_from(tiny_dict())) if r.config.model.arch == "llama")
     explicit = RunConfig.model_validate({**llama.model_dump(), "llama_impl": {"name": "vanilla"}})
     assert explicit.llama_impl is None and run_id_for(explicit) == run_id_for(llama)
-    with pytest.raises(ValidationError, match="llada_impl: applies to llada models only"):
+    with pytest.raises(ValidationError, match="llada_impl: applies to models of the llada sampler only"):
         RunConfig.model_validate({**llama.model_dump(), "llada_impl": {"name": "d", "cache": "dual"}})
 
 
@@ -246,3 +248,19 @@ def test_the_options_added_later_still_separate_runs_when_set() -> None:
         update={"llama_impl": llama.config.llama_impl.model_copy(update={"decode_attention": "live"})}
     )
     assert run_id_for(live) != llama.run_id
+
+
+def test_naming_the_sampler_or_a_default_shape_field_changes_no_run_id() -> None:
+    """The registry's fields enter the id only when they say something: a spec that names its models'
+    samplers, or writes an explicit shape without a QKV bias, plans the same runs as before."""
+    spec = load_spec(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "spec.yaml")
+    run = plan_runs(spec)[0]
+    sampler = family(run.config.model.arch).sampler
+    named = run.config.model_copy(update={"model": run.config.model.model_copy(update={"sampler": sampler})})
+    assert run_id_for(named) == run.run_id
+    shape = preset_shape("llama", "tiny")
+    explicit = ModelSpec(name="m", arch="llama", source={"synthetic": shape.model_dump()})
+    biased = ModelSpec(name="m", arch="llama", source={"synthetic": {**shape.model_dump(), "attention_bias": True}})
+    config = run.config.model_copy(update={"model": explicit, "steps": None, "block_length": None, "remasking": None,
+                                           "cfg_scale": 0.0, "llada_impl": None, "llama_impl": None})
+    assert run_id_for(config) != run_id_for(config.model_copy(update={"model": biased}))

@@ -8,7 +8,7 @@ import pytest
 
 from roofline.hardware import get_hardware
 from roofline.llama import decode_pass_bytes, estimate_llama, mean_decode_pass_bytes
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 from tests.gpu.profile_decode import kernel_extra_kv_bytes, roof_bytes
 
 LLAMA = preset_shape("llama", "8b")

@@ -78,7 +78,7 @@ def test_the_roofline_predicts_b_star_for_the_8b_shapes_on_an_a100() -> None:
 
 def test_a_dispatch_floor_moves_the_predicted_crossover() -> None:
     # A small model at small batch is launch-bound: both sides pay per kernel, LLaDA per step, LLaMA per token.
-    from specs.shapes import preset_shape
+    from specs.registry import preset_shape
 
     floor = A100.model_copy(update={"dispatch_s": 20e-6, "host_floor_s": 0.0})
     common = {"llama_shape": preset_shape("llama", "tiny"), "llada_shape": preset_shape("llada", "tiny"),

@@ -13,7 +13,7 @@ from roofline.llama import estimate_llama
 from roofline.operators import element_bytes_of
 from roofline.phase import cost_of, cost_of_affine_passes, sum_max_lines
 from roofline.predict import predict
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 A100 = get_hardware("a100-sxm4-80gb")
 TINY = preset_shape("llama", "tiny")

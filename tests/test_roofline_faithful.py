@@ -12,7 +12,8 @@ from roofline.hardware import get_hardware
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import estimate_llama
 from roofline.phase import cost_of
-from specs.shapes import ModelShape, preset_shape
+from specs.shapes import ModelShape
+from specs.registry import preset_shape
 
 STUDY_HW = get_hardware("study-a6000")
 LLAMA = preset_shape("llama", "8b")
@@ -230,7 +231,7 @@ def test_logits_over_the_block_only_remove_the_rest_of_the_lm_head() -> None:
     sequence, and the rest of the step is unchanged."""
     from roofline.hardware import get_hardware
     from roofline.llada import estimate_llada
-    from specs.shapes import preset_shape
+    from specs.registry import preset_shape
 
     shape, hardware = preset_shape("llada", "8b"), get_hardware("a100-sxm4-80gb")
     args = dict(prompt_len=128, gen_len=512, block_length=32, steps=256)

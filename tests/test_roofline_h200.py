@@ -29,7 +29,7 @@ from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import get_hardware
 from roofline.phase import cost_of
 from specs.paths import PACKAGE_ROOT
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 DATA = Path(__file__).parent / "data" / "h200"
 SWEEPS = ("campaign-h100", "accel-8b")

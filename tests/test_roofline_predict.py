@@ -12,7 +12,7 @@ from roofline.llada import estimate_llada
 from roofline.llama import estimate_llama
 from roofline.memory import kv_cache_bytes, llada_memory, llama_memory, weights_bytes
 from roofline.predict import Prediction, predict, predict_run
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 A100 = get_hardware("a100-sxm4-80gb")
 LLAMA = preset_shape("llama", "8b")

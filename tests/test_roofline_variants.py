@@ -13,7 +13,7 @@ from roofline.memory import kv_cache_bytes, llada_memory
 from roofline.phase import cost_of
 from roofline.predict import predict, predict_run
 from specs import schema
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 
 H100 = get_hardware("h100-sxm")
 LLADA = preset_shape("llada", "8b")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specs.loader import SpecError, load_spec, parse_spec
-from specs.shapes import PRESETS, preset_shape
+from specs.registry import FAMILIES, preset_shape
 from tests.spec_fixtures import mutated, spec_from, tiny_dict
 
 
@@ -20,9 +20,9 @@ CASES = [
     ("unknown model key", lambda d: d["models"][0].update(sorce=1), "models.0.sorce: unknown key; allowed: name, arch, source"),
     ("unknown nested key", lambda d: d["controls"].update(hardware={"gpu": "A100", "exclusiv": True}),
      "controls.hardware.exclusiv: unknown key; allowed: gpu, exclusive, allow_mismatch"),
-    ("bad arch", lambda d: d["models"][0].update(arch="gpt"), "models.0.arch: allowed: 'llama' or 'llada'"),
+    ("bad arch", lambda d: d["models"][0].update(arch="gpt"), "models.0.arch: allowed: 'llama', 'llada', 'qwen2' or 'dream' (got 'gpt')"),
     ("bad preset", lambda d: d["models"][0]["source"].update(synthetic="huge"),
-     "models.0.source.synthetic: allowed: 'tiny', 'small' or '8b' (got 'huge')"),
+     "models.0.source.synthetic: allowed: 'tiny', 'small', '8b' or '7b' (got 'huge')"),
     ("source without a kind", lambda d: d["models"][0].update(source={"chekpoint": "a/b"}),
      "models.0.source: give either 'synthetic:"),
     ("explicit shape heads", lambda d: d["models"][0]["source"].update(synthetic={
@@ -40,8 +40,8 @@ CASES = [
      "controls.attention: 'flash_attention_2' runs in bfloat16 or float16 only"),
     ("unknown dtype", lambda d: d["controls"].update(dtype="int8"), "controls.dtype: allowed: 'bfloat16', 'float16' or 'float32'"),
     ("llada steps for llama", lambda d: d["models"][0].update(llada={"steps": [8], "block_lengths": [32]}),
-     "models.0.llada: LLaDA axes (steps, block_lengths) given for a llama model"),
-    ("mask id for llama", lambda d: d["models"][0].update(mask_token_id=5), "models.0.mask_token_id: applies to llada models only"),
+     "models.0.llada: llada sampler axes given for a llama model, which generates with the autoregressive sampler"),
+    ("mask id for llama", lambda d: d["models"][0].update(mask_token_id=5), "models.0.mask_token_id: applies to diffusion models only; llama is autoregressive"),
     ("unsafe sweep name", lambda d: d.update(name="../etc"), "name: '../etc' is not a safe name"),
     ("unsafe model name", lambda d: d["models"][0].update(name="a/b"), "models.0.name: 'a/b' is not a safe name"),
     ("duplicate model names", lambda d: d["models"][1].update(name="llama-tiny"), "models: model names must be unique"),
@@ -52,10 +52,10 @@ CASES = [
      "grid.prompt_lengths: give either prompt_lengths + generation_lengths, or sequence_lengths + prompt_fraction"),
     ("too long for the model", lambda d: d["grid"].update(generation_lengths=[4096]),
      "exceed model 'llama-tiny''s max_position_embeddings 2048"),
-    ("grid.llada without llada models", lambda d: d.update(models=[d["models"][0]]), "grid.llada: given but no model has arch 'llada'"),
-    ("llada without axes", lambda d: d["grid"].pop("llada"), "grid.llada: model 'llada-tiny' is llada but neither grid.llada"),
+    ("grid.llada without llada models", lambda d: d.update(models=[d["models"][0]]), "grid.llada: given but no model generates with the llada sampler"),
+    ("llada without axes", lambda d: d["grid"].pop("llada"), "grid.llada: model 'llada-tiny' generates with the llada sampler but neither grid.llada"),
     ("evaluator unknown", lambda d: d["quality"]["perplexity"].update(evaluator="gpt9"),
-     "quality.perplexity.evaluator: 'gpt9' is neither a llama model of this spec (llama-tiny)"),
+     "quality.perplexity.evaluator: 'gpt9' is neither an autoregressive model of this spec (llama-tiny)"),
     ("evaluator not causal", lambda d: d["quality"]["perplexity"].update(evaluator="llada-tiny"),
      "quality.perplexity.evaluator: 'llada-tiny' is a llada model"),
     ("missing prompt file", lambda d: d["prompts"].update(dataset="nope.txt"), "prompts.dataset: no such file 'nope.txt'"),
@@ -107,8 +107,9 @@ def test_spec_models_are_frozen() -> None:
 
 def test_presets_cover_every_arch_and_size() -> None:
     for arch in ("llama", "llada"):
-        for size in ("tiny", "small", "8b"):
-            assert (arch, size) in PRESETS
+        assert set(FAMILIES[arch].presets) == {"tiny", "small", "8b"}
+    for arch in ("qwen2", "dream"):
+        assert set(FAMILIES[arch].presets) == {"tiny", "small", "7b"}
     # The published 8B shapes: LLaMA-3-8B has GQA with 8 KV heads; LLaDA-8B is full MHA.
     assert preset_shape("llama", "8b").num_kv_heads == 8
     assert preset_shape("llada", "8b").num_kv_heads == 32

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from specs.schema import Controls, ModelSpec
-from specs.shapes import preset_shape
+from specs.registry import preset_shape
 from tests.worker_fixtures import one_thread
 from workers.errors import SpecMismatchError
 from workers.measure.memory import current_rss_bytes

@@ -29,7 +29,8 @@ import transformers
 from torch import Tensor
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from specs.shapes import MINILM_VOCAB_SIZE, preset_shape
+from specs.shapes import MINILM_VOCAB_SIZE
+from specs.registry import preset_shape
 from workers.measure.side_by_side import BenchShape, Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
 from workers.models.loading import llama_config_for_shape
