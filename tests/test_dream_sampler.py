@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2ForCausalLM
 
 from tests.dream_golden.tiny_checkpoint import MASK_ID, PAD_ID
@@ -204,3 +205,64 @@ def test_categorical_draw_is_multinomial_and_falls_back_to_greedy_off_the_simple
     state = generator.get_state()
     _, tokens = categorical(batch, generator)
     assert tokens.tolist() == [1, 2] and torch.equal(generator.get_state(), state)
+
+
+# ---------------------------------------------------------------- host syncs
+
+
+class _HostReads(TorchDispatchMode):
+    """Records every operator that makes the host wait for a device value: a scalar read (`item`, `bool`,
+    `int`), `nonzero`, `masked_select`, and indexing by a boolean mask (which runs `nonzero` inside)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        name = str(func.overloadpacket)
+        indices = args[1] if name in ("aten.index", "aten.index_put", "aten.index_put_") else ()
+        by_mask = any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in indices)
+        if (
+            name in ("aten._local_scalar_dense", "aten.nonzero", "aten.masked_select", "aten.is_nonzero")
+            or by_mask
+        ):
+            self.reads.append(name)
+        return func(*args, **(kwargs or {}))
+
+
+def _reads_per_step(model: Qwen2ForCausalLM, **settings: object) -> list[list[str]]:
+    ids = torch.tensor([[PAD_ID, 20, 21, 22], [30, 31, 32, 33]])
+    sampler = dream_steps(model, ids, attention_mask=torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]), **settings)
+    per_step = []
+    while not sampler.done:
+        sampler.prepare_step()  # the per-step host read, outside the step
+        with _HostReads() as reads:
+            next(sampler)
+        per_step.append(reads.reads)
+    return per_step
+
+
+@pytest.mark.parametrize("alg", ALGORITHMS)
+def test_a_greedy_step_reads_nothing_on_the_host(model: Qwen2ForCausalLM, alg: str) -> None:
+    per_step = _reads_per_step(model, gen_length=8, steps=4, mask_id=MASK_ID, alg=alg, top_p=0.9, top_k=20)
+    assert len(per_step) == 4 and per_step == [[], [], [], []]
+
+
+def test_a_sampled_step_reads_only_what_the_official_data_decide(model: Qwen2ForCausalLM) -> None:
+    """The guard sees host reads: a sampled step validates its categorical draw (one scalar read)."""
+    settings = {"gen_length": 8, "steps": 4, "mask_id": MASK_ID, "temperature": 0.8}
+    per_step = _reads_per_step(model, alg="entropy", **settings)
+    assert all(reads == ["aten._local_scalar_dense"] for reads in per_step)
+    per_step = _reads_per_step(model, alg="origin", generator=torch.Generator().manual_seed(0), **settings)
+    assert all("aten.nonzero" in reads for reads in per_step)
+
+
+def test_steps_past_the_last_mask_still_run_their_forward(never_mask: Qwen2ForCausalLM) -> None:
+    """More steps than tokens: the official loop runs every step's forward even with nothing left to commit."""
+    for alg in ALGORITHMS:
+        sampler = dream_steps(
+            never_mask, torch.tensor([[5, 6]]), gen_length=2, steps=5, mask_id=MASK_ID, alg=alg, temperature=0.5,
+            generator=torch.Generator().manual_seed(1),
+        )  # fmt: skip
+        committed = [int(record.committed) for record in sampler]
+        assert sampler.forwards == 5 and sum(committed) == 2 and not (sampler.x == MASK_ID).any()

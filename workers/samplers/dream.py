@@ -22,10 +22,13 @@ s reproduces `torch.manual_seed(s)`). What differs is only where the work falls:
   if a mask id sits in the prompt), not for the whole sequence; `full_logits=True` projects every position
   as the official code does. The rows are the same numbers wherever a matmul's rows do not depend on how
   many rows it has (true for the CPU shapes tested).
-* The host-side work of a step is done ahead of it in `prepare_step`, outside a caller's step timer: the
-  masked count (which sizes the official uniform draw and the commit count) and the leftmost masked
-  position, one host sync per step. Inside a step the official algorithm's data-dependent shapes still
-  sync (gathering the masked rows; the revealed subset for `origin`; the categorical draw's validation).
+* The host-side work of a step is done ahead of it in `prepare_step`, outside a caller's step timer: where
+  the masked positions are (which sizes the official uniform draw, gathers the masked rows and sets the
+  commit count), one host sync per step. A greedy step (temperature 0) then reads nothing on the host: the
+  official boolean indexing becomes index_select / index_copy_ over those known positions, and `origin`
+  chooses a token for every masked row and keeps the revealed ones (row-wise arithmetic: the same tokens). A
+  sampled step reads what the official code's data decide: the categorical draw's validation (its greedy
+  fallback draws nothing), and for `origin` which rows are revealed (only those draw).
 
 Iterating runs one step per `next()`: one model forward (one NFE) and one commit; the sampler never times
 itself (STYLE 4). Dream has no KV cache in its official sampler (`kv_cache` None), so the Fast-dLLM caches
@@ -135,9 +138,7 @@ class DreamSampler:
         self._timesteps = torch.linspace(1, eps, steps + 1, device=device).cpu()  # [steps + 1]
         self._step = 0
         self._forwards = 0
-        self._prepared = -1  # the step whose host-side work is done
-        self._mask_index: Tensor | None = None  # [B, L] masked positions at the prepared step's start
-        self._masked = 0  # their count over the batch
+        self._plan: _StepPlan | None = None  # the next step's host-side work, done ahead of it
         self._start = length  # positions >= start have their logits projected
         self._keep: Tensor | None = None  # logits_to_keep: the hidden states predicting [start, L)
 
@@ -171,29 +172,42 @@ class DreamSampler:
 
     @torch.no_grad()
     def prepare_step(self) -> None:
-        """Do the host-side work of the next step ahead of it (one host sync): count the masked positions and
-        make sure every one lies in the projected window. Idempotent; `next()` calls it too."""
-        if self.done or self._prepared == self._step:
+        """Do the host-side work of the next step ahead of it (one host sync): find the masked positions, widen
+        the projected window to reach every one, and work out the step's schedule in the official float32
+        arithmetic. Idempotent; `next()` calls it too."""
+        if self.done or (self._plan is not None and self._plan.step == self._step):
             return
-        mask_index = self.x == self.mask_id  # [B, L]
-        length = mask_index.shape[1]
-        columns = mask_index.any(dim=0)  # [L]
-        leftmost = torch.where(columns, torch.arange(length, device=columns.device), length).min()
-        masked, leftmost = torch.stack([mask_index.sum(), leftmost]).tolist()
+        x = self.x
+        batch, length = x.shape
+        flat = (x.reshape(-1) == self.mask_id).nonzero().squeeze(-1)  # [M]: row-major, as `x[mask_index]`
+        rows, columns = flat.div(length, rounding_mode="floor"), flat.remainder(length)
+        masked, leftmost = flat.numel(), int(columns.min()) if flat.numel() else length
         start = 0 if self.full_logits else min(self._start, leftmost)
         if self._keep is None or start != self._start:
             self._start = start
-            self._keep = predicting_positions(start, length, self.x.device)  # [L - start]
-        self._mask_index, self._masked = mask_index, masked
-        self._prepared = self._step
+            self._keep = predicting_positions(start, length, x.device)  # [L - start]
+        t, s = self._timesteps[self._step], self._timesteps[self._step + 1]
+        last = self._step == self.steps - 1
+        ratio = 1 - s / t  # float32, as the official tensors compute it
+        per_row = torch.tensor(masked) / batch  # float32, as the official `mask_index.sum() / batch`
+        self._plan = _StepPlan(
+            step=self._step,
+            masked=masked,
+            flat=flat,
+            window_rows=rows * (length - start)
+            + columns
+            - start,  # [M]: the same rows of the window's logits
+            p_transfer=1.0 if last else float(ratio),
+            count=int(per_row) if last else int(per_row * ratio),
+        )
 
     @torch.no_grad()
     def __next__(self) -> DreamStep:
         if self.done:
             raise StopIteration
         self.prepare_step()
-        mask_index, masked = self._mask_index, self._masked
-        assert mask_index is not None
+        plan = self._plan
+        assert plan is not None
         logits = self.model(
             self.x,
             attention_mask=self._attention,
@@ -201,68 +215,77 @@ class DreamSampler:
             use_cache=False,
             logits_to_keep=self._keep,
         ).logits  # [B, L - start, V]: row j predicts position start + j
-        mask_logits = logits[mask_index[:, self._start :]]  # [M, V], the official row-major order
-        t, s = self._timesteps[self._step], self._timesteps[self._step + 1]
-        last = self._step == self.steps - 1
+        mask_logits = logits.reshape(-1, logits.shape[-1]).index_select(0, plan.window_rows)  # [M, V]
         if self.alg == "origin":
-            self._reveal(mask_index, mask_logits, masked, t, s, last)
+            self._reveal(plan, mask_logits)
         else:
-            self._commit_confident(mask_index, mask_logits, masked, t, s, last, logits.dtype)
-        record = DreamStep(step=self._step, committed=masked - (self.x == self.mask_id).sum())
+            self._commit_confident(plan, mask_logits)
+        record = DreamStep(step=self._step, committed=plan.masked - (self.x == self.mask_id).sum())
         self._step += 1
         self._forwards += 1
         return record
 
-    def _reveal(
-        self, mask_index: Tensor, mask_logits: Tensor, masked: int, t: Tensor, s: Tensor, last: bool
-    ) -> None:
-        """`origin`: reveal each masked position with probability 1 - s/t (all at the last step)."""
-        p_transfer = 1.0 if last else float(1 - s / t)  # float32 arithmetic, as the official tensors do
-        tokens = torch.full((masked,), self.mask_id, dtype=torch.long, device=self.x.device)  # [M]
-        revealed = torch.rand((masked,), generator=self.generator, device=self.x.device) < p_transfer  # [M]
-        _, tokens[revealed] = choose_tokens(
-            mask_logits[revealed], temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
-            generator=self.generator,
+    def _choose(self, mask_logits: Tensor, confidence: Confidence = "probability") -> tuple[Tensor, Tensor]:
+        return choose_tokens(
+            mask_logits, temperature=self.temperature, top_p=self.top_p, top_k=self.top_k,
+            confidence=confidence, generator=self.generator,
         )  # fmt: skip
-        self.x[mask_index] = tokens
 
-    def _commit_confident(
-        self,
-        mask_index: Tensor,
-        mask_logits: Tensor,
-        masked: int,
-        t: Tensor,
-        s: Tensor,
-        last: bool,
-        dtype: torch.dtype,
-    ) -> None:
+    def _reveal(self, plan: _StepPlan, mask_logits: Tensor) -> None:
+        """`origin`: reveal each masked position with probability 1 - s/t (all at the last step).
+
+        One uniform per masked position, as the official code draws. Greedy, every masked row's token is
+        chosen and the unrevealed ones dropped (row-wise arithmetic: the same tokens, and no host read);
+        sampled, only the revealed rows may draw, so which they are is read on the host, as the official
+        boolean indexing does.
+        """
+        device = self.x.device
+        revealed = (
+            torch.rand((plan.masked,), generator=self.generator, device=device) < plan.p_transfer
+        )  # [M]
+        if self.temperature > 0:
+            tokens = torch.full((plan.masked,), self.mask_id, dtype=torch.long, device=device)  # [M]
+            chosen = revealed.nonzero().squeeze(-1)  # a host sync: the draw's size
+            tokens.index_copy_(0, chosen, self._choose(mask_logits.index_select(0, chosen))[1])
+        else:
+            tokens = torch.where(revealed, self._choose(mask_logits)[1], self.mask_id)  # [M]
+        self.x.view(-1).index_copy_(0, plan.flat, tokens)
+
+    def _commit_confident(self, plan: _StepPlan, mask_logits: Tensor) -> None:
         """`maskgit_plus` / `topk_margin` / `entropy`: commit each row's most confident (or, with alg_temp,
         sampled) positions, as many per row as the schedule says for the batch's mean masked count."""
-        confidence, tokens = choose_tokens(
-            mask_logits,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            confidence=_CONFIDENCE[self.alg],
-            generator=self.generator,
-        )  # [M], [M]
-        batch = self.x.shape[0]
-        per_row = torch.tensor(masked) / batch  # float32, as the official `mask_index.sum() / batch`
-        count = int(per_row) if last else int(per_row * (1 - s / t))
-        if count <= 0:
+        confidence, tokens = self._choose(mask_logits, _CONFIDENCE[self.alg])  # [M], [M]
+        if plan.count <= 0:
             return
-        full_confidence = torch.full(self.x.shape, float("-inf"), dtype=dtype, device=self.x.device)  # [B, L]
-        full_confidence[mask_index] = confidence
+        x = self.x
+        full_confidence = torch.full(
+            x.shape, float("-inf"), dtype=confidence.dtype, device=x.device
+        )  # [B, L]
+        full_confidence.view(-1).index_copy_(0, plan.flat, confidence)
         if not self.alg_temp:
-            chosen = torch.topk(full_confidence, count, dim=-1).indices  # [B, count]
+            chosen = torch.topk(full_confidence, plan.count, dim=-1).indices  # [B, count]
         else:
             weights = torch.softmax(full_confidence / self.alg_temp, dim=-1)  # [B, L]
-            chosen = torch.multinomial(weights, count, generator=self.generator)  # [B, count], no replacement
+            chosen = torch.multinomial(
+                weights, plan.count, generator=self.generator
+            )  # [B, count], no replacement
         # Positions not masked at the step's start offer `mask_id`, as the official `x_` does: a row with fewer
         # masked positions than `count` (possible only once a prediction was `mask_id`) gets masks there.
-        proposal = torch.full_like(self.x, self.mask_id)  # [B, L]
-        proposal[mask_index] = tokens
-        self.x.scatter_(1, chosen, proposal.gather(1, chosen))
+        proposal = torch.full_like(x, self.mask_id)  # [B, L]
+        proposal.view(-1).index_copy_(0, plan.flat, tokens)
+        x.scatter_(1, chosen, proposal.gather(1, chosen))
+
+
+@dataclass(frozen=True)
+class _StepPlan:
+    """A step's host-side facts, known before it runs (`DreamSampler.prepare_step`)."""
+
+    step: int
+    masked: int  # masked positions over the batch, M
+    flat: Tensor  # [M] their indices into x.view(-1), row-major
+    window_rows: Tensor  # [M] the rows of the window's logits `[B * (L - start), V]` that predict them
+    p_transfer: float  # origin: the probability of revealing a masked position
+    count: int  # the others: positions committed per row
 
 
 def dream_steps(model: nn.Module, input_ids: Tensor, **settings: object) -> DreamSampler:
