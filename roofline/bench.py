@@ -23,6 +23,9 @@ CASES: dict[str, Callable[[], object]] = {
     ),
     "llada 128+512 s256 k32 faithful": lambda: predict("llada", None, **_LLADA_RUN),
     "llada 128+512 s256 k32 study": lambda: predict("llada", None, **_LLADA_RUN, fidelity="study"),
+    "dream 128+512 s256 faithful": lambda: predict(
+        "dream", None, batch=1, prompt_len=128, gen_len=512, steps=256, hardware=_HW
+    ),
 }
 
 

@@ -1,4 +1,4 @@
-"""`llada-bench roofline ...`: print the study's analyses (text or JSON) for a LLaMA or LLaDA generation."""
+"""`llada-bench roofline ...`: print the study's analyses (text or JSON) for a generation of any registry family."""
 
 from __future__ import annotations
 
@@ -6,15 +6,18 @@ import argparse
 import json
 import sys
 
+from collections.abc import Callable
+
+from roofline.dream import DREAM_ALGS, estimate_dream
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware
-from roofline.llada import LladaEstimate, estimate_llada
-from roofline.llama import LlamaEstimate, estimate_llama
-from roofline.memory import llada_memory, llama_memory
-from roofline.render import llada_json, llada_text, llama_json, llama_text
+from roofline.llada import estimate_llada
+from roofline.llama import estimate_llama
+from roofline.memory import dream_memory, llada_memory, llama_memory
+from roofline.render import dream_json, dream_text, llada_json, llada_text, llama_json, llama_text
 from specs.options import nonnegative_number
-from specs.registry import PRESET_NAMES, preset_shape
+from specs.registry import FAMILIES, Family, family, preset_shape
 
 # The study's hardware goes with the study's model; the faithful model defaults to the project's A100.
 DEFAULT_HARDWARE = {"study": "study-a6000", "faithful": "a100-sxm4-80gb"}
@@ -31,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(message)
 
 
-def _common(sub: argparse.ArgumentParser) -> None:
+def _common(sub: argparse.ArgumentParser, fam: Family) -> None:
     sub.add_argument(
         "--prompt-len", type=int, required=True, help="prompt tokens (the study's --input_prompt_length)"
     )
@@ -40,7 +43,9 @@ def _common(sub: argparse.ArgumentParser) -> None:
     )
     sub.add_argument("--batch", type=int, default=1, help="sequences per batch (faithful only; default 1)")
     sub.add_argument(
-        "--preset", default="8b", help=f"model shape preset from specs.shapes: {', '.join(PRESET_NAMES)}"
+        "--preset", default=fam.full_size,
+        help=f"model shape preset of the registry: {', '.join(fam.presets)} "
+        f"(default: {fam.full_size}, the published one)",
     )
     sub.add_argument(
         "--hardware",
@@ -52,41 +57,69 @@ def _common(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--json", action="store_true", help="print one JSON document, times in seconds")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="llada-bench roofline", description=__doc__)
-    subs = parser.add_subparsers(dest="arch", required=True, parser_class=_Parser)
-    llama = subs.add_parser("llama", help="LLaMA: prefill + autoregressive decode")
-    _common(llama)
-    llada = subs.add_parser("llada", help="LLaDA: semi-autoregressive diffusion steps")
-    _common(llada)
-    llada.add_argument("--block-length", type=int, required=True, help="tokens per semi-autoregressive block")
-    llada.add_argument(
-        "--steps", type=int, required=True, help="diffusion steps in total (split evenly over blocks)"
+def _autoregressive_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--compile", action="store_true", help="faithful: the decode step compiled (no per-operator dispatch floor)"
     )
-    llada.add_argument(
+
+
+def _llada_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--block-length", type=int, required=True, help="tokens per semi-autoregressive block")
+    sub.add_argument("--steps", type=int, required=True, help="diffusion steps in total (split evenly over blocks)")
+    sub.add_argument(
         "--cfg-scale", type=nonnegative_number, default=0.0, help="classifier-free guidance scale (0 = off)"
     )
-    llada.add_argument(
+    sub.add_argument(
         "--temperature", type=nonnegative_number, default=0.0, help="sampling temperature (faithful sampler cost)"
     )
-    llada.add_argument(
-        "--remasking", default="low_confidence", help="low_confidence | random (faithful sampler cost)"
-    )
-    llada.add_argument(
+    sub.add_argument("--remasking", default="low_confidence", help="low_confidence | random (faithful sampler cost)")
+    sub.add_argument(
         "--truncate-blocks",
         action="store_true",
         help="faithful: feed only prompt + blocks so far (the official sampler feeds the whole length)",
     )
-    llada.add_argument(
+    sub.add_argument(
         "--cache", default="none", help="faithful: none | prefix | dual (an accelerated variant's KV cache)"
     )
-    llada.add_argument(
+    sub.add_argument(
         "--forwards", type=int, default=None,
         help="faithful: the forwards a confidence rule ran (<= steps; default: the schedule's steps)",
     )
-    llama.add_argument(
-        "--compile", action="store_true", help="faithful: the decode step compiled (no per-operator dispatch floor)"
+
+
+def _dream_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--steps", type=int, required=True, help="diffusion steps, each over prompt + generation")
+    sub.add_argument(
+        "--temperature", type=nonnegative_number, default=0.0, help="sampling temperature (faithful sampler cost)"
     )
+    sub.add_argument("--alg", default="entropy", help=f"{' | '.join(DREAM_ALGS)} (faithful sampler cost)")
+    sub.add_argument("--top-p", type=float, default=None, help="top-p filter (its sort is not costed)")
+    sub.add_argument("--top-k", type=int, default=None, help="top-k filter (its selection is not costed)")
+    sub.add_argument(
+        "--logits-positions", type=int, default=None,
+        help="faithful: positions per sequence the LM head maps each step (default: the generation; "
+        "the official code: prompt + generation)",
+    )
+
+
+# What each sampler of the registry adds to a family's subcommand, and how the subcommand says what it runs.
+_SAMPLER_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "autoregressive": _autoregressive_arguments, "llada": _llada_arguments, "dream": _dream_arguments,
+}
+_SAMPLER_HELP = {
+    "autoregressive": "prefill + autoregressive decode",
+    "llada": "semi-autoregressive diffusion steps",
+    "dream": "whole-sequence diffusion steps",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="llada-bench roofline", description=__doc__)
+    subs = parser.add_subparsers(dest="arch", required=True, parser_class=_Parser)
+    for fam in FAMILIES.values():
+        sub = subs.add_parser(fam.name, help=f"{fam.title}: {_SAMPLER_HELP[fam.sampler]}")
+        _common(sub, fam)
+        _SAMPLER_ARGUMENTS[fam.sampler](sub)
     subs.add_parser("hardware", help="list the hardware profiles and their sources")
     return parser
 
@@ -110,25 +143,37 @@ def _run(args: argparse.Namespace) -> str:
         raise RooflineInputError(f"unknown fidelity {args.fidelity!r}; allowed: {', '.join(FIDELITIES)}")
     hardware: HardwareProfile = get_hardware(args.hardware or DEFAULT_HARDWARE[args.fidelity])
     shape = preset_shape(args.arch, args.preset)
+    fam = family(args.arch)
     run = {"prompt_len": args.prompt_len, "gen_len": args.gen_len, "batch": args.batch}
-    est: LlamaEstimate | LladaEstimate
-    if args.arch == "llama":
-        est = estimate_llama(shape, hardware, **run, fidelity=args.fidelity, compiled_decode=args.compile)
+    if fam.sampler == "autoregressive":
+        ar = estimate_llama(shape, hardware, **run, fidelity=args.fidelity, compiled_decode=args.compile)
         memory = llama_memory(shape, **run)
-        to_json, to_text = llama_json, llama_text
-    else:
-        # What the sampler does with the logits sets both its time and its memory.
-        sampler = {"cfg_scale": args.cfg_scale, "temperature": args.temperature, "remasking": args.remasking,
-                   "cache": args.cache}
-        est = estimate_llada(
-            shape, hardware, **run, **sampler, block_length=args.block_length, steps=args.steps,
-            fidelity=args.fidelity, truncate_blocks=args.truncate_blocks, forwards=args.forwards,
-        )
-        memory = llada_memory(shape, **run, **sampler)
-        to_json, to_text = llada_json, llada_text
+        if args.json:
+            return _json(llama_json(ar, memory))
+        return llama_text(ar, memory, hardware)
+    if fam.sampler == "dream":
+        sampler = {"temperature": args.temperature, "alg": args.alg, "top_p": args.top_p, "top_k": args.top_k,
+                   "logits_positions": args.logits_positions}
+        dream = estimate_dream(shape, hardware, **run, **sampler, steps=args.steps, fidelity=args.fidelity)
+        memory = dream_memory(shape, **run, **sampler)
+        if args.json:
+            return _json(dream_json(dream, memory))
+        return dream_text(dream, memory, hardware, title=fam.title)
+    # What the sampler does with the logits sets both its time and its memory.
+    sampler = {"cfg_scale": args.cfg_scale, "temperature": args.temperature, "remasking": args.remasking,
+               "cache": args.cache}
+    llada = estimate_llada(
+        shape, hardware, **run, **sampler, block_length=args.block_length, steps=args.steps,
+        fidelity=args.fidelity, truncate_blocks=args.truncate_blocks, forwards=args.forwards,
+    )
+    memory = llada_memory(shape, **run, **sampler)
     if args.json:
-        return json.dumps(to_json(est, memory), indent=2) + "\n"
-    return to_text(est, memory, hardware)
+        return _json(llada_json(llada, memory))
+    return llada_text(llada, memory, hardware)
+
+
+def _json(document: dict[str, object]) -> str:
+    return json.dumps(document, indent=2) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,50 +1,85 @@
-"""The batch size B* at which the roofline predicts LLaMA's throughput to overtake LLaDA's at a step count."""
+"""The batch size B* at which the roofline predicts an autoregressive model's throughput to overtake a diffusion
+model's at a step count: any (autoregressive, diffusion) pair of the registry, LLaMA against LLaDA by default."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.operators import BYTES_PER_ELEMENT
 from roofline.predict import predict
+from specs.registry import family
 from specs.shapes import ModelShape
 
 # Batch sizes searched: past this a crossover is reported as absent (no real deployment batches further).
 MAX_BATCH = 4096
 
 
+def diffusion_keywords(arch: str, *, steps: int, block_length: int | None) -> dict[str, Any]:
+    """`predict`'s keywords for a diffusion family's run as the workers generate: LLaDA's sampler in blocks with
+    logits over the current block only, Dream's whole-sequence steps (its logits over the generation)."""
+    sampler = family(arch).sampler
+    if sampler == "llada":
+        return {"steps": steps, "block_length": block_length, "logits_positions": block_length}
+    if block_length is not None:
+        raise RooflineInputError(f"block_length: arch {arch!r} denoises the whole sequence; leave it unset")
+    return {"steps": steps}
+
+
+def check_pair(ar: str, diffusion: str) -> None:
+    """A pair is an autoregressive family and a diffusion one, in that order; the error names the one that is not."""
+    for arch, paradigm in ((ar, "autoregressive"), (diffusion, "diffusion")):
+        if family(arch).paradigm != paradigm:
+            raise RooflineInputError(
+                f"{arch!r} is {family(arch).paradigm}, not {paradigm}: the pair is (autoregressive, diffusion)"
+            )
+
+
 def throughput_ratio(
     batch: int,
     hardware: HardwareProfile,
     *,
-    llama_shape: ModelShape | None,
-    llada_shape: ModelShape | None,
     prompt_len: int,
     gen_len: int,
     steps: int,
-    block_length: int,
+    block_length: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    ar: str = "llama",
+    diffusion: str = "llada",
+    ar_shape: ModelShape | None = None,
+    diffusion_shape: ModelShape | None = None,
+    llama_shape: ModelShape | None = None,
+    llada_shape: ModelShape | None = None,
+    diffusion_sampling: Mapping[str, Any] | None = None,
 ) -> float:
-    """T_gen(LLaMA) / T_gen(LLaDA at `steps`) at `batch` under the faithful roofline (> 1: LLaMA ahead).
+    """T_gen(autoregressive) / T_gen(diffusion at `steps`) at `batch` under the faithful roofline (> 1: the
+    autoregressive model ahead).
 
-    LLaDA is costed as the workers run it (logits over the current block only); both at temperature 0."""
-    llama = predict("llama", llama_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, hardware=hardware,
-                    element_bytes=element_bytes)
-    llada = predict("llada", llada_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len, hardware=hardware,
-                    steps=steps, block_length=block_length, logits_positions=block_length,
-                    element_bytes=element_bytes)
-    return llama.tokens_per_s / llada.tokens_per_s
+    `ar` and `diffusion` name the pair's families (the registry checks their paradigms); their shapes are
+    `ar_shape` and `diffusion_shape` (`llama_shape` and `llada_shape`: the same, under their first names), None the
+    family's published shape. The diffusion model is costed as the workers run it (`diffusion_keywords`);
+    `diffusion_sampling` adds its sampler's settings (Dream's `alg`, `top_p`, `top_k`); both at temperature 0."""
+    check_pair(ar, diffusion)
+    ar_prediction = predict(ar, ar_shape or llama_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+                            hardware=hardware, element_bytes=element_bytes)
+    diffusion_prediction = predict(
+        diffusion, diffusion_shape or llada_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+        hardware=hardware, element_bytes=element_bytes,
+        **diffusion_keywords(diffusion, steps=steps, block_length=block_length), **(diffusion_sampling or {}),
+    )
+    return ar_prediction.tokens_per_s / diffusion_prediction.tokens_per_s
 
 
 def predicted_crossover(
     hardware: HardwareProfile, *, max_batch: int = MAX_BATCH, **generation: Any
 ) -> float | None:
-    """The (real-valued) batch size where LLaMA's predicted throughput first reaches LLaDA's (`crossing_batch` of
-    `throughput_ratio`, whose keywords `generation` are: the two shapes, the lengths, LLaDA's steps and block
-    length, the element bytes). 1.0 when LLaMA is already ahead at batch 1; None when it stays behind up to
-    `max_batch`."""
+    """The (real-valued) batch size where the autoregressive model's predicted throughput first reaches the diffusion
+    model's (`crossing_batch` of `throughput_ratio`, whose keywords `generation` are: the pair and its shapes, the
+    lengths, the diffusion model's steps (and LLaDA's block length), the element bytes). 1.0 when the autoregressive
+    model is already ahead at batch 1; None when it stays behind up to `max_batch`."""
     return crossing_batch(lambda batch: math.log(throughput_ratio(batch, hardware, **generation)), max_batch)
 
 

@@ -1,4 +1,4 @@
-"""The operators of one decoder forward pass (LLaMA and LLaDA share the layout), in the study's cost rules."""
+"""The operators of one decoder forward pass (every registry family shares the layout), in the study's cost rules."""
 
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ def forward_operators(
     stacked into the rows, per sequence (no weights, so everything scales with the batch).
     Tensors take `element_bytes` each (the run's dtype). Kernel launches: one per operator per layer, and one
     fused attention kernel per layer (counted on qk; pv and softmax run inside it).
+    With `shape.attention_bias` (Qwen2, Dream) q, k and v add their bias in the projection's kernel: B*S*(d + 2 kv)
+    adds and d + 2 kv bias elements read per layer (`matmul(bias=True)`); o_proj has none.
+    The embedding lookup (B*S rows gathered from the table) is not costed, in any family.
     """
     unary, binary = 2 * element_bytes, 3 * element_bytes
     d, f, hd = shape.hidden_size, shape.intermediate_size, shape.head_dim
@@ -65,10 +68,11 @@ def forward_operators(
 
     per_head = layers * kv_heads * b
     eb = element_bytes
+    qkv_bias = shape.attention_bias
     ops = [
-        matmul("q_proj", "mha_linear", d, d, tokens, count=layers, element_bytes=eb),
-        matmul("k_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb),
-        matmul("v_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb),
+        matmul("q_proj", "mha_linear", d, d, tokens, count=layers, element_bytes=eb, bias=qkv_bias),
+        matmul("k_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb, bias=qkv_bias),
+        matmul("v_proj", "mha_linear", kv_dim, d, tokens, count=layers, element_bytes=eb, bias=qkv_bias),
         matmul("o_proj", "mha_linear", d, d, tokens, count=layers, element_bytes=eb),
         matmul(
             "qk", "mha_attention", rows, hd, lkv, write_output=False, masked_macs=qk_masked, count=per_head,

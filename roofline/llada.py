@@ -85,6 +85,7 @@ def step_operators(
     logits_positions: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
     query_len: int | None = None,
+    llada_sampler: bool = True,
 ) -> tuple[Operator, ...]:
     """One diffusion step over `seq_len` positions: a bidirectional pass and, in `faithful`, the LM head plus the
     sampler's work on the logits. CFG doubles the pass's batch.
@@ -94,7 +95,8 @@ def step_operators(
     under the memory roof. None feeds every position (no cache).
     The official sampler takes logits at every position (`logits_positions=None`); a sampler that projects
     only the positions it can commit (this project's, `workers/samplers/llada.py`: the current block) passes
-    their count."""
+    their count. `llada_sampler=False` leaves out LLaDA's sampler ops: the denoising forward alone, which another
+    diffusion sampler (roofline/dream.py) adds its own work to."""
     cfg = cfg_scale > 0.0
     fed = seq_len if query_len is None else query_len
     if not modelling(fidelity).llada_lm_head_and_sampler:
@@ -103,9 +105,12 @@ def step_operators(
         )
     model_batch = 2 * batch if cfg else batch
     head = fed if logits_positions is None else min(logits_positions, fed)
-    return forward_operators(
+    forward = forward_operators(
         shape, ForwardPass(model_batch, fed, seq_len, "none", head), element_bytes=element_bytes
-    ) + sampler_operators(
+    )
+    if not llada_sampler:
+        return forward
+    return forward + sampler_operators(
         shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking,
         element_bytes=element_bytes,
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from roofline.dream import default_logits_positions, dream_sampler_buffer_bytes_per_element
 from roofline.llada import LladaCache
 from roofline.operators import BYTES_PER_ELEMENT
 from roofline.sampler import Remasking, sampler_buffer_bytes_per_element
@@ -28,7 +29,8 @@ class MemoryFootprint(BaseModel):
 
 
 def weights_bytes(shape: ModelShape, element_bytes: int = BYTES_PER_ELEMENT) -> int:
-    """Every parameter (embeddings, layers, final norm, LM head), `element_bytes` each (BF16 by default)."""
+    """Every parameter (embeddings, layers with their QKV biases where the family has them, final norm, LM head),
+    `element_bytes` each (BF16 by default); tied embeddings are one tensor, counted once (`parameter_count`)."""
     return shape.parameter_count() * element_bytes
 
 
@@ -137,3 +139,43 @@ def llada_cache_bytes(
     if cache not in ("prefix", "dual"):
         raise ValueError(f"unknown cache {cache!r}; allowed: none, prefix, dual")
     return kv_cache_bytes(shape, batch=batch, positions=prompt_len + gen_len, element_bytes=element_bytes)
+
+
+def dream_memory(
+    shape: ModelShape,
+    *,
+    batch: int,
+    prompt_len: int,
+    gen_len: int,
+    temperature: float = 0.0,
+    alg: str = "entropy",
+    top_p: float | None = None,
+    top_k: int | None = None,
+    logits_positions: int | None = None,
+    element_bytes: int = BYTES_PER_ELEMENT,
+) -> MemoryFootprint:
+    """Peak = weights + the larger of one step's layer activations (over prompt + generation; no KV cache) and its
+    logits stage, at the first step (every generated position still masked).
+
+    Logits stage of `_sample`: the logits over `logits_positions` per sequence (None: the generation's N, as the
+    workers project them), the masked positions' gathered logits, and `sample_tokens`' buffers over them
+    (`roofline.dream.dream_sampler_buffer_bytes_per_element`); `origin` samples only the positions it commits, at
+    most the schedule's share (1 - eps) / steps of them, counted here as all of them (a bound from above)."""
+    seq = prompt_len + gen_len
+    weights = weights_bytes(shape, element_bytes)
+    activations = layer_activation_bytes(shape, batch * seq, element_bytes)
+    head = default_logits_positions(gen_len) if logits_positions is None else min(logits_positions, seq)
+    vocab = shape.vocab_size
+    logits = batch * vocab * (
+        head * element_bytes  # the logits
+        + gen_len * element_bytes  # the gathered masked logits
+        + gen_len * dream_sampler_buffer_bytes_per_element(
+            temperature=temperature, alg=alg, top_p=top_p, top_k=top_k, element_bytes=element_bytes)
+    )
+    return MemoryFootprint(
+        weights_bytes=weights,
+        kv_cache_bytes=0,
+        activation_bytes=activations,
+        logits_bytes=logits,
+        peak_bytes=weights + max(activations, logits),
+    )

@@ -92,6 +92,7 @@ def matmul(
     count: int = 1,
     launches: int | None = None,
     element_bytes: int = BYTES_PER_ELEMENT,
+    bias: bool = False,
 ) -> Operator:
     """A[m,k] @ B[k,n] on the tensor cores: 2*m*k*n FLOPs, element_bytes*(mk + kn + mn) bytes.
 
@@ -99,11 +100,13 @@ def matmul(
     `load_a=False` drops the mk input (the probabilities that PV consumes on chip). `masked_macs` are
     multiply-accumulates a causal mask skips; the caller decides how many (study rule or exact).
     `launches` defaults to `count` (one kernel per instance).
+    `bias`: a bias vector of the m outputs added in the same kernel (F.linear's epilogue: no launch of its own):
+    one add per output element (+mn FLOPs) and the vector read once (+m elements).
     """
-    elements = (m * k if load_a else 0) + k * n + (m * n if write_output else 0)
+    elements = (m * k if load_a else 0) + k * n + (m * n if write_output else 0) + (m if bias else 0)
     return Operator(
-        name, op_class, "tensor", 2 * (m * k * n - masked_macs), element_bytes * elements, count,
-        count if launches is None else launches,
+        name, op_class, "tensor", 2 * (m * k * n - masked_macs) + (m * n if bias else 0), element_bytes * elements,
+        count, count if launches is None else launches,
     )
 
 

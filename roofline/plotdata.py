@@ -11,13 +11,17 @@ from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES, Fidelity, modelling
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
+from roofline.crossover import check_pair
+from roofline.dream import dream_step_operators, estimate_dream
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import decode_passes, estimate_llama
 from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator, Unit
 from specs.shapes import ModelShape
-from specs.registry import Arch, preset_shape
+from specs.registry import Arch, family, full_shape
 
-Phase = Literal["llama prefill", "llama decode", "llada step"]
+# "<arch> prefill", "<arch> decode" (autoregressive) or "<arch> step" (diffusion): "llama prefill", "llada step", ...
+Phase = str
+Stage = Literal["prefill", "decode", "step"]
 
 # Legend groups, after roofline-plot.md ("qkv mlp", "up/gate/down", "qk/pv").
 _GROUPS: dict[str, str] = {
@@ -43,6 +47,7 @@ class OperatorPoint(BaseModel):
     group: str  # legend group: "qkv/o proj", "up/gate/down", "qk/pv", "lm head", "nonlinear", "sampler"
     op_class: OpClass
     phase: Phase
+    stage: Stage  # what the phase is, whatever the family
     unit: Unit  # tensor cores or CUDA cores: which roof applies
     flops: int  # one instance
     bytes_: int  # one instance
@@ -60,11 +65,11 @@ class LatencyPoint(BaseModel):
     fidelity: Fidelity
     prompt_len: int
     gen_len: int
-    steps: int | None  # LLaDA only
+    steps: int | None  # diffusion families only
     latency_s: float
 
 
-def _points(ops: Iterable[Operator], phase: Phase, hardware: HardwareProfile) -> list[OperatorPoint]:
+def _points(ops: Iterable[Operator], phase: Phase, stage: Stage, hardware: HardwareProfile) -> list[OperatorPoint]:
     # Operators that move no bytes (the fused softmax) have infinite intensity: no place on a log axis.
     return [
         OperatorPoint(
@@ -72,6 +77,7 @@ def _points(ops: Iterable[Operator], phase: Phase, hardware: HardwareProfile) ->
             group=_GROUPS.get(op.name, "sampler" if op.op_class == "sampler" else "nonlinear"),
             op_class=op.op_class,
             phase=phase,
+            stage=stage,
             unit=op.unit,
             flops=op.flops,
             bytes_=op.bytes_,
@@ -94,28 +100,41 @@ def operator_points(
     llada_shape: ModelShape | None = None,
     fidelity: Fidelity = "faithful",
     element_bytes: int = BYTES_PER_ELEMENT,
+    ar: str = "llama",
+    diffusion: str = "llada",
+    ar_shape: ModelShape | None = None,
+    diffusion_shape: ModelShape | None = None,
 ) -> list[OperatorPoint]:
-    """Every operator of a LLaMA prefill, of LLaMA's last decode pass and of one LLaDA step over the whole
-    prompt + generation (the last block's step in `study`, every step in `faithful`), tensors of
-    `element_bytes` each."""
+    """Every operator of the autoregressive model's prefill and last decode pass, and of one step of the diffusion
+    model over the whole prompt + generation (LLaDA: the last block's step in `study`, every step in `faithful`,
+    logits at every position; Dream: its first step, logits over the generation), tensors of `element_bytes` each.
+    `ar` and `diffusion` name the pair's families, LLaMA and LLaDA by default; their shapes are `ar_shape` and
+    `diffusion_shape` (`llama_shape`, `llada_shape`: the same under their first names), None the published ones.
+    Phases are named "<arch> prefill", "<arch> decode" and "<arch> step"; `OperatorPoint.stage` says which."""
     if prompt_len < 1 or gen_len < 1 or batch < 1:
         raise RooflineInputError(
             f"need prompt_len, gen_len and batch >= 1 (got {prompt_len}, {gen_len}, {batch})"
         )
-    llama = llama_shape or preset_shape("llama", "8b")
-    llada = llada_shape or preset_shape("llada", "8b")
+    check_pair(ar, diffusion)
+    ar_model = ar_shape or llama_shape or full_shape(ar)
+    diffusion_model = diffusion_shape or llada_shape or full_shape(diffusion)
     mask = "study-causal" if modelling(fidelity).causal_rule == "study" else "causal"
     last_kv = prompt_len + max(decode_passes(gen_len, fidelity), 1)
     eb = element_bytes
-    prefill = forward_operators(llama, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=eb)
-    decode = forward_operators(llama, ForwardPass(batch, 1, last_kv, "none", 1), element_bytes=eb)
-    step = step_operators(
-        llada, seq_len=prompt_len + gen_len, batch=batch, cfg_scale=0.0, fidelity=fidelity, element_bytes=eb
-    )
+    prefill = forward_operators(ar_model, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=eb)
+    decode = forward_operators(ar_model, ForwardPass(batch, 1, last_kv, "none", 1), element_bytes=eb)
+    seq_len = prompt_len + gen_len
+    if family(diffusion).sampler == "dream":
+        step = dream_step_operators(diffusion_model, seq_len=seq_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
+                                    element_bytes=eb)
+    else:
+        step = step_operators(
+            diffusion_model, seq_len=seq_len, batch=batch, cfg_scale=0.0, fidelity=fidelity, element_bytes=eb
+        )
     return (
-        _points(prefill, "llama prefill", hardware)
-        + _points(decode, "llama decode", hardware)
-        + _points(step, "llada step", hardware)
+        _points(prefill, f"{ar} prefill", "prefill", hardware)
+        + _points(decode, f"{ar} decode", "decode", hardware)
+        + _points(step, f"{diffusion} step", "step", hardware)
     )
 
 
@@ -129,14 +148,23 @@ def latency_vs_generation_length(
     llama_shape: ModelShape | None = None,
     llada_shape: ModelShape | None = None,
     fidelities: Iterable[Fidelity] = FIDELITIES,
+    ar: str = "llama",
+    diffusion: str = "llada",
+    ar_shape: ModelShape | None = None,
+    diffusion_shape: ModelShape | None = None,
 ) -> list[LatencyPoint]:
-    """Latency of both models at batch 1 for each generation length, under each fidelity.
+    """Latency of both models of a pair (LLaMA and LLaDA by default) at batch 1 for each generation length, under
+    each fidelity.
 
     LLaDA runs `round(block_length x steps_per_token)` steps per block (1.0: one token per step, the
-    LLaDA paper's default), so every length that is a multiple of `block_length` is a valid schedule.
+    LLaDA paper's default), so every length that is a multiple of `block_length` is a valid schedule; Dream runs
+    `round(gen_len x steps_per_token)` steps over the whole generation (`block_length` only checks the lengths, so
+    both families of a figure share them).
     """
-    llama = llama_shape or preset_shape("llama", "8b")
-    llada = llada_shape or preset_shape("llada", "8b")
+    check_pair(ar, diffusion)
+    ar_model = ar_shape or llama_shape or full_shape(ar)
+    diffusion_model = diffusion_shape or llada_shape or full_shape(diffusion)
+    whole_sequence = family(diffusion).sampler == "dream"
     steps_per_block = max(1, round(block_length * steps_per_token))
     points: list[LatencyPoint] = []
     for fidelity in fidelities:
@@ -145,20 +173,26 @@ def latency_vs_generation_length(
                 raise RooflineInputError(
                     f"generation length {gen_len} must be a multiple of block_length {block_length}"
                 )
-            steps = steps_per_block * (gen_len // block_length)
-            ar = estimate_llama(llama, hardware, prompt_len=prompt_len, gen_len=gen_len, fidelity=fidelity)
-            diffusion = estimate_llada(
-                llada,
-                hardware,
-                prompt_len=prompt_len,
-                gen_len=gen_len,
-                block_length=block_length,
-                steps=steps,
-                fidelity=fidelity,
-            )
+            ar_estimate = estimate_llama(ar_model, hardware, prompt_len=prompt_len, gen_len=gen_len, fidelity=fidelity)
+            if whole_sequence:
+                steps = max(1, round(gen_len * steps_per_token))
+                diffusion_s = estimate_dream(
+                    diffusion_model, hardware, prompt_len=prompt_len, gen_len=gen_len, steps=steps, fidelity=fidelity
+                ).total_s
+            else:
+                steps = steps_per_block * (gen_len // block_length)
+                diffusion_s = estimate_llada(
+                    diffusion_model,
+                    hardware,
+                    prompt_len=prompt_len,
+                    gen_len=gen_len,
+                    block_length=block_length,
+                    steps=steps,
+                    fidelity=fidelity,
+                ).total_s
             points += [
                 LatencyPoint(arch=arch, fidelity=fidelity, prompt_len=prompt_len, gen_len=gen_len, steps=arch_steps,
                              latency_s=latency_s)
-                for arch, arch_steps, latency_s in (("llama", None, ar.total_s), ("llada", steps, diffusion.total_s))
+                for arch, arch_steps, latency_s in ((ar, None, ar_estimate.total_s), (diffusion, steps, diffusion_s))
             ]
     return points

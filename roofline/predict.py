@@ -13,12 +13,13 @@ from roofline.errors import RooflineInputError
 from roofline.estimate import Estimate
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
+from roofline.dream import DreamEstimate, estimate_dream
 from roofline.llada import BlockEstimate, LladaCache, LladaEstimate, estimate_llada
 from roofline.llama import LlamaEstimate, estimate_llama
-from roofline.memory import MemoryFootprint, llada_memory, llama_memory
+from roofline.memory import MemoryFootprint, dream_memory, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
 from specs.shapes import ModelShape
-from specs.registry import Arch, preset_shape
+from specs.registry import Arch, family
 
 # Where a LLaDA prediction's forward count comes from: the step schedule (no confidence rule), the forwards the
 # run measured (samples.forwards), or the schedule's steps as a cap (a confidence rule, nothing measured).
@@ -34,9 +35,9 @@ class Prediction(BaseModel):
     fidelity: Fidelity
     hardware: str
     latency_s: float  # with the profile's floors: the host floor per eager forward, else the per-launch dispatch floor
-    ttft_s: float | None  # LLaMA: the prefill; None for LLaDA (its text appears at the last step)
-    itl_s: float | None  # LLaMA: mean decode pass; None without decode passes or for LLaDA
-    step_s: float | None  # LLaDA: mean diffusion step; None for LLaMA
+    ttft_s: float | None  # autoregressive: the prefill; None for diffusion (its text appears at the last step)
+    itl_s: float | None  # autoregressive: mean decode pass; None without decode passes or for diffusion
+    step_s: float | None  # diffusion (LLaDA, Dream): mean diffusion step; None for autoregressive
     tokens_per_s: float  # batch x generated tokens / latency
     flops: int
     bytes_: int
@@ -46,8 +47,8 @@ class Prediction(BaseModel):
     activation_bytes: int
     logits_bytes: int
     fits: bool  # peak <= the profile's memory
-    forwards: int | None = None  # LLaDA: the model forwards costed; None for LLaMA
-    forwards_source: ForwardsSource | None = None  # LLaDA: where `forwards` comes from
+    forwards: int | None = None  # diffusion: the model forwards costed; None for autoregressive
+    forwards_source: ForwardsSource | None = None  # diffusion: where `forwards` comes from
     latency_roofs_s: float | None = None  # the roofs alone (no floor of any kind): a lower bound on the time
     host_floor_s: float = 0.0  # the host floor charged per eager forward (0: none)
 
@@ -66,29 +67,39 @@ def predict(
     forwards_source: ForwardsSource | None = None,
     compiled_decode: bool = False,
     graph_forwards: bool = False,
-    **llada: Any,
+    **sampler: Any,
 ) -> Prediction:
-    """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the arch's 8B preset.
+    """Predict one run from plain values; `shape=None` (a checkpoint not yet loaded) means the family's published
+    shape (`specs.registry.full_shape`). The family's sampler (the registry's, never the arch's name) picks the
+    estimate: prefill + decode (autoregressive), LLaDA's blocks, or Dream's whole-sequence steps.
     `latency_roofs_s` is the roofs alone, a lower bound; `latency_s` adds the profile's floors. A profile with a
     host floor (`HardwareProfile.host_floor_s`) charges every eager forward at least that floor (scaled by the
     layers): a forward costs max(its roofs, the floor), the host and the device overlapping. It replaces the
     per-launch dispatch floor, a coarser model of the same host work. Compiled decode passes
     (`compiled_decode`) and graph-captured forwards (`graph_forwards`) skip the eager host path: no floor.
     `element_bytes`: bytes per tensor element of the run's dtype (2 = BF16, the study's).
-    `llada`: for arch 'llada', `estimate_llada`'s keywords: `steps` and `block_length` (needed), `cfg_scale`,
-    `truncate_blocks`, `temperature`, `remasking`, `logits_positions` (positions given logits each step; None:
-    all, as the official sampler does) and `forwards` (fewer than `steps` under a confidence rule;
-    `forwards_source` says where the count came from); `llada_cache` is its `cache`. Arch 'llama' takes them
-    unset (its sampler's temperature and remasking cost nothing here) and `compiled_decode`."""
-    shape = shape or preset_shape(arch, "8b")
+    `sampler`: the keywords of the family's estimate. LLaDA (`estimate_llada`): `steps` and `block_length`
+    (needed), `cfg_scale`, `truncate_blocks`, `temperature`, `remasking`, `logits_positions` (positions given
+    logits each step; None: all, as the official sampler does) and `forwards` (fewer than `steps` under a confidence
+    rule; `forwards_source` says where the count came from); `llada_cache` is its `cache`. Dream (`estimate_dream`):
+    `steps` (needed), `temperature`, `alg`, `top_p`, `top_k`, `logits_positions` (None: the N generated positions,
+    as the workers' sampler projects them).
+    Another family's keywords pass only unset, but for the sampler settings that cost it nothing here (temperature,
+    remasking, logits positions, block truncation: a run records them whatever its family); the autoregressive
+    families take `compiled_decode`."""
+    try:
+        fam = family(arch)
+    except KeyError as exc:
+        raise RooflineInputError(exc.args[0]) from None
+    shape = shape or fam.full_shape
+    _refuse_foreign_keywords(fam.name, fam.sampler, sampler, llada_cache, compiled_decode)
     floor_s = 0.0 if graph_forwards else hardware.host_floor_of(shape.num_layers)
     if hardware.host_floor_s > 0 or graph_forwards:  # a replayed graph dispatches no operator from the host
         hardware = hardware.model_copy(update={"dispatch_s": 0.0})
     run = {"batch": batch, "prompt_len": prompt_len, "gen_len": gen_len, "element_bytes": element_bytes}
     estimate: Callable[[HardwareProfile], Estimate]  # the run's estimate on a profile
     memory: MemoryFootprint
-    if arch == "llama":
-        _refuse_llada_keywords(llada, llada_cache)
+    if fam.sampler == "autoregressive":
         estimate = partial(estimate_llama, shape, fidelity=fidelity, compiled_decode=compiled_decode, **run)
         est = estimate(hardware)
         assert isinstance(est, LlamaEstimate)
@@ -102,11 +113,10 @@ def predict(
         itl_s = (decode_s + decode_extra) / est.decode_passes if est.decode_passes else None
         step_s = None
         costed_forwards, source = None, None
-    elif arch == "llada":
+    elif fam.sampler == "llada":
+        llada = _own(sampler, _LLADA_KEYWORDS)
         if llada.get("steps") is None or llada.get("block_length") is None:
-            raise RooflineInputError("arch 'llada' needs steps and block_length")
-        if compiled_decode:
-            raise RooflineInputError("compiled_decode applies to arch 'llama' only")
+            raise RooflineInputError(f"arch {arch!r} needs steps and block_length")
         estimate = partial(estimate_llada, shape, fidelity=fidelity, cache=llada_cache, **run, **llada)
         est = estimate(hardware)
         assert isinstance(est, LladaEstimate)
@@ -116,8 +126,19 @@ def predict(
         ttft_s, itl_s, step_s = None, None, latency_s / est.forwards
         costed_forwards = est.forwards
         source = forwards_source or ("schedule" if llada.get("forwards") is None else "measured")
-    else:
-        raise RooflineInputError(f"unknown arch {arch!r}; allowed: llama, llada")
+    else:  # the dream sampler: whole-sequence steps
+        dream = _own(sampler, _DREAM_KEYWORDS)
+        if dream.get("steps") is None:
+            raise RooflineInputError(f"arch {arch!r} needs steps")
+        estimate = partial(estimate_dream, shape, fidelity=fidelity, **run, **dream)
+        est = estimate(hardware)
+        assert isinstance(est, DreamEstimate)
+        memory = dream_memory(shape, **run, temperature=est.temperature, alg=est.alg, top_p=est.top_p,
+                              top_k=est.top_k, logits_positions=est.logits_positions or None)
+        # Each forward below the floor is raised to it (at the mean step: a lower bound where steps differ).
+        latency_s = est.total_s + est.forwards * max(floor_s - est.mean_step_s, 0.0)
+        ttft_s, itl_s, step_s = None, None, latency_s / est.forwards
+        costed_forwards, source = est.forwards, forwards_source or "schedule"
     roofs_s = est.total_s
     if floor_s == 0.0 and hardware.dispatch_s > 0:  # the roofs alone: the same run without the dispatch floor
         roofs_s = estimate(hardware.model_copy(update={"dispatch_s": 0.0})).total_s
@@ -130,20 +151,38 @@ def predict(
     )
 
 
-# The keywords of `estimate_llada` that `predict` passes on (what it does not take itself).
-_LLADA_KEYWORDS = frozenset(inspect.signature(estimate_llada).parameters) - {
-    "shape", "hardware", "batch", "prompt_len", "gen_len", "element_bytes", "fidelity", "cache"
+_RUN_KEYWORDS = frozenset({"shape", "hardware", "batch", "prompt_len", "gen_len", "element_bytes", "fidelity", "cache"})
+# The keywords of each diffusion estimate that `predict` passes on (what it does not take itself).
+_LLADA_KEYWORDS = frozenset(inspect.signature(estimate_llada).parameters) - _RUN_KEYWORDS
+_DREAM_KEYWORDS = frozenset(inspect.signature(estimate_dream).parameters) - _RUN_KEYWORDS
+_OWN_KEYWORDS: dict[str, frozenset[str]] = {
+    "autoregressive": frozenset(), "llada": _LLADA_KEYWORDS, "dream": _DREAM_KEYWORDS,
 }
+# Sampler settings any run records and that cost a family without them nothing here: they pass whatever is set.
+_COSTLESS_KEYWORDS = frozenset({"temperature", "remasking", "logits_positions", "truncate_blocks"})
 
 
-def _refuse_llada_keywords(llada: dict[str, Any], cache: LladaCache) -> None:
-    """A LLaMA prediction takes LLaDA's keywords only unset; temperature, remasking, logits positions and block
-    truncation pass (a LLaMA run records its sampler's settings too, and they cost it nothing here)."""
-    if unknown := sorted(llada.keys() - _LLADA_KEYWORDS):
+def _own(sampler: dict[str, Any], keywords: frozenset[str]) -> dict[str, Any]:
+    """The keywords one estimate takes, from everything `predict` was given."""
+    return {k: v for k, v in sampler.items() if k in keywords}
+
+
+def _refuse_foreign_keywords(
+    arch: str, sampler_name: str, sampler: dict[str, Any], cache: LladaCache, compiled_decode: bool
+) -> None:
+    """A keyword no estimate takes is a TypeError; another sampler's setting is refused when it is set, naming it."""
+    if unknown := sorted(sampler.keys() - _LLADA_KEYWORDS - _DREAM_KEYWORDS):
         raise TypeError(f"predict() got unexpected keyword arguments {unknown}")
-    if (llada.get("steps") is not None or llada.get("block_length") is not None or llada.get("cfg_scale")
-            or cache != "none" or llada.get("forwards")):
-        raise RooflineInputError("steps, block_length, cfg_scale, llada_cache and forwards apply to arch 'llada' only")
+    own = _OWN_KEYWORDS[sampler_name] | _COSTLESS_KEYWORDS
+    foreign = sorted(k for k, v in sampler.items() if k not in own and v is not None and v is not False and v != 0)
+    if sampler_name != "llada" and cache != "none":
+        foreign.append("llada_cache")
+    if sampler_name != "autoregressive" and compiled_decode:
+        foreign.append("compiled_decode")
+    if foreign:
+        raise RooflineInputError(
+            f"{', '.join(foreign)}: not a setting of arch {arch!r} (its sampler is {sampler_name!r}); leave unset"
+        )
 
 
 def _block_floor_extra_s(block: BlockEstimate, floor_s: float) -> float:
@@ -166,37 +205,42 @@ def predict_run(
     """Predict a `specs.schema.RunConfig` (read by attribute, so the roofline does not import the schema).
 
     The shape is `shape` when given (what the worker loaded), else `config.model.shape()`; None (a real
-    checkpoint) falls back to the arch's 8B preset. Tensors take the bytes of `config.controls.dtype`.
-    LLaDA is costed as the workers run it: logits over the current block only (`workers/samplers/llada.py`).
-    LLaDA's sampler cost follows `config.remasking` and `config.controls.temperature` when they are set.
-    The implementation variant (`config.llada_impl` / `config.llama_impl`, None: vanilla) picks the cache and
-    the compiled decode. A confidence rule's forwards are data-dependent: `measured_forwards` (the run's median
-    of samples.forwards) when the artifact has them, else the steps as a cap; `Prediction.forwards_source` says
-    which.
+    checkpoint) falls back to the family's published shape. Tensors take the bytes of `config.controls.dtype`.
+    The family's sampler (specs.registry) decides what is read: LLaDA is costed as the workers run it, logits over
+    the current block only (`workers/samplers/llada.py`), its sampler cost following `config.remasking` and
+    `config.controls.temperature` when they are set; Dream by its steps and `config.dream` (alg, top-p, top-k);
+    the temperature for both. The implementation variant (`config.llada_impl` / `config.llama_impl`, None:
+    vanilla) picks the cache and the compiled decode. A confidence rule's forwards are data-dependent:
+    `measured_forwards` (the run's median of samples.forwards) when the artifact has them, else the steps as a
+    cap; `Prediction.forwards_source` says which.
     """
     model = config.model
     arch = model.arch
-    is_llada = arch == "llada"
+    sampler_name = family(arch).sampler
     controls = getattr(config, "controls", None)
+    temperature = getattr(controls, "temperature", 0.0) or 0.0
+    run = {"batch": config.batch_size, "prompt_len": config.prompt_length, "gen_len": config.generation_length,
+           "hardware": hardware, "fidelity": fidelity,
+           "element_bytes": element_bytes_of(getattr(controls, "dtype", None))}
+    if sampler_name == "dream":
+        dream = config.dream
+        return predict(arch, shape or model.shape(), **run, steps=config.steps, temperature=temperature,
+                       alg=dream.alg, top_p=dream.top_p, top_k=dream.top_k)
+    is_llada = sampler_name == "llada"
     llada_impl = getattr(config, "llada_impl", None) if is_llada else None
     llama_impl = getattr(config, "llama_impl", None) if not is_llada else None
     forwards, source = _variant_forwards(config, llada_impl, measured_forwards)
     return predict(
         arch,
         shape or model.shape(),
-        batch=config.batch_size,
-        prompt_len=config.prompt_length,
-        gen_len=config.generation_length,
-        hardware=hardware,
+        **run,
         steps=config.steps if is_llada else None,
         block_length=config.block_length if is_llada else None,
         cfg_scale=(config.cfg_scale or 0.0) if is_llada else 0.0,
-        fidelity=fidelity,
-        temperature=getattr(controls, "temperature", 0.0) or 0.0,
+        temperature=temperature,
         remasking=getattr(config, "remasking", None) or "low_confidence",
         # The workers' LLaDA sampler projects logits only over the block it is filling.
         logits_positions=config.block_length if is_llada else None,
-        element_bytes=element_bytes_of(getattr(controls, "dtype", None)),
         llada_cache=llada_impl.cache if llada_impl is not None else "none",
         forwards=forwards,
         forwards_source=source,

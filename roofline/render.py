@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.dream import DreamEstimate
 from roofline.estimate import Estimate
 from roofline.hardware import HardwareProfile
 from roofline.llada import LladaEstimate
@@ -134,6 +135,40 @@ def llada_text(est: LladaEstimate, memory: MemoryFootprint, hardware: HardwarePr
     return "\n".join(lines) + "\n"
 
 
+def dream_text(est: DreamEstimate, memory: MemoryFootprint, hardware: HardwareProfile, title: str = "Dream") -> str:
+    """A whole-sequence diffusion generation in the layout of the LLaDA printout: one "block" over the whole
+    generation, every step over prompt + generation; `faithful` appends the sampler and the memory."""
+    lines = [
+        _RULE,
+        f"{title} Theoretical Performance Analysis",
+        _RULE,
+        "Mode: Whole-Sequence Denoising (no blocks, no cache)",
+        f"Prompt: {est.prompt_len}, Generation: {est.gen_len}, Total Steps: {est.steps}",
+        f"SeqLen: {est.seq_len} every step, Time/Forward: {est.forward_s * 1e3:.4f} ms, "
+        f"Mean Time/Step: {est.mean_step_s * 1e3:.4f} ms",
+        "",
+        _THIN_RULE,
+        "--- Total Generation Analysis ---",
+        f"Total Estimated Runtime: {est.total_s * 1e3:.4f} ms",
+        f"Final Aggregate Arithmetic Intensity (AI): {est.aggregate_ai:.4f}",
+    ]
+    if est.fidelity == "faithful":
+        filters = "".join(f", {name} {value:g}" for name, value in (("top-p", est.top_p), ("top-k", est.top_k))
+                          if value is not None)
+        lines += [
+            "",
+            "--- Faithful Model (beyond the study) ---",
+            f"Hardware: {hardware.name}",
+            f"Batch: {est.batch}, LM head over {est.logits_positions} positions per sequence",
+            f"Sampler: alg {est.alg}, temperature {est.temperature:g}{filters}; {est.masked_positions} masked "
+            "positions per sequence over the steps",
+            "Total Runtime Breakdown:",
+            *_breakdown_lines(est.breakdown_s, est.total_s, scale=1e3, unit="ms", digits=4),
+            _memory_line(memory, hardware),
+        ]
+    return "\n".join(lines) + "\n"
+
+
 def _phase_json(phase: PhaseSummary) -> dict[str, float]:
     return {
         "total_s": phase.total_s,
@@ -181,6 +216,28 @@ def llada_json(est: LladaEstimate, memory: MemoryFootprint) -> dict[str, Any]:
         "truncate_blocks": est.truncate_blocks,
         "mean_step_s": est.mean_step_s,
         **({"cache": est.cache, "forwards": est.forwards} if est.cache != "none" or est.forwards != est.steps else {}),
+        "breakdown_s": dict(est.breakdown_s),
+        "memory": memory.model_dump(),
+    }
+
+
+def dream_json(est: DreamEstimate, memory: MemoryFootprint) -> dict[str, Any]:
+    """A whole-sequence diffusion generation as one JSON document (times in seconds)."""
+    return {
+        "mode": "whole-sequence",
+        "total_s": est.total_s,
+        "aggregate_ai": est.aggregate_ai,
+        **_generation_json(est),
+        "steps": est.steps,
+        "seq_len": est.seq_len,
+        "forward_s": est.forward_s,
+        "mean_step_s": est.mean_step_s,
+        "logits_positions": est.logits_positions,
+        "masked_positions": est.masked_positions,
+        "alg": est.alg,
+        "temperature": est.temperature,
+        "top_p": est.top_p,
+        "top_k": est.top_k,
         "breakdown_s": dict(est.breakdown_s),
         "memory": memory.model_dump(),
     }
