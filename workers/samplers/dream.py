@@ -31,8 +31,10 @@ s reproduces `torch.manual_seed(s)`). What differs is only where the work falls:
   fallback draws nothing), and for `origin` which rows are revealed (only those draw).
 
 Iterating runs one step per `next()`: one model forward (one NFE) and one commit; the sampler never times
-itself (STYLE 4). Dream has no KV cache in its official sampler (`kv_cache` None), so the Fast-dLLM caches
-and parallel decoding that LLaDA's sampler offers are not variants here.
+itself (STYLE 4). `graphs` (`dream_graphs.DreamGraphs`, the `graph` variant) replays each forward from a
+captured CUDA graph (inductor-compiled on a CPU) instead of dispatching it operator by operator. The
+official sampler keeps no KV cache (`kv_cache` None): Fast-dLLM's caches need the semi-autoregressive
+blocks that LLaDA's sampler has and Dream's whole-sequence schedule does not.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ import torch
 from torch import Tensor, nn
 
 from workers.models.dream_model import padding_inputs, predicting_positions
+from workers.samplers.dream_graphs import DreamGraphs
 from workers.samplers.dream_tokens import Confidence, choose_tokens
 from workers.samplers.prompt_batch import check_prompt_batch
 
@@ -95,6 +98,7 @@ class DreamSampler:
         generator: torch.Generator | None = None,
         attention_mask: Tensor | None = None,
         full_logits: bool = False,
+        graphs: DreamGraphs | None = None,
     ) -> None:
         """Set up a Dream generation; iterating it runs one step (one NFE) at a time.
 
@@ -105,6 +109,8 @@ class DreamSampler:
         alg / alg_temp / temperature / top_p / top_k / eps: the official generation config's meaning.
         generator: the RNG of every draw; None uses torch's global generator, as the official code does.
         full_logits: project logits at every position, as the official code does (see the module docstring).
+        graphs: the `graph` variant's captured forward for this batch shape (`DreamGraphs`, kept by the caller
+            between generations); None runs every forward eagerly.
         """
         _check_arguments(
             model, input_ids, attention_mask, gen_length, steps, mask_id, alg, temperature, top_p, top_k, eps
@@ -125,6 +131,12 @@ class DreamSampler:
         self.full_logits = full_logits
 
         length = prompt_length + gen_length
+        if graphs is not None and not graphs.matches(batch, length):
+            raise ValueError(
+                f"the captured forward was built for {graphs.rows} rows of {graphs.length} positions, "
+                f"not {batch} of {length}"
+            )
+        self._graphs = graphs
         self.x = torch.full((batch, length), mask_id, dtype=torch.long, device=device)  # [B, L]
         self.x[:, :prompt_length] = input_ids
         full_mask = None
@@ -208,13 +220,15 @@ class DreamSampler:
         self.prepare_step()
         plan = self._plan
         assert plan is not None
-        logits = self.model(
-            self.x,
-            attention_mask=self._attention,
-            position_ids=self._position_ids,
-            use_cache=False,
-            logits_to_keep=self._keep,
-        ).logits  # [B, L - start, V]: row j predicts position start + j
+        assert self._keep is not None
+        if self._graphs is not None:
+            logits = self._graphs.logits(self.x, self._keep, self._attention, self._position_ids)
+        else:
+            logits = self.model(
+                self.x, attention_mask=self._attention, position_ids=self._position_ids, use_cache=False,
+                logits_to_keep=self._keep,
+            ).logits  # fmt: skip
+        # logits [B, L - start, V]: row j predicts position start + j
         mask_logits = logits.reshape(-1, logits.shape[-1]).index_select(0, plan.window_rows)  # [M, V]
         if self.alg == "origin":
             self._reveal(plan, mask_logits)
