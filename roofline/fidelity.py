@@ -24,7 +24,8 @@ class Modelling:
     # the prefill already yields the first token, so a real loop runs G - 1.
     decode_passes_equal_gen_len: bool
     # LLaDA: the official sampler maps every position to logits each step (`model(x).logits`), then
-    # takes an argmax and a float64 softmax over them; the study has no LM head at all.
+    # takes an argmax and a float64 softmax over them; the study has no LM head at all. The same rule decides
+    # whether a Dream step has its LM head and sampler (roofline/dream.py).
     llada_lm_head_and_sampler: bool
     # LLaDA: the official sampler feeds prompt + whole generation every step; the study grows SeqLen
     # block by block (what a sampler that truncates not-yet-reached blocks would do).
