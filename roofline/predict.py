@@ -224,8 +224,10 @@ def predict_run(
            "element_bytes": element_bytes_of(getattr(controls, "dtype", None))}
     if sampler_name == "dream":
         dream = config.dream
+        # A variant that replays captured forwards (an implementation with `graph` or `compile` set) has no host floor.
         return predict(arch, shape or model.shape(), **run, steps=config.steps, temperature=temperature,
-                       alg=dream.alg, top_p=dream.top_p, top_k=dream.top_k)
+                       alg=dream.alg, top_p=dream.top_p, top_k=dream.top_k,
+                       graph_forwards=_graph_captured(getattr(config, "dream_impl", None)))
     is_llada = sampler_name == "llada"
     llada_impl = getattr(config, "llada_impl", None) if is_llada else None
     llama_impl = getattr(config, "llama_impl", None) if not is_llada else None
@@ -250,7 +252,7 @@ def predict_run(
 
 
 def _graph_captured(impl: Any) -> bool:
-    """Whether a LLaDA implementation replays its forwards as captured graphs (no eager host path per forward):
+    """Whether a diffusion implementation replays its forwards as captured graphs (no eager host path per forward):
     an implementation that says so with a `graph` or `compile` attribute."""
     return impl is not None and bool(getattr(impl, "graph", False) or getattr(impl, "compile", False))
 

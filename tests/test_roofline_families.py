@@ -256,6 +256,19 @@ def test_predict_run_of_a_dream_run_config() -> None:
     assert predict_run(stand_in, H200).weights_bytes == weights_bytes(full_shape("qwen2"))
 
 
+def test_a_graph_replayed_dream_variant_has_no_host_floor() -> None:
+    def run(impl: object) -> SimpleNamespace:
+        return SimpleNamespace(
+            model=SimpleNamespace(arch="dream", shape=lambda: None), batch_size=1, prompt_length=64,
+            generation_length=32, steps=32, dream=SimpleNamespace(alg="entropy", top_p=None, top_k=None),
+            dream_impl=impl,
+        )
+
+    eager, graphs = predict_run(run(None), H200), predict_run(run(SimpleNamespace(graph=True)), H200)
+    assert eager.host_floor_s == H200.host_floor_of(28) and graphs.host_floor_s == 0.0
+    assert graphs.latency_s == graphs.latency_roofs_s < eager.latency_s
+
+
 def test_cli_has_a_subcommand_per_family_with_its_full_size_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     parser = cli.build_parser()
     for name, fam in FAMILIES.items():
