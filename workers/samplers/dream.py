@@ -30,6 +30,16 @@ s reproduces `torch.manual_seed(s)`). What differs is only where the work falls:
   sampled step reads what the official code's data decide: the categorical draw's validation (its greedy
   fallback draws nothing), and for `origin` which rows are revealed (only those draw).
 
+Token-exact parity with the official sampler is proven on the CPU in float32 (tests/test_dream_sampler.py,
+against golden outputs of the official code, every step of every case). On CUDA it is not claimed, for the
+reasons LLaDA's sampler gives: `torch.topk` may order exact ties differently, and the window's matmul has
+fewer rows than the official full one, so its last bit may differ and flip a near-tie.
+
+The official defaults are not DreamGenerationConfig's: under transformers 4.x, `diffusion_generate` called
+without `top_k`, `top_p` or `temperature` takes them from the model config's legacy generation attributes,
+so it runs with top_k=50, top_p=1.0 and temperature=1.0. Here None means no filter; pass top_k=50 (and a
+temperature) to reproduce such a call.
+
 Iterating runs one step per `next()`: one model forward (one NFE) and one commit; the sampler never times
 itself (STYLE 4). `graphs` (`dream_graphs.DreamGraphs`, the `graph` variant) replays each forward from a
 captured CUDA graph (inductor-compiled on a CPU) instead of dispatching it operator by operator. The
