@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import Qwen2ForCausalLM
 
@@ -266,3 +269,49 @@ def test_steps_past_the_last_mask_still_run_their_forward(never_mask: Qwen2ForCa
         )  # fmt: skip
         committed = [int(record.committed) for record in sampler]
         assert sampler.forwards == 5 and sum(committed) == 2 and not (sampler.x == MASK_ID).any()
+
+
+# ---------------------------------------------------------------- properties
+
+
+@hypothesis_settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    alg=st.sampled_from(ALGORITHMS),
+    temperature=st.sampled_from([0.0, 0.8]),
+    pads=st.lists(st.integers(0, 3), min_size=1, max_size=3),
+    masks_in_prompt=st.integers(0, 2),
+    steps=st.integers(1, 7),
+    seed=st.integers(0, 2**16),
+)
+def test_window_and_full_projection_agree_and_account_for_every_token(
+    model: Qwen2ForCausalLM,
+    alg: str,
+    temperature: float,
+    pads: list[int],
+    masks_in_prompt: int,
+    steps: int,
+    seed: int,
+) -> None:
+    """Whatever the padding, the masks left in a prompt and the step count: projecting only the window gives
+    the official full projection's tokens, and the step records account for every position unmasked."""
+    gen = torch.Generator().manual_seed(seed)
+    width = 6
+    ids = torch.randint(3, MASK_ID, (len(pads), width), generator=gen)
+    ids[0, width - 1 - masks_in_prompt : width - 1] = MASK_ID  # infilling positions inside the first prompt
+    mask = torch.ones_like(ids)
+    for row, pad in enumerate(pads):
+        ids[row, :pad], mask[row, :pad] = PAD_ID, 0
+    settings = {"gen_length": 6, "steps": steps, "mask_id": MASK_ID, "alg": alg, "temperature": temperature}
+    runs = []
+    for full_logits in (False, True):
+        sampler = dream_steps(
+            model, ids, attention_mask=mask, full_logits=full_logits, generator=torch.Generator().manual_seed(seed),
+            **settings,
+        )  # fmt: skip
+        committed = sum(int(record.committed) for record in sampler)
+        assert committed == int((ids == MASK_ID).sum()) + 6 * len(pads) - int((sampler.x == MASK_ID).sum())
+        assert sampler.forwards == steps
+        runs.append(sampler.x)
+    assert torch.equal(runs[0], runs[1])
