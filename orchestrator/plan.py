@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from specs.artifacts import canonical_json
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.schema import VANILLA, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, RunConfig
+from specs.schema import VANILLA, DreamImpl, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, RunConfig
 
 if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
     from roofline.hardware import HardwareProfile
@@ -27,6 +27,7 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("llada_impl", "steps"): None,
     ("llama_impl", "decode_attention"): "static",
     ("dream",): None,
+    ("dream_impl",): None,
     ("model", "dream"): None,
     ("model", "source", "synthetic", "attention_bias"): False,
     ("evaluator", "dream"): None,
@@ -156,7 +157,12 @@ def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, 
     stored as None."""
     dream = spec.dream_axes(model)
     if dream is not None:
-        return [{"steps": steps, "dream": setting} for steps in dream.steps for setting in dream.settings()]
+        return [
+            {"steps": steps, "dream": setting, "dream_impl": _unless_vanilla(impl)}
+            for steps in dream.steps
+            for setting in dream.settings()
+            for impl in dream.impl
+        ]
     axes = spec.llada_axes(model)
     if axes is None:
         llama_impls = spec.grid.llama.impl if spec.grid.llama is not None else [None]
@@ -172,7 +178,7 @@ def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, 
     ]
 
 
-def _unless_vanilla(impl: LladaImpl | LlamaImpl | None) -> LladaImpl | LlamaImpl | None:
+def _unless_vanilla(impl: LladaImpl | LlamaImpl | DreamImpl | None) -> LladaImpl | LlamaImpl | DreamImpl | None:
     """None for vanilla; a LLaDA variant without its `steps` restriction, which chose where it runs, not how."""
     if impl is None or impl.name == VANILLA:
         return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from specs.registry import is_diffusion
+
 if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
     from roofline.hardware import HardwareProfile
     from specs.schema import RunConfig
@@ -58,7 +60,7 @@ def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     if config.quality.enabled:
         batches = math.ceil(len(config.prompt_ids) / config.batch_size)
         untimed = batches - min(controls.repetitions, batches)
-        if config.model.arch == "llama" and config.quality.llama_sampled_temperature is not None:
+        if not is_diffusion(config.model.arch) and config.quality.llama_sampled_temperature is not None:
             untimed += batches
         total += untimed * generation_s
     if config.llama_impl is not None and config.llama_impl.compile:

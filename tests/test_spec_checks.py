@@ -151,7 +151,7 @@ def test_checkpoints_checked_without_loading_them(tmp_path: Path, capsys) -> Non
          "models.1.source.checkpoint (config.json mask_token_id): 5000 is outside the model's vocabulary of 4099 ids"),
         (use_checkpoint(checkpoint(tmp_path / "d", "llada"), index=1, mask_token_id=4099),
          "models.1.mask_token_id: 4099 is outside the model's vocabulary of 4099 ids; allowed: 0..4098"),
-        (use_checkpoint(checkpoint(tmp_path / "e", "llada")), "is a LLaDA checkpoint (model_type 'llada'); give it arch: llada"),
+        (use_checkpoint(checkpoint(tmp_path / "e", "llada")), "is a llada checkpoint (model_type 'llada'); give it arch: llada"),
         (use_checkpoint(checkpoint(tmp_path / "f", "llama", lambda c: c.update(model_type="gpt2"))),
          "has model_type 'gpt2', which loads only with remote code"),
         (use_checkpoint(checkpoint(tmp_path / "g", "llama", drop=("model.safetensors",))), "has no model.safetensors"),

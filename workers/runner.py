@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from transformers.utils import logging as hf_logging
 
+from specs.registry import is_diffusion
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
 from workers.environment import capture_environment
@@ -232,7 +233,7 @@ class Worker:
         generations = self._generations(loaded, examples, config.batch_size, outputs)
         sampled = None
         sampled_temperature = config.quality.llama_sampled_temperature
-        if config.model.arch == "llama" and sampled_temperature is not None:
+        if not is_diffusion(config.model.arch) and sampled_temperature is not None:
             sampled_outputs = {
                 b: generate_untimed(
                     loaded, config, batch, seed=batch_seed(seed, b), temperature=sampled_temperature, compiled=compiled

@@ -29,10 +29,12 @@ Every run records the forwards of each repetition and the bytes its KV cache hel
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
+from specs.registry import family, is_diffusion
 from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
 from workers.measure.energy import EnergyMeter
@@ -43,7 +45,9 @@ from workers.models.loading import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
 from workers.samplers.cache_check import require_written
 from workers.samplers.compiled import CompiledDecode
-from workers.samplers.llada import llada_steps
+from workers.samplers.dream import DreamSampler, dream_steps
+from workers.samplers.dream_graphs import DreamGraphs
+from workers.samplers.llada import LladaSampler, llada_steps
 from workers.samplers.llada_graphs import LladaGraphs
 
 
@@ -66,6 +70,7 @@ class CompiledSteps:
     def __init__(self) -> None:
         self._steps: dict[tuple[int, int], CompiledDecode] = {}
         self._graphs: dict[tuple[int, int], LladaGraphs] = {}
+        self._dream_graphs: dict[tuple[int, int], DreamGraphs] = {}
         self.preparation = Preparation()  # every step forward's preparation, and the guard of the timed region
 
     def for_batch(
@@ -91,6 +96,15 @@ class CompiledSteps:
             )
         return self._graphs[key]
 
+    def dream_for_batch(self, loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor) -> DreamGraphs:
+        batch, prompt = input_ids.shape
+        key = (batch, prompt + config.generation_length)
+        if key not in self._dream_graphs:
+            self._dream_graphs[key] = DreamGraphs(
+                loaded.model, rows=batch, length=key[1], preparation=self.preparation
+            )
+        return self._dream_graphs[key]
+
     @property
     def preparation_s(self) -> float | None:
         """Seconds every step forward took to prepare (None: nothing prepared)."""
@@ -103,9 +117,12 @@ class CompiledSteps:
 
 
 def uses_compiled_steps(config: RunConfig) -> bool:
-    """Whether the run's variant compiles (LLaMA `compile`) or captures (LLaDA `graph`) its step forwards."""
-    return (config.llama_impl is not None and config.llama_impl.compile) or (
-        config.llada_impl is not None and config.llada_impl.graph
+    """Whether the run's variant compiles (LLaMA `compile`) or captures (LLaDA's or Dream's `graph`) its step
+    forwards."""
+    return (
+        (config.llama_impl is not None and config.llama_impl.compile)
+        or (config.llada_impl is not None and config.llada_impl.graph)
+        or (config.dream_impl is not None and config.dream_impl.graph)
     )
 
 
@@ -115,7 +132,7 @@ def forward_capture(config: RunConfig, device: torch.device) -> str | None:
         return None
     if device.type != "cuda":
         return "inductor"
-    return "cuda graph" if config.model.arch == "llada" else "torch.compile reduce-overhead (cuda graphs)"
+    return "torch.compile reduce-overhead (cuda graphs)" if config.llama_impl is not None else "cuda graph"
 
 
 @dataclass
@@ -155,29 +172,13 @@ def generate(
     generator = torch.Generator(device=loaded.device).manual_seed(seed)
     step_intervals: list[Interval] = []
     committed: list[int] = []
-    llada_impl, llama_impl = config.llada_impl, config.llama_impl
+    llama_impl = config.llama_impl
     with torch.inference_mode(), timer.measure() as e2e:
-        if config.model.arch == "llada":
-            assert config.steps is not None and config.block_length is not None and loaded.mask_token_id is not None
-            graphs = None
-            if llada_impl is not None and llada_impl.graph:
-                assert compiled is not None, "the graph variant needs its CompiledSteps"
-                graphs = compiled.llada_for_batch(loaded, config, input_ids)
-            sampler = llada_steps(
-                loaded.model, input_ids,
-                gen_length=config.generation_length,
-                block_length=config.block_length,
-                steps=config.steps,
-                mask_id=loaded.mask_token_id,
-                temperature=temperature,
-                cfg_scale=config.cfg_scale,
-                remasking=config.remasking or "low_confidence",
-                generator=generator,
-                cache=llada_impl.cache if llada_impl else "none",
-                threshold=llada_impl.threshold if llada_impl else None,
-                factor=llada_impl.factor if llada_impl else None,
-                graphs=graphs,
-            )  # fmt: skip
+        if is_diffusion(config.model.arch):
+            assert config.steps is not None and loaded.mask_token_id is not None
+            sampler = _DIFFUSION_SAMPLERS[family(config.model.arch).sampler](
+                loaded, config, input_ids, generator=generator, temperature=temperature, compiled=compiled
+            )
             limit = config.timed_steps or config.steps
             while not sampler.done and len(step_intervals) < limit:
                 sampler.prepare_step()  # the per-block host sync, outside the step's timer
@@ -213,6 +214,67 @@ def generate(
     return TimedGeneration(
         tokens=tokens, e2e=e2e, steps=step_intervals, committed=committed, forwards=forwards, cache_bytes=cache_bytes
     )
+
+
+def _llada_sampler(
+    loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor, *, generator: torch.Generator,
+    temperature: float, compiled: CompiledSteps | None,
+) -> LladaSampler:
+    """LLaDA's semi-autoregressive sampler with the run's block length, remasking, CFG and variant."""
+    assert config.block_length is not None and loaded.mask_token_id is not None and config.steps is not None
+    impl = config.llada_impl
+    graphs = None
+    if impl is not None and impl.graph:
+        assert compiled is not None, "the graph variant needs its CompiledSteps"
+        graphs = compiled.llada_for_batch(loaded, config, input_ids)
+    return llada_steps(
+        loaded.model, input_ids,
+        gen_length=config.generation_length,
+        block_length=config.block_length,
+        steps=config.steps,
+        mask_id=loaded.mask_token_id,
+        temperature=temperature,
+        cfg_scale=config.cfg_scale,
+        remasking=config.remasking or "low_confidence",
+        generator=generator,
+        cache=impl.cache if impl else "none",
+        threshold=impl.threshold if impl else None,
+        factor=impl.factor if impl else None,
+        graphs=graphs,
+    )  # fmt: skip
+
+
+def _dream_sampler(
+    loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor, *, generator: torch.Generator,
+    temperature: float, compiled: CompiledSteps | None,
+) -> DreamSampler:
+    """Dream's whole-sequence sampler with the run's alg, alg_temp, top-p and top-k, and its variant."""
+    assert config.dream is not None and loaded.mask_token_id is not None and config.steps is not None
+    setting = config.dream
+    graphs = None
+    if config.dream_impl is not None and config.dream_impl.graph:
+        assert compiled is not None, "the graph variant needs its CompiledSteps"
+        graphs = compiled.dream_for_batch(loaded, config, input_ids)
+    return dream_steps(
+        loaded.model, input_ids,
+        gen_length=config.generation_length,
+        steps=config.steps,
+        mask_id=loaded.mask_token_id,
+        alg=setting.alg,
+        alg_temp=setting.alg_temp,
+        temperature=temperature,
+        top_p=setting.top_p,
+        top_k=setting.top_k,
+        generator=generator,
+        graphs=graphs,
+    )  # fmt: skip
+
+
+# The step iterator of each diffusion sampler of the registry (specs/registry.py `Family.sampler`).
+_DIFFUSION_SAMPLERS: dict[str, Callable[..., LladaSampler | DreamSampler]] = {
+    "llada": _llada_sampler,
+    "dream": _dream_sampler,
+}
 
 
 def generate_untimed(
@@ -272,10 +334,10 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
             batch_index.append(b)
             if b not in outputs:
                 outputs[b] = run.tokens.cpu()
-    llada = config.model.arch == "llada"
+    diffusion = is_diffusion(config.model.arch)  # step samples, not TTFT and ITL
     # The schedule's forwards per generation; where a confidence rule ends blocks early, samples.forwards
     # holds what each repetition ran.
-    nfe = config.steps if llada and config.steps is not None else config.generation_length
+    nfe = config.steps if diffusion and config.steps is not None else config.generation_length
     extrapolated = None
     if config.timed_steps is not None:
         assert config.steps is not None
@@ -288,10 +350,10 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         warmup_latency_s=warmup_s,
         latency_e2e_s=latency,
         batch_index=batch_index,
-        ttft_s=None if llada else [steps[0] for steps in steps_s],
-        itl_s=None if llada else [steps[1:] for steps in steps_s],
-        step_s=steps_s if llada else None,
-        tokens_committed=committed if llada else None,
+        ttft_s=None if diffusion else [steps[0] for steps in steps_s],
+        itl_s=None if diffusion else [steps[1:] for steps in steps_s],
+        step_s=steps_s if diffusion else None,
+        tokens_committed=committed if diffusion else None,
         forwards=forwards,
         extrapolated=extrapolated,
     )
@@ -313,13 +375,14 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
 def _prepared_by(config: RunConfig, batches: list[torch.Tensor], compiled: CompiledSteps | None) -> list[object] | None:
     """What each prompt batch makes a compile (graph) variant prepare, as a key per batch (None: an eager run).
 
-    LLaMA's compiled decode: its batch shape. LLaDA's graphs: the batch itself, since its windows' widths
-    depend on its tokens (`LladaSampler._start_block`): a fixed-width window cannot stay token-exact, because
-    a mask left of the block (a prompt's, or a committed prediction that is `mask_id`) must stay a candidate.
+    LLaMA's compiled decode: its batch shape. LLaDA's and Dream's graphs: the batch itself, since their windows'
+    widths depend on its tokens (`LladaSampler._start_block`, Dream's window widening): a fixed-width window
+    cannot stay token-exact, because a mask left of it (a prompt's, or a committed prediction that is
+    `mask_id`) must stay a candidate.
     """
     if compiled is None:
         return None
-    if config.model.arch == "llada":
+    if config.llama_impl is None:
         return list(range(len(batches)))
     return [(batch.shape, config.generation_length) for batch in batches]
 
@@ -340,7 +403,7 @@ def _warmup_batches(warmup: int, repetitions: int, n_batches: int, prepared_by: 
 
 
 def _kv_cache_name(config: RunConfig) -> str:
-    if config.model.arch == "llada":
+    if is_diffusion(config.model.arch):
         return config.llada_impl.cache if config.llada_impl is not None else "none"
     impl = config.llama_impl
     if impl is not None and impl.compile:

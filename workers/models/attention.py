@@ -16,8 +16,9 @@ call by the cache a caller passes, never by changing the model that other varian
 from __future__ import annotations
 
 import torch
-from transformers import LlamaForCausalLM
+from transformers import PreTrainedModel
 from transformers.models.llama.modeling_llama import LlamaAttention, apply_rotary_pos_emb
+from transformers.models.qwen2.modeling_qwen2 import Qwen2Attention
 
 from workers.models.cache_kwarg import find_cache
 
@@ -32,10 +33,11 @@ def drop_host_read_kwargs(kwargs: dict[str, object]) -> None:
 
 
 def project_qkv(
-    attention: LlamaAttention, hidden_states: torch.Tensor
+    attention: LlamaAttention | Qwen2Attention, hidden_states: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The layer's query [B, H, S, D] and key and value [B, H_kv, S, D] before RoPE, as LlamaAttention projects
-    them: the modules that replace its forward (here and LLaDA's) must not drift from it."""
+    """The layer's query [B, H, S, D] and key and value [B, H_kv, S, D] before RoPE, as LlamaAttention and
+    Qwen2Attention project them (Qwen2's projections carry their bias): the modules that replace their forward
+    (here, LLaDA's and Dream's) must not drift from them."""
     hidden_shape = (*hidden_states.shape[:-1], -1, attention.head_dim)
     query = attention.q_proj(hidden_states).view(hidden_shape).transpose(1, 2)
     key = attention.k_proj(hidden_states).view(hidden_shape).transpose(1, 2)
@@ -43,8 +45,10 @@ def project_qkv(
     return query, key, value
 
 
-class SyncFreeLlamaAttention(LlamaAttention):
-    """LlamaAttention whose kernel never receives position ids (see the module docstring)."""
+class SyncFreeAttention:
+    """An attention module whose kernel never receives position ids (see the module docstring). Mixed into each
+    layout's attention class (LLaMA's, Qwen2's: the same projections and RoPE, Qwen2's with a QKV bias), whose
+    forward it calls for everything else."""
 
     def forward(
         self,
@@ -59,7 +63,7 @@ class SyncFreeLlamaAttention(LlamaAttention):
         cache = find_cache(kwargs)
         if getattr(cache, "attend", None) is not None:
             return self._forward_with_cache_attention(hidden_states, position_embeddings, attention_mask, cache)
-        return super().forward(
+        return super().forward(  # type: ignore[misc]
             hidden_states, position_embeddings=position_embeddings, attention_mask=attention_mask, **kwargs
         )
 
@@ -70,19 +74,32 @@ class SyncFreeLlamaAttention(LlamaAttention):
         attention_mask: torch.Tensor | None,
         cache: object,
     ) -> tuple[torch.Tensor, None]:
-        """LlamaAttention's forward with the cache's own attention in place of the configured kernel."""
-        assert position_embeddings is not None, "LlamaModel always passes the rotary embeddings"
+        """The layout's attention forward with the cache's own attention in place of the configured kernel."""
+        assert position_embeddings is not None, "the decoder always passes the rotary embeddings"
         input_shape = hidden_states.shape[:-1]
-        query, key, value = project_qkv(self, hidden_states)
+        query, key, value = project_qkv(self, hidden_states)  # type: ignore[arg-type]
         query, key = apply_rotary_pos_emb(query, key, *position_embeddings)
         key, value = cache.update(key, value, self.layer_idx)  # type: ignore[attr-defined]
         output = cache.attend(self, query, key, value, attention_mask)  # type: ignore[attr-defined]  # [B, S, H, D]
-        return self.o_proj(output.reshape(*input_shape, -1).contiguous()), None
+        return self.o_proj(output.reshape(*input_shape, -1).contiguous()), None  # type: ignore[attr-defined]
 
 
-def make_sync_free(model: LlamaForCausalLM) -> LlamaForCausalLM:
+class SyncFreeLlamaAttention(SyncFreeAttention, LlamaAttention):
+    """LlamaAttention without position ids for its kernel."""
+
+
+class SyncFreeQwen2Attention(SyncFreeAttention, Qwen2Attention):
+    """Qwen2Attention (Qwen2.5's layout) without position ids for its kernel."""
+
+
+# Each layout's causal attention class → its sync-free subclass.
+_SYNC_FREE: dict[type, type] = {LlamaAttention: SyncFreeLlamaAttention, Qwen2Attention: SyncFreeQwen2Attention}
+
+
+def make_sync_free(model: PreTrainedModel) -> PreTrainedModel:
     """Swap every causal attention module's class in place (no new parameters; also on the meta device)."""
-    for layer in model.model.layers:
-        if type(layer.self_attn) is LlamaAttention:
-            layer.self_attn.__class__ = SyncFreeLlamaAttention
+    for layer in model.model.layers:  # type: ignore[union-attr]
+        sync_free = _SYNC_FREE.get(type(layer.self_attn))
+        if sync_free is not None:
+            layer.self_attn.__class__ = sync_free
     return model

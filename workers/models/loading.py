@@ -1,10 +1,12 @@
 """Load a model for a run: synthetic weights of a preset shape, or a real checkpoint, on the target device.
 
-This is the backend (STYLE: optimum-benchmark): it only loads. Every model, of either architecture and
-either kind of weights, is built the same way: transformers' LlamaForCausalLM created on the meta device
-(no memory), given uninitialised storage directly on the target device (`to_empty`), then filled there,
-either from a fixed-seed generator or by streaming the checkpoint's safetensors. An 8B model therefore
-never exists as a 16 GB host copy. LLaDA is the same class made bidirectional (workers/models/llada_model.py).
+This is the backend (STYLE: optimum-benchmark): it only loads. Every model, of any registry family and
+either kind of weights, is built the same way: its layout's transformers class (LlamaForCausalLM or
+Qwen2ForCausalLM, workers/models/layouts.py) created on the meta device (no memory), given uninitialised
+storage directly on the target device (`to_empty`), then filled there, either from a fixed-seed generator or
+by streaming the checkpoint's safetensors. An 8B model therefore never exists as a 16 GB host copy. A
+diffusion family is the same class made bidirectional by its sampler's conversion (LLaDA's
+workers/models/llada_model.py, Dream's workers/models/dream_model.py).
 """
 
 from __future__ import annotations
@@ -15,29 +17,19 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from transformers import (
-    AutoModelForCausalLM,
-    LlamaConfig,
-    LlamaForCausalLM,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
-from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import is_flash_attn_2_available
 
+from specs.registry import Family, family
 from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.errors import CheckpointFormatError, SpecMismatchError
 from workers.models.attention import make_sync_free
 from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
-from workers.models.llada_checkpoint import (
-    is_llada_config,
-    llada_mask_token_id,
-    llada_to_llama_name,
-    llama_config_from_llada,
-)
-from workers.models.llada_model import make_bidirectional
+from workers.models.dream_checkpoint import dream_mask_token_id
+from workers.models.layouts import BIDIRECTIONAL, LAYOUTS, checkpoint_format, llama_config_for_shape, layout_of
+from workers.models.llada_checkpoint import llada_mask_token_id
 from workers.models.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
 
 DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -92,29 +84,9 @@ def attention_implementation(requested: str, device: torch.device) -> str:
 # ---------------------------------------------------------------- building
 
 
-def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
-    """A LlamaConfig with exactly the shape's numbers (the roofline costs the same numbers)."""
-    return LlamaConfig(
-        vocab_size=shape.vocab_size,
-        hidden_size=shape.hidden_size,
-        intermediate_size=shape.intermediate_size,
-        num_hidden_layers=shape.num_layers,
-        num_attention_heads=shape.num_heads,
-        num_key_value_heads=shape.num_kv_heads,
-        hidden_act="silu",
-        max_position_embeddings=shape.max_position_embeddings,
-        rms_norm_eps=shape.rms_norm_eps,
-        rope_parameters={"rope_type": "default", "rope_theta": shape.rope_theta},
-        tie_word_embeddings=shape.tie_word_embeddings,
-        bos_token_id=None,
-        eos_token_id=None,
-        pad_token_id=None,
-    )
-
-
-def shape_of_config(config: LlamaConfig) -> ModelShape:
-    """The inverse of `llama_config_for_shape`: the shape of a loaded model, recorded in its runs' artifacts so
-    the report's roofline costs the model that ran (a checkpoint's shape is unknown before loading)."""
+def shape_of_config(config: PretrainedConfig) -> ModelShape:
+    """The inverse of a layout's `config_for_shape`: the shape of a loaded model, recorded in its runs' artifacts
+    so the report's roofline costs the model that ran (a checkpoint's shape is unknown before loading)."""
     rope = getattr(config, "rope_parameters", None) or {}
     return ModelShape(
         hidden_size=config.hidden_size,
@@ -127,23 +99,25 @@ def shape_of_config(config: LlamaConfig) -> ModelShape:
         rope_theta=float(rope.get("rope_theta", getattr(config, "rope_theta", 500000.0))),
         rms_norm_eps=config.rms_norm_eps,
         tie_word_embeddings=bool(config.tie_word_embeddings),
+        # Qwen2's layout always biases q, k and v; LLaMA's never does in this package.
+        attention_bias=any(layout.attention_bias and isinstance(config, layout.config_class) for layout in LAYOUTS.values()),
     )
 
 
-def build_on_meta(config: LlamaConfig, attention: str, dtype: torch.dtype, bidirectional: bool) -> LlamaForCausalLM:
-    """The model's structure with no storage: instant and free at any size."""
+def build_on_meta(config: PretrainedConfig, attention: str, dtype: torch.dtype, entry: Family) -> PreTrainedModel:
+    """The family's model structure with no storage: instant and free at any size."""
     config._attn_implementation = attention
     with torch.device("meta"):
-        model = LlamaForCausalLM(config)
+        model = layout_of(entry).model_class(config)
     model.to(dtype)
-    if bidirectional:
-        make_bidirectional(model)
+    if entry.is_diffusion:
+        BIDIRECTIONAL[entry.sampler](model)
     else:
         make_sync_free(model)
     return model
 
 
-def materialise(model: LlamaForCausalLM, device: torch.device, seed: int | None) -> None:
+def materialise(model: PreTrainedModel, device: torch.device, seed: int | None) -> None:
     """Give the meta model real (uninitialised) storage on `device`; fill it from `seed` when given.
 
     On the meta device itself nothing is allocated, which is how an 8B shape is checked on a laptop.
@@ -157,16 +131,16 @@ def materialise(model: LlamaForCausalLM, device: torch.device, seed: int | None)
     generator = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():  # a fixed order: same seed, same weights
-            if param.ndim == 1:  # RMSNorm gains start at one, as in training
+            if param.ndim == 1 and not name.endswith(".bias"):  # RMSNorm gains start at one, as in training
                 param.fill_(1.0)
             else:
                 param.normal_(0.0, SYNTHETIC_INIT_STD, generator=generator)
 
 
-def _reset_rotary(model: LlamaForCausalLM, device: torch.device) -> None:
+def _reset_rotary(model: PreTrainedModel, device: torch.device) -> None:
     """RoPE frequencies are non-persistent buffers: recompute them (in float32) after `to_empty`."""
     rotary = model.model.rotary_emb
-    fresh = LlamaRotaryEmbedding(model.config)  # built on the CPU: the caller is outside any meta context
+    fresh = type(rotary)(model.config)  # built on the CPU: the caller is outside any meta context
     rotary.inv_freq = fresh.inv_freq.to(device=device, dtype=torch.float32)
     rotary.original_inv_freq = fresh.original_inv_freq.to(device=device, dtype=torch.float32)
     rotary.attention_scaling = fresh.attention_scaling
@@ -218,20 +192,20 @@ def _load_synthetic(
             f"models.{spec.name}.source.synthetic.vocab_size: {shape.vocab_size} is smaller than the synthetic "
             f"tokenizer's {len(tokenizer)} tokens; use at least {len(tokenizer)}"
         )
-    model = build_on_meta(llama_config_for_shape(shape), attention, dtype, bidirectional=spec.arch == "llada")
+    entry = family(spec.arch)
+    try:
+        config = layout_of(entry).config_for_shape(shape)
+    except ValueError as exc:
+        raise SpecMismatchError(f"models.{spec.name}.source.synthetic.{exc}") from None
+    model = build_on_meta(config, attention, dtype, entry)
     materialise(model, device, seed=source.seed)
     mask = None
-    if spec.arch == "llada":
+    if entry.is_diffusion:
         mask = spec.mask_token_id if spec.mask_token_id is not None else tokenizer.mask_token_id
     return _loaded(spec, model, tokenizer, device, dtype, mask, eos_token_ids(tokenizer), "synthetic")
 
 
 # ---------------------------------------------------------------- checkpoints
-
-
-def _keep_name(key: str) -> str | None:
-    """transformers' own naming: identity, minus RoPE buffers that old checkpoints saved."""
-    return None if key.endswith("rotary_emb.inv_freq") else key
 
 
 def _load_checkpoint(
@@ -241,26 +215,28 @@ def _load_checkpoint(
     tokenizer_dir = resolve_checkpoint(source.tokenizer, source.revision) if source.tokenizer else directory
     raw = read_config(directory)
     tokenizer = checkpoint_tokenizer(tokenizer_dir, source.trust_remote_code, raw.get("model_type"))
+    entry = family(spec.arch)
     if source.trust_remote_code:
         model = _load_remote_code(directory, dtype, device)
     else:
-        if spec.arch == "llada" and is_llada_config(raw):
-            config, rename = llama_config_from_llada(raw), llada_to_llama_name
-        elif raw.get("model_type") == "llama":
-            config, rename = LlamaConfig.from_pretrained(str(directory)), _keep_name
-        else:
+        found = checkpoint_format(entry, raw)
+        if found is None:
             raise CheckpointFormatError(
                 f"{directory}: model_type {raw.get('model_type')!r} with arch {spec.arch!r} is not supported without "
-                "remote code; supported: llama (arch llama or llada), llada (arch llada); or set "
+                f"remote code; supported for arch {spec.arch}: {', '.join(entry.checkpoint_model_types)}; or set "
                 "source.trust_remote_code: true"
             )
-        model = build_on_meta(config, attention, dtype, bidirectional=spec.arch == "llada")
+        model = build_on_meta(found.config(raw, directory), attention, dtype, entry)
         materialise(model, device, seed=None)
-        load_safetensors_into(model, directory, device, rename)
-    mask = llada_mask_token_id(raw, tokenizer, spec.mask_token_id) if spec.arch == "llada" else None
+        load_safetensors_into(model, directory, device, found.rename)
+    mask = _MASK_TOKEN[entry.sampler](raw, tokenizer, spec.mask_token_id) if entry.is_diffusion else None
     eos = eos_token_ids(tokenizer, _config_eos(raw, directory))
     eos = tuple(t for t in eos if t != mask)
     return _loaded(spec, model, tokenizer, device, dtype, mask, eos, "real", read_provenance(directory))
+
+
+# Where each diffusion sampler's mask token id is read from a checkpoint (its config, else its tokenizer).
+_MASK_TOKEN = {"llada": llada_mask_token_id, "dream": dream_mask_token_id}
 
 
 def read_provenance(directory: Path) -> ModelProvenance | None:

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 
 import torch
 
+from specs.registry import is_diffusion
 from specs.schema import RunConfig
 
 # Recorded where the run says which attention it ran (Environment.attention_kernel).
@@ -26,9 +27,11 @@ NO_CUDNN = "no cuDNN"
 
 
 def eager_llama_decode(config: RunConfig, device: torch.device) -> bool:
-    """Whether the run is LLaMA's eager decode loop on a GPU: the one whose attention shape changes every step."""
+    """Whether the run is the eager autoregressive decode loop (LLaMA's, Qwen2.5's) on a GPU: the one whose attention
+    shape changes every step."""
     impl = config.llama_impl
-    return device.type == "cuda" and config.model.arch == "llama" and (impl is None or not impl.is_accelerated)
+    diffusion = is_diffusion(config.model.arch)
+    return device.type == "cuda" and not diffusion and (impl is None or not impl.is_accelerated)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from specs.registry import family, is_diffusion
 from specs.results import Generation, QualityRecord
 from specs.schema import BertScoreSpec, ModelSpec, RunConfig
 from workers.models.tokenization import model_input_ids
@@ -114,10 +115,10 @@ class QualityScorer:
                 "a model (RunConfig.evaluator is None); name a model of the spec, a checkpoint path or hub id"
             )
         evaluator = load_evaluator(config.evaluator)
-        if evaluator.spec.arch != "llama":
+        if is_diffusion(evaluator.spec.arch):
             raise QualityError(
                 f"quality.perplexity.evaluator: {evaluator.spec.name!r} is a {evaluator.spec.arch} model; "
-                "generative perplexity needs a causal LM (arch: llama)"
+                "generative perplexity needs a causal LM (an autoregressive arch: llama or qwen2)"
             )
         return evaluator
 
@@ -187,7 +188,7 @@ class QualityScorer:
             nlls = continuation_nll(evaluator.model, pairs, max_positions=positions)
             columns["nll_per_token"] = [n.nll_per_token for n in nlls]
             columns["gen_ppl"] = [n.perplexity for n in nlls]
-        if elbo and quality.elbo is not None and model.spec.arch == "llada":
+        if elbo and quality.elbo is not None and family(model.spec.arch).sampler == "llada":
             bounds, errors = self._elbo(config, continuations, model)
             columns["elbo_nll_per_token"] = bounds
             columns["elbo_nll_per_token_stderr"] = errors

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
-from workers.models.attention import SyncFreeLlamaAttention
+from workers.models.attention import SyncFreeAttention
 from workers.measure.preparation import Preparation
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.graphs import RECOMPILE_LIMIT, raise_recompile_limit
@@ -54,7 +54,7 @@ class CompiledDecode:
         self.device = device
         text_config = model.config.get_text_config(decoder=True)
         if decode_attention == "live":
-            if not all(isinstance(layer.self_attn, SyncFreeLlamaAttention) for layer in model.model.layers):
+            if not all(isinstance(layer.self_attn, SyncFreeAttention) for layer in model.model.layers):
                 raise ValueError(
                     "decode_attention 'live' needs attention modules that take the cache's attention: "
                     "apply workers.models.attention.make_sync_free to the model (workers.models.loading.load_model does)"
