@@ -33,7 +33,7 @@ from specs.lock import LockHeldError, SweepLock
 from specs.options import OneLineParser, positive_int, positive_number
 from specs.results import RunStatus
 from specs.safefile import UnsafeFileError
-from specs.schema import ExperimentSpec, RunConfig
+from specs.schema import ExperimentSpec
 
 EXIT_OK, EXIT_RUNS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 3
 EXECUTORS = ("ray", "inline")
@@ -160,7 +160,7 @@ def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None 
         (
             run.run_id, run.config.model.name, run.config.model.arch, str(run.config.batch_size),
             str(run.config.prompt_length), str(run.config.generation_length), _dash(run.config.steps),
-            _dash(run.config.block_length), _dash(_remasking(run.config)),
+            _dash(run.config.block_length), _dash(run.config.commit_rule),
             _dash(run.config.cfg_scale if run.config.steps is not None else None), run.config.impl_name,
             _dash(run.config.timed_steps or (run.config.steps and "all")),
         )
@@ -169,13 +169,6 @@ def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None 
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
-
-
-def _remasking(config: RunConfig) -> str | None:
-    """Which positions a diffusion step commits: LLaDA's remasking, or Dream's alg (with its alg_temp)."""
-    if config.dream is not None:
-        return config.dream.alg + (f"@{config.dream.alg_temp:g}" if config.dream.alg_temp else "")
-    return config.remasking
 
 
 def _dash(value: object) -> str:

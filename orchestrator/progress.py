@@ -16,10 +16,11 @@ def describe_run(result: RunResult) -> str:
     c = result.config
     point = f"B={c.batch_size} P={c.prompt_length} G={c.generation_length}"
     if c.steps is not None:
-        point += f" steps={c.steps} block={c.block_length}"
+        point += f" steps={c.steps}"
+        point += f" block={c.block_length}" if c.block_length is not None else f" {c.commit_rule}"
         if c.cfg_scale:
             point += f" cfg={c.cfg_scale:g}"
-    if c.llada_impl is not None or c.llama_impl is not None:
+    if c.llada_impl is not None or c.llama_impl is not None or c.dream_impl is not None:
         point += f" {c.impl_name}"
     if result.samples and result.samples.latency_e2e_s:
         outcome = f"e2e {statistics.median(result.samples.latency_e2e_s):.4f} s"

@@ -249,6 +249,13 @@ class RunConfig(Frozen):
         return impl.name if impl is not None else VANILLA
 
     @property
+    def commit_rule(self) -> str | None:
+        """Which positions a diffusion step commits, in words: LLaDA's remasking, or Dream's alg (@ its alg_temp)."""
+        if self.dream is not None:
+            return self.dream.alg + (f"@{self.dream.alg_temp:g}" if self.dream.alg_temp else "")
+        return self.remasking
+
+    @property
     def num_blocks(self) -> int | None:
         if self.block_length is None:
             return None

@@ -144,3 +144,20 @@ def test_naming_the_fitting_sampler_is_accepted_and_each_family_has_one() -> Non
     spec = spec_from(mutated(lambda d: _with_dream(d)["models"][2].update(sampler="dream")))
     assert spec.models[2].sampler == "dream"
     assert {f.sampler for f in FAMILIES.values()} == {"llada", "dream", "autoregressive"}
+
+
+def test_a_dream_run_is_described_by_its_alg_and_variant_not_a_block() -> None:
+    from orchestrator.cli import format_plan
+    from orchestrator.plan import plan_runs
+    from specs.loader import load_spec
+    from specs.paths import PACKAGE_ROOT
+
+    planned = plan_runs(load_spec(PACKAGE_ROOT / "specs" / "dream-qwen.yaml"))
+    dream = [run for run in planned if run.config.model.arch == "dream"]
+    assert {run.config.commit_rule for run in dream} == {"entropy", "maskgit_plus"}
+    assert {run.config.impl_name for run in dream} == {"vanilla", "graph"}
+    table = format_plan(dream).splitlines()
+    assert all("maskgit_plus" in line or "entropy" in line for line in table[1:])
+    graph = next(run for run in dream if run.config.dream_impl is not None)
+    with_alg_temp = graph.config.model_copy(update={"dream": graph.config.dream.model_copy(update={"alg_temp": 0.5})})
+    assert with_alg_temp.commit_rule == f"{graph.config.dream.alg}@0.5"
