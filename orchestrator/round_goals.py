@@ -30,7 +30,7 @@ from roofline.llama import mean_decode_pass_bytes
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
 from roofline.operators import element_bytes_of
 from specs.results import RunResult, RunStatus
-from specs.registry import preset_shape
+from specs.registry import family, preset_shape
 
 LLAMA_DECODE_ROOF_SHARE = {1: 0.60, 64: 0.50}  # batch -> the least share of the memory roof
 LLADA_GRAPH_HOST_MS = 2.0
@@ -90,7 +90,7 @@ def llama_decode_goal(results: Iterable[RunResult], batch: int, share: float) ->
     name, target = f"llama graph decode B = {batch}", f">= {share:.0%} of the memory roof"
     shares = {
         r.config.impl_name: s for r in results
-        if r.config.model.arch == "llama" and r.config.batch_size == batch and r.config.llama_impl is not None
+        if r.config.batch_size == batch and r.config.llama_impl is not None  # only autoregressive runs carry one
         and r.config.llama_impl.compile and (s := decode_roof_share(r)) is not None
     }  # fmt: skip
     if not shares:
@@ -122,7 +122,7 @@ def llada_host_goal(findings: Iterable[dict[str, Any]]) -> Goal:
 def dual_cache_goal(results: Iterable[RunResult]) -> Goal:
     """Vanilla LLaDA's median latency over the fastest dual-cache variant's at B = 1."""
     name, target = "dual cache over vanilla B = 1", f">= {DUAL_CACHE_SPEEDUP_B1:g}x"
-    llada = [r for r in results if r.config.model.arch == "llada" and r.config.batch_size == 1]
+    llada = [r for r in results if family(r.config.model.arch).sampler == "llada" and r.config.batch_size == 1]
     vanilla = [r for r in llada if r.config.llada_impl is None or r.config.llada_impl.name == "vanilla"]
     # The full run where there is one: an extrapolated latency is a prediction from its first steps.
     vanilla.sort(key=lambda r: r.samples is not None and r.samples.extrapolated is not None)
