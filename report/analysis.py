@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from report.pairs import is_ar, is_dllm
 from report.table import vanilla_runs
 
 
@@ -32,14 +33,14 @@ def pareto_front(points: pl.DataFrame, *, x: str, y: str, higher_is_better: bool
 
 
 def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
-    """LLaMA inter-token latency against the context each decode pass attends.
+    """Autoregressive inter-token latency against the context each decode pass attends.
 
     Decode pass i (1-based) of a run follows the prefill, so it attends prompt_length + i positions. For each
     (model, batch size, prompt length) the run with the longest generation is used (it covers the shorter
     contexts); its per-pass times are reduced to the median over repetitions.
     """
     llama = vanilla_runs(df).filter(
-        (pl.col("arch") == "llama") & (pl.col("status") == "ok") & (pl.col("itl_s_samples").list.len() > 0))
+        is_ar() & (pl.col("status") == "ok") & (pl.col("itl_s_samples").list.len() > 0))
     schema = {"model": pl.String, "batch_size": pl.Int64, "prompt_length": pl.Int64, "generation_length": pl.Int64,
               "run_id": pl.String, "context_length": pl.Int64, "itl_s_median": pl.Float64}
     if not llama.height:
@@ -59,10 +60,10 @@ def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_time_by_length(df: pl.DataFrame) -> pl.DataFrame:
-    """LLaDA time per diffusion step by (model, batch size, sequence length): the median over the runs that
-    share them (different step counts and block lengths run the same full-sequence forward each step)."""
+    """Diffusion time per step by (model, batch size, sequence length): the median over the runs that share them
+    (different step counts, block lengths and algs run the same full-sequence forward each step)."""
     llada = vanilla_runs(df).filter(
-        (pl.col("arch") == "llada") & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
+        is_dllm() & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
     return (
         llada.group_by(["model", "batch_size", "sequence_length"])
         .agg(
@@ -79,8 +80,8 @@ def memory_grid(df: pl.DataFrame) -> pl.DataFrame:
     """One cell per (model, sequence length, batch size): the largest peak of its runs, and its state.
 
     State: "oom" if any run of the cell ran out of memory, else "ok" when a peak was measured, else
-    "error" (the runs failed for another reason). LLaDA's steps and block lengths share a cell: they do not
-    change what is held in memory at once.
+    "error" (the runs failed for another reason). A diffusion model's steps, block lengths and algs share a cell:
+    they do not change what is held in memory at once.
     """
     keyed = vanilla_runs(df).filter(pl.col("status").is_in(["ok", "oom", "error", "crashed"]))
     return (

@@ -26,12 +26,14 @@ from report.figures.throughput import throughput_by_batch
 from report.figures.variant_pareto import variant_pareto
 from report.figures.variant_speedup import variant_speedup
 from report.figures.variant_tokens_per_forward import variant_quality_vs_tokens_per_forward
+from report.pairs import sweep_pairs
 from report.predictions import ProfileChoice, model_shapes, prediction_table
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import quality_notes
 from report.variants import variant_points
 from roofline.operators import element_bytes_of
 from roofline.plotdata import operator_points
+from specs.registry import archs_of
 
 
 @dataclass
@@ -121,8 +123,11 @@ def _roofline(ctx: GroupContext) -> Figure:
     batch = int(ok["batch_size"].min())
     shapes = model_shapes(ctx.results)
     dtype = ok["dtype"].mode().sort()[0]
-    points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch,
-                             llama_shape=shapes.get("llama"), llada_shape=shapes.get("llada"),
+    # The operators of the sweep's first pair (report/pairs.py), else of each paradigm's first family.
+    pair = next(iter(sweep_pairs(ctx.table)), None)
+    ar, dllm = (pair.ar_arch, pair.dllm_arch) if pair else (archs_of("autoregressive")[0], archs_of("diffusion")[0])
+    points = operator_points(profile, prompt_len=prompt, gen_len=gen, batch=batch, ar=ar, diffusion=dllm,
+                             ar_shape=shapes.get(ar), diffusion_shape=shapes.get(dllm),
                              element_bytes=element_bytes_of(dtype))
     setting = f"prompt {prompt}, N_out {gen}, batch {batch}"
     return roofline_figure(ctx.table, predictions, profile, points, operator_setting=setting,

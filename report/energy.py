@@ -16,7 +16,7 @@ import polars as pl
 from report.document import Paragraph, Table, fmt_float, fmt_seconds
 from report.extrapolation import checked_pairs
 from report.findings import FINDINGS_SCHEMA
-from report.pairings import BEST_PAIRING, Pairing
+from report.pairings import BEST_PAIRING, Pairing, setting_text
 from report.table import full_where_measured
 
 ENERGY_ANCHOR = "energy-table"
@@ -156,12 +156,14 @@ def energy_findings(pairings: Sequence[Pairing], table: pl.DataFrame) -> pl.Data
             continue
         ends = [p.speedups[0]] + ([p.speedups[-1]] if len(p.speedups) > 1 else [])
         parity = f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else ""
-        name = f"energy per token ({p.pairing} pairing) at {p.steps} steps{parity}, block {p.block_length}"
+        name = f"energy per token ({p.pairing} pairing) at {p.steps} steps{parity}, {setting_text(p)}"
+        if len({q.pair for q in pairings}) > 1:
+            name += f" ({p.llama_model} vs {p.llada_model})"
         best = p.pairing == BEST_PAIRING
         parts = []
         for q in ends:
-            llama = f"LLaMA{' ' + q.llama_impl if best else ''} {fmt_joules(q.llama_joules_per_token)}"
-            llada = (f"LLaDA{' ' + q.llada_impl if best else ''} {fmt_joules(q.llada_joules_per_token)}"
+            llama = f"{p.pair.ar_title}{' ' + q.llama_impl if best else ''} {fmt_joules(q.llama_joules_per_token)}"
+            llada = (f"{p.pair.dllm_title}{' ' + q.llada_impl if best else ''} {fmt_joules(q.llada_joules_per_token)}"
                      + (" (extrapolated)" if q.llada_energy_extrapolated else ""))
             parts.append(f"B = {q.batch_size}: {llama}, {llada}")
         value = "; ".join(parts) + f" per generated token ({counter_text(table, p.hardware)})"

@@ -1,6 +1,7 @@
 """The answer in one place: per generation length, S_parity on the headline metrics with the speedup at every
-batch size measured, and the batch size B* where LLaMA's throughput overtakes LLaDA's at each step count
-(measured, interpolated between batch sizes, beside the faithful roofline's B* on the device that ran)."""
+batch size measured, and the batch size B* where the autoregressive model's throughput overtakes the diffusion
+model's at each step count, per pair (report/pairs.py: LLaMA against LLaDA, Qwen2.5 against Dream), measured and
+interpolated between batch sizes, beside the faithful roofline's B* on the device that ran."""
 
 from __future__ import annotations
 
@@ -11,12 +12,14 @@ import numpy as np
 import polars as pl
 
 from report.document import fmt_float
+from report.pairs import is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.quality import FIGURE_METRICS
-from report.table import vanilla_runs
-from roofline.crossover import predicted_crossover
+from report.table import vanilla_runs, with_dream_alg
+from roofline.crossover import diffusion_keywords, predicted_crossover
 from roofline.hardware import HardwareProfile
 from roofline.operators import element_bytes_of
 from roofline.predict import predict
+from specs.registry import family
 from specs.shapes import ModelShape
 
 # Short metric names for the Findings' rows (the linked tables carry the full labels).
@@ -30,11 +33,13 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "llama_model": _STR, "llada_model": _STR,
     "steps": _I64, "block_length": _I64, "batch_sizes": _STR, "throughput_ratios": _STR, "b_star": _F64,
-    "b_star_bound": _STR, "b_star_tokens_per_s": _F64, "predicted_b_star": _F64, "predicted_b_star_roofs": _F64, "profile": _STR,
+    "b_star_bound": _STR, "b_star_tokens_per_s": _F64, "predicted_b_star": _F64, "predicted_b_star_roofs": _F64,
+    "profile": _STR, "dream_alg": _STR, "ar_title": _STR, "dllm_title": _STR,
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
     "steps": _I64, "block_length": _I64, "batch_size": _I64, "predicted_tokens_per_s": _F64, "profile": _STR,
+    "dream_alg": _STR,
 }
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "finding": _STR, "value": _STR,
@@ -43,10 +48,10 @@ FINDINGS_SCHEMA: dict[str, pl.DataType] = {
 
 
 def measured_crossover(batches: Sequence[int], ratios: Sequence[float]) -> tuple[float, str]:
-    """B* from throughput ratios T(LLaMA) / T(LLaDA) at increasing batch sizes: the batch from which LLaMA stays
-    ahead at every larger measured batch, interpolated linearly in log B and log ratio from the batch before it.
-    Returns (B*, "=") for a crossing, (B_min, "<=") when LLaMA is ahead already at the smallest batch, and
-    (B_max, ">") when LLaDA is still ahead at the largest."""
+    """B* from throughput ratios T(AR) / T(dLLM) at increasing batch sizes: the batch from which the autoregressive
+    model stays ahead at every larger measured batch, interpolated linearly in log B and log ratio from the batch
+    before it. Returns (B*, "=") for a crossing, (B_min, "<=") when the AR model is ahead already at the smallest
+    batch, and (B_max, ">") when the diffusion model is still ahead at the largest."""
     logs = np.log(np.asarray(ratios, dtype=np.float64))
     ahead = logs >= 0
     holds = np.flip(np.logical_and.accumulate(np.flip(ahead)))  # LLaMA ahead from here on
@@ -64,46 +69,50 @@ def measured_crossover(batches: Sequence[int], ratios: Sequence[float]) -> tuple
 def crossover_table(
     table: pl.DataFrame, profiles: dict[str, HardwareProfile], shapes: dict[str, ModelShape]
 ) -> pl.DataFrame:
-    """One row per (hardware, lengths, LLaDA step count and block): the measured B* and the faithful roofline's
-    B* on that hardware's profile (with and without its floor: host or dispatch), schema CROSSOVER_SCHEMA. Vanilla runs
-    only: B* compares the two architectures, not their variants."""
-    ok = vanilla_runs(table).filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
-    llama = ok.filter(pl.col("arch") == "llama")
-    llada = ok.filter(pl.col("arch") == "llada")
+    """One row per pair, hardware, lengths and diffusion setting (step count, block, Dream's alg): the measured B*
+    and the faithful roofline's B* on that hardware's profile (with and without its floor: host or dispatch),
+    schema CROSSOVER_SCHEMA. Vanilla runs only: B* compares the two paradigms, not their variants. `shapes`: each
+    arch's shape (report.predictions.model_shapes)."""
+    table = with_dream_alg(vanilla_runs(table))
+    pairs = sweep_pairs(table)
+    ok = table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+    autoregressive = ok.filter(is_ar())
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
-            "cfg_scale", "dtype"]
-    for key, runs in llada.group_by(keys, maintain_order=True):
-        hardware, prompt, gen, model, steps, block, _, cfg, dtype = key
-        ar = llama.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
-                          & (pl.col("generation_length") == gen))
-        if not ar.height:
-            continue
-        ar_model = sorted(ar["model"].unique().to_list())[0]
-        joined = runs.select("batch_size", pl.col("tokens_per_s_median").alias("llada")).join(
-            ar.filter(pl.col("model") == ar_model).select("batch_size", pl.col("tokens_per_s_median").alias("llama")),
-            on="batch_size",
-        ).sort("batch_size")
-        if not joined.height:
-            continue
-        batches, ratios = joined["batch_size"].to_list(), (joined["llama"] / joined["llada"]).to_list()
-        b_star, bound = measured_crossover(batches, ratios)
-        at_b_star = _log_interpolate(batches, joined["llama"].to_list(), b_star)
-        profile = profiles.get(hardware)
-        predicted = predicted_roofs = None
-        if profile is not None and not cfg:
-            common = {"llama_shape": shapes.get("llama"), "llada_shape": shapes.get("llada"), "prompt_len": prompt,
-                      "gen_len": gen, "steps": steps, "block_length": block,
-                      "element_bytes": element_bytes_of(dtype)}
-            predicted = predicted_crossover(profile, **common)
-            floored = profile.dispatch_s or profile.host_floor_s
-            predicted_roofs = (predicted_crossover(profile.model_copy(update={"dispatch_s": 0.0, "host_floor_s": 0.0}),
-                                                   **common) if floored else predicted)
-        rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
-                     ", ".join(f"{r:.3g}" for r in ratios), b_star, bound, at_b_star, predicted, predicted_roofs,
-                     profile.name if profile else None))
+            "dream_alg", "cfg_scale", "dtype"]
+    for key, runs in ok.filter(is_dllm()).group_by(keys, maintain_order=True):
+        hardware, prompt, gen, model, steps, block, _, alg, cfg, dtype = key
+        ar = autoregressive.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
+                                   & (pl.col("generation_length") == gen))
+        for ar_model in peers_of(pairs, model):
+            pair = pair_of(pairs, ar_model, model)
+            assert pair is not None, "peers_of names the pairs' models"
+            joined = runs.select("batch_size", pl.col("tokens_per_s_median").alias("dllm")).join(
+                ar.filter(pl.col("model") == ar_model).select("batch_size", pl.col("tokens_per_s_median").alias("ar")),
+                on="batch_size",
+            ).sort("batch_size")
+            if not joined.height:
+                continue
+            batches, ratios = joined["batch_size"].to_list(), (joined["ar"] / joined["dllm"]).to_list()
+            b_star, bound = measured_crossover(batches, ratios)
+            at_b_star = _log_interpolate(batches, joined["ar"].to_list(), b_star)
+            profile = profiles.get(hardware)
+            predicted = predicted_roofs = None
+            if profile is not None and not cfg:
+                common = {"ar": pair.ar_arch, "diffusion": pair.dllm_arch, "ar_shape": shapes.get(pair.ar_arch),
+                          "diffusion_shape": shapes.get(pair.dllm_arch), "prompt_len": prompt, "gen_len": gen,
+                          "steps": steps, "block_length": block, "element_bytes": element_bytes_of(dtype),
+                          "diffusion_sampling": {"alg": alg} if alg else None}
+                predicted = predicted_crossover(profile, **common)
+                floored = profile.dispatch_s or profile.host_floor_s
+                predicted_roofs = (predicted_crossover(profile.model_copy(update={"dispatch_s": 0.0, "host_floor_s": 0.0}),
+                                                       **common) if floored else predicted)
+            rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
+                         ", ".join(f"{r:.3g}" for r in ratios), b_star, bound, at_b_star, predicted, predicted_roofs,
+                         profile.name if profile else None, alg, pair.ar_title, pair.dllm_title))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
-    return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps"])
+    return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
+                       "dream_alg", "llama_model"])
 
 
 def _log_interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
@@ -116,22 +125,25 @@ def predicted_throughput(
 ) -> pl.DataFrame:
     """The faithful roofline's tokens/s of each model setting over the measured batch range (schema
     PREDICTED_THROUGHPUT_SCHEMA): the curves the Findings figure overlays on the measured throughput (vanilla)."""
-    ok = vanilla_runs(table).filter(pl.col("status") == "ok")
+    ok = with_dream_alg(vanilla_runs(table)).filter(pl.col("status") == "ok")
     rows = []
-    keys = ["hardware", "prompt_length", "generation_length", "arch", "model", "steps", "block_length", "dtype"]
+    keys = ["hardware", "prompt_length", "generation_length", "arch", "model", "steps", "block_length", "dream_alg",
+            "dtype"]
     for key, runs in ok.filter(pl.col("cfg_scale").is_null() | (pl.col("cfg_scale") == 0)).group_by(
             keys, maintain_order=True):
-        hardware, prompt, gen, arch, model, steps, block, dtype = key
+        hardware, prompt, gen, arch, model, steps, block, alg, dtype = key
         profile = profiles.get(hardware)
         if profile is None:
             continue
         low, high = int(runs["batch_size"].min()), int(runs["batch_size"].max())
         grid = sorted({int(round(b)) for b in np.geomspace(low, high, points)} | {low, high})
+        # The diffusion model as the workers run it (roofline.crossover.diffusion_keywords), with Dream's alg.
+        sampler = ({**diffusion_keywords(arch, steps=steps, block_length=block), **({"alg": alg} if alg else {})}
+                   if family(arch).is_diffusion else {})
         for batch in grid:
             p = predict(arch, shapes.get(arch), batch=batch, prompt_len=prompt, gen_len=gen, hardware=profile,
-                        steps=steps, block_length=block, logits_positions=block if arch == "llada" else None,
-                        element_bytes=element_bytes_of(dtype))
-            rows.append((hardware, prompt, gen, arch, model, steps, block, batch, p.tokens_per_s, profile.name))
+                        element_bytes=element_bytes_of(dtype), **sampler)
+            rows.append((hardware, prompt, gen, arch, model, steps, block, batch, p.tokens_per_s, profile.name, alg))
     return pl.DataFrame(rows, schema=PREDICTED_THROUGHPUT_SCHEMA, orient="row")
 
 
@@ -169,9 +181,10 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
         cross = crossovers.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
                                   & (pl.col("generation_length") == gen))
         for row in cross.iter_rows(named=True):
+            alg = f" ({row['dream_alg']})" if row["dream_alg"] else ""
             rows.append((hardware, prompt, gen,
                          f"B*: {row['llama_model']} overtakes {row['llada_model']} at {row['steps']} "
-                         + ("step" if row["steps"] == 1 else "steps"),
+                         + ("step" if row["steps"] == 1 else "steps") + alg,
                          _crossover_value(row), CROSSOVER_ANCHOR, False))
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA, orient="row")
 
@@ -199,7 +212,7 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
     if row["s_parity_steps"] is None:
         return "no S_parity: no speedup", False
     if row["speedup"] is None:
-        return f"LLaDA at {row['s_parity_steps']} steps did not run at this batch", False
+        return f"{row['llada_model']} at {row['s_parity_steps']} steps did not run at this batch", False
     bound = ">= " if row["s_parity_bound"] == "<=" else ""
     text = (f"{bound}{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] "
             f"({row['speedup_interval']})")
@@ -212,12 +225,7 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
 
 def _crossover_value(row: dict) -> str:
     b, bound, batches = row["b_star"], row["b_star_bound"], row["batch_sizes"]
-    if bound == "<=":
-        text = f"<= {b:g}: LLaMA ahead at every batch measured ({batches})"
-    elif bound == ">":
-        text = f"> {b:g}: LLaDA ahead at every batch measured ({batches})"
-    else:
-        text = f"{b:.3g} (between measured batches {batches})"
+    text = b_star_measured_text(b, bound, batches, row["ar_title"], row["dllm_title"])
     predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]
     if row["profile"] is None:
         return text + "; no roofline profile for this device"
@@ -226,6 +234,15 @@ def _crossover_value(row: dict) -> str:
     if roofs != predicted:
         text += f" ({'beyond 4096' if roofs is None else f'{roofs:.3g}'} on the roofs alone, without the floor)"
     return text
+
+
+def b_star_measured_text(b: float, bound: str, batches: str, ar: str, dllm: str) -> str:
+    """The measured B* in words: '<= 1: LLaMA ahead at every batch measured (1, 8)', or a crossing."""
+    if bound == "<=":
+        return f"<= {b:g}: {ar} ahead at every batch measured ({batches})"
+    if bound == ">":
+        return f"> {b:g}: {dllm} ahead at every batch measured ({batches})"
+    return f"{b:.3g} (between measured batches {batches})"
 
 
 def findings_text(findings: pl.DataFrame) -> str:

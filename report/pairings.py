@@ -1,15 +1,18 @@
-"""The answer both ways: LLaMA against LLaDA as the protocol pairs them (vanilla against vanilla) and as each
-architecture would be deployed (at each point, each model's fastest measured implementation).
+"""The answer both ways: each autoregressive model against each diffusion model it pairs with (report/pairs.py:
+LLaMA against LLaDA, Qwen2.5 against Dream), as the protocol pairs them (vanilla against vanilla) and as each
+would be deployed (at each point, each model's fastest measured implementation).
 
-Per pairing, hardware, lengths, LLaDA model, block and step count: the speedup L_e2e(LLaMA) / L_e2e(LLaDA) at
-every batch size both ran (> 1: LLaDA is faster) with its interval (report.parity.ratio_interval: a BCa CI from
-six repetitions a side, else the range of the ratio, which is no CI), the joules per generated token of both runs,
-S_parity where quality was measured (the vanilla LLaDA's: variants' quality moves are the Variants section's), and
-B*: measured (report.findings.measured_crossover over the throughput ratios) and the faithful roofline's on the
-device's profile. The roofline's B* of the best pairing takes, at each batch it tries, each model's fastest
-predicted implementation among those that ran.
+Per pairing, pair, hardware, lengths and diffusion setting (step count, block, Dream's alg): the speedup
+L_e2e(AR) / L_e2e(dLLM) at every batch size both ran (> 1: the diffusion model is faster) with its interval
+(report.parity.ratio_interval: a BCa CI from six repetitions a side, else the range of the ratio, which is no CI),
+the joules per generated token of both runs, S_parity where quality was measured (the vanilla diffusion model's:
+variants' quality moves are the Variants section's), and B*: measured (report.findings.measured_crossover over the
+throughput ratios) and the faithful roofline's on the device's profile. The roofline's B* of the best pairing
+takes, at each batch it tries, each model's fastest predicted implementation among those that ran.
 
-`findings.json` beside report.md holds these objects (FindingsFile); `pairings_text` prints them.
+`findings.json` beside report.md holds these objects (FindingsFile); `pairings_text` prints them. Their fields keep
+the first pair's names: `llama_*` is the pair's autoregressive side, `llada_*` its diffusion side. The text names
+each side by the family titles of the pairs present (report.pairs.sides_of).
 """
 
 from __future__ import annotations
@@ -24,29 +27,40 @@ from pydantic import BaseModel, ConfigDict
 
 from report import stats
 from report.document import Paragraph, Table
-from report.findings import measured_crossover
+from report.findings import b_star_measured_text, measured_crossover
+from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sides_of, sweep_pairs
 from report.parity import ratio_interval
 from report.quality import FIGURE_METRICS
-from report.table import full_where_measured
+from report.table import full_where_measured, with_dream_alg
 from roofline.crossover import MAX_BATCH, crossing_batch
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.predict import predict_run
+from specs.registry import archs_of
 from specs.results import RunResult
 from specs.schema import VANILLA
 
 VANILLA_PAIRING, BEST_PAIRING = "vanilla", "best"
-PAIRING_MEANING = {
-    VANILLA_PAIRING: "vanilla LLaMA against vanilla LLaDA: the protocol",
-    BEST_PAIRING: "at each point, each model's fastest measured implementation: what would be deployed",
-}
 NO_VARIANTS = ("no other implementation ran: every run is the vanilla implementation, so the best pairing is the "
                "vanilla pairing")
-SPEEDUP_MEANING = ("speedup = L_e2e(LLaMA) / L_e2e(LLaDA) at the same batch and lengths (> 1: LLaDA is faster); "
-                   "B* = the batch size from which LLaMA's throughput stays ahead")
-# The LLaDA curve a pairing follows over batch sizes (its implementation is the pairing's choice).
+# The diffusion curve a pairing follows over batch sizes (its implementation is the pairing's choice).
 CURVE = ("hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
-         "cfg_scale", "dtype")
+         "dream_alg", "cfg_scale", "dtype")
+# A pairing record built without its families (an older caller) is of the first family of each paradigm.
+_FIRST_AR, _FIRST_DLLM = archs_of("autoregressive")[0], archs_of("diffusion")[0]
+
+
+def pairing_meaning(sides: Sides) -> dict[str, str]:
+    """What each pairing is, naming the sides as `sides` does."""
+    return {
+        VANILLA_PAIRING: f"vanilla {sides.ar} against vanilla {sides.dllm}: the protocol",
+        BEST_PAIRING: "at each point, each model's fastest measured implementation: what would be deployed",
+    }
+
+
+def speedup_meaning(sides: Sides) -> str:
+    return (f"speedup = L_e2e({sides.ar}) / L_e2e({sides.dllm}) at the same batch and lengths (> 1: {sides.dllm} is "
+            f"faster); B* = the batch size from which {sides.ar}'s throughput stays ahead")
 
 
 class _Record(BaseModel):
@@ -90,12 +104,15 @@ class PairingPoint(_Record):
 
 
 class Pairing(_Record):
+    """One pairing of one pair at one diffusion setting over the batch sizes both ran. `llama_*`: the pair's
+    autoregressive model, `llada_*`: its diffusion model (of families `ar_arch` and `dllm_arch`)."""
+
     pairing: Literal["vanilla", "best"]
     hardware: str
     prompt_length: int
     generation_length: int
     steps: int
-    block_length: int
+    block_length: int | None  # None: a family without blocks (Dream)
     llama_model: str
     llada_model: str
     llama_impls: list[str]  # every implementation the pairing used, in the order of the batch sizes
@@ -109,6 +126,16 @@ class Pairing(_Record):
     roofline_profile: str | None
     roofline_note: str | None = None
     roofline_implementations: dict[str, str] | None = None  # best pairing: the fastest predicted at B*
+    # Written to findings.json only where they say something (findings_json): Dream's alg where it has one, the
+    # families where a sweep has several pairs.
+    dream_alg: str | None = None
+    ar_arch: str = _FIRST_AR
+    dllm_arch: str = _FIRST_DLLM
+
+    @property
+    def pair(self) -> Pair:
+        return Pair(ar_model=self.llama_model, ar_arch=self.ar_arch, dllm_model=self.llada_model,
+                    dllm_arch=self.dllm_arch)
 
 
 class FindingsFile(_Record):
@@ -117,9 +144,11 @@ class FindingsFile(_Record):
     # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
     # verified, so the file of a verified sweep is unchanged).
     unverified: list[str] = []
-    verdict: list[str] = []  # report/verdict.py: the answer in at most five sentences, first in the file
+    verdict: list[str] = []  # report/verdict.py: the answer in at most five sentences a pair, first in the file
     sweep: str
     pairings: list[str]  # the pairings present
+    # Only where a sweep has several pairs: each as 'dllm (family) vs ar (family)', in the findings' order.
+    pairs: list[str] = []
     meaning: dict[str, str]
     speedup: str
     notes: list[str]
@@ -133,32 +162,40 @@ def pairing_table(
     table: pl.DataFrame, results: Sequence[RunResult], parity: pl.DataFrame, crossovers: pl.DataFrame,
     profiles: dict[str, HardwareProfile],
 ) -> list[Pairing]:
-    """Both pairings (the best one only when some run is not vanilla). `table`: report.table.results_table of every
-    run; `parity`: report.parity.parity_table; `crossovers`: report.findings.crossover_table (the vanilla pairing's
-    roofline B*, so the Findings agree); `profiles`: each hardware's roofline profile."""
+    """Both pairings (the best one only when some run is not vanilla) of every pair (report.pairs.sweep_pairs).
+    `table`: report.table.results_table of every run; `parity`: report.parity.parity_table; `crossovers`:
+    report.findings.crossover_table (the vanilla pairing's roofline B*, so the Findings agree); `profiles`: each
+    hardware's roofline profile."""
+    table = with_dream_alg(table)
+    pairs = sweep_pairs(table)
     ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null()
                       & pl.col("tokens_per_s_median").is_not_null())
     ok = full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA)))
     by_id = {r.run_id: r for r in results}
     pairings = [VANILLA_PAIRING] + ([BEST_PAIRING] if (ok["impl"] != VANILLA).any() else [])
-    llama, llada = ok.filter(pl.col("arch") == "llama"), ok.filter(pl.col("arch") == "llada")
+    autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())
     out: list[Pairing] = []
     for pairing in pairings:
-        for key, curve in llada.group_by(list(CURVE), maintain_order=True):
+        for key, curve in diffusion.group_by(list(CURVE), maintain_order=True):
             where = dict(zip(CURVE, key))
-            ar = llama.filter((pl.col("hardware") == where["hardware"])
-                              & (pl.col("prompt_length") == where["prompt_length"])
-                              & (pl.col("generation_length") == where["generation_length"]))
-            if not ar.height:
-                continue
-            ar = ar.filter(pl.col("model") == sorted(ar["model"].unique().to_list())[0])
-            if pairing == VANILLA_PAIRING:
-                ar, curve = ar.filter(pl.col("impl") == VANILLA), curve.filter(pl.col("impl") == VANILLA)
-            built = _pairing(pairing, where, ar, curve, parity, crossovers, profiles.get(where["hardware"]), by_id)
-            if built is not None:
-                out.append(built)
-    return sorted(out, key=lambda p: (p.pairing != VANILLA_PAIRING, p.hardware, p.generation_length,
-                                      p.prompt_length, p.llada_model, p.block_length, p.steps))
+            at = autoregressive.filter((pl.col("hardware") == where["hardware"])
+                                       & (pl.col("prompt_length") == where["prompt_length"])
+                                       & (pl.col("generation_length") == where["generation_length"]))
+            for ar_model in peers_of(pairs, where["model"]):
+                ar, dllm = at.filter(pl.col("model") == ar_model), curve
+                pair = pair_of(pairs, ar_model, where["model"])
+                if not ar.height or pair is None:
+                    continue
+                if pairing == VANILLA_PAIRING:
+                    ar, dllm = ar.filter(pl.col("impl") == VANILLA), dllm.filter(pl.col("impl") == VANILLA)
+                built = _pairing(pairing, where, pair, ar, dllm, parity, crossovers, profiles.get(where["hardware"]),
+                                 by_id)
+                if built is not None:
+                    out.append(built)
+    rank = {pair: i for i, pair in enumerate(pairs)}  # pairs in registry order (report.pairs.pairs_from)
+    return sorted(out, key=lambda p: (p.pairing != VANILLA_PAIRING, rank[p.pair], p.hardware, p.generation_length,
+                                      p.prompt_length, p.llada_model, p.block_length or 0, p.steps,
+                                      p.dream_alg or ""))
 
 
 def _fastest(rows: pl.DataFrame) -> dict[str, Any]:
@@ -166,8 +203,8 @@ def _fastest(rows: pl.DataFrame) -> dict[str, Any]:
     return rows.sort(["latency_e2e_s_median", pl.col("impl") != VANILLA, "impl"]).row(0, named=True)
 
 
-def _pairing(pairing: str, where: dict[str, Any], ar: pl.DataFrame, curve: pl.DataFrame, parity: pl.DataFrame,
-             crossovers: pl.DataFrame, profile: HardwareProfile | None,
+def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, curve: pl.DataFrame,
+             parity: pl.DataFrame, crossovers: pl.DataFrame, profile: HardwareProfile | None,
              by_id: dict[str, RunResult]) -> Pairing | None:
     batches = sorted(set(ar["batch_size"].to_list()) & set(curve["batch_size"].to_list()))
     if not batches:
@@ -175,11 +212,11 @@ def _pairing(pairing: str, where: dict[str, Any], ar: pl.DataFrame, curve: pl.Da
     points = [_point(_fastest(ar.filter(pl.col("batch_size") == b)), _fastest(curve.filter(pl.col("batch_size") == b)))
               for b in batches]
     b_star, bound = measured_crossover(batches, [p.throughput_ratio for p in points])
-    s_parity = _s_parity(parity, where)
-    llama_model = str(ar["model"][0])
+    s_parity = _s_parity(parity, where, pair.ar_model)
     common = {"pairing": pairing, "hardware": where["hardware"], "prompt_length": where["prompt_length"],
               "generation_length": where["generation_length"], "steps": where["steps"],
-              "block_length": where["block_length"], "llama_model": llama_model, "llada_model": where["model"],
+              "block_length": where["block_length"], "llama_model": pair.ar_model, "llada_model": where["model"],
+              "dream_alg": where["dream_alg"], "ar_arch": pair.ar_arch, "dllm_arch": pair.dllm_arch,
               "llama_impls": _ordered(p.llama_impl for p in points),
               "llada_impls": _ordered(p.llada_impl for p in points), "s_parity": s_parity,
               "at_s_parity": [s.metric for s in s_parity if s.steps == where["steps"]], "speedups": points,
@@ -190,11 +227,13 @@ def _pairing(pairing: str, where: dict[str, Any], ar: pl.DataFrame, curve: pl.Da
     if where["cfg_scale"]:
         return Pairing(**common, b_star_roofline=None, roofline_note="the roofline's B* is not computed with CFG")
     if pairing == VANILLA_PAIRING:
-        row = crossovers.filter((pl.col("hardware") == where["hardware"])
+        row = with_dream_alg(crossovers).filter((pl.col("hardware") == where["hardware"])
                                 & (pl.col("prompt_length") == where["prompt_length"])
                                 & (pl.col("generation_length") == where["generation_length"])
                                 & (pl.col("llada_model") == where["model"]) & (pl.col("steps") == where["steps"])
-                                & (pl.col("block_length") == where["block_length"]))
+                                & pl.col("block_length").eq_missing(where["block_length"])
+                                & pl.col("dream_alg").eq_missing(where["dream_alg"])
+                                & (pl.col("llama_model") == pair.ar_model))
         predicted = row["predicted_b_star"][0] if row.height else None
         return Pairing(**common, b_star_roofline=predicted,
                        roofline_note=None if predicted is not None else f"no crossing up to B = {MAX_BATCH}")
@@ -233,16 +272,18 @@ def _point(ar: dict[str, Any], dllm: dict[str, Any]) -> PairingPoint:
     )
 
 
-def _s_parity(parity: pl.DataFrame, where: dict[str, Any]) -> list[SParity]:
-    """The headline S_parity of this LLaDA curve on each figure metric (it does not depend on the batch)."""
+def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> list[SParity]:
+    """The headline S_parity of this diffusion curve against its pair's references on each figure metric (it does
+    not depend on the batch)."""
     if not parity.height:
         return []
-    rows = parity.filter(
+    rows = with_dream_alg(parity).filter(
         pl.col("headline") & pl.col("metric").is_in(list(FIGURE_METRICS)) & (pl.col("hardware") == where["hardware"])
         & (pl.col("prompt_length") == where["prompt_length"])
         & (pl.col("generation_length") == where["generation_length"]) & (pl.col("llada_model") == where["model"])
-        & (pl.col("block_length") == where["block_length"]) & (pl.col("remasking") == where["remasking"])
-        & pl.col("cfg_scale").eq_missing(where["cfg_scale"]))
+        & pl.col("block_length").eq_missing(where["block_length"]) & pl.col("remasking").eq_missing(where["remasking"])
+        & pl.col("dream_alg").eq_missing(where["dream_alg"]) & pl.col("cfg_scale").eq_missing(where["cfg_scale"])
+        & (pl.col("llama_model") == ar_model))
     rows = rows.sort("batch_size").unique("metric", keep="first", maintain_order=True).sort("metric")
     return [SParity(metric=r["metric"], reference=r["reference_label"], steps=r["s_parity_steps"],
                     bound=r["s_parity_bound"], ci_low_steps=r["s_parity_low_steps"],
@@ -288,8 +329,8 @@ def best_roofline_crossover(
     profile: HardwareProfile, max_batch: int = MAX_BATCH, prefer: Sequence[str] = (),
 ) -> tuple[float | None, dict[str, str]]:
     """The faithful roofline's B* when each model runs its fastest predicted implementation at each batch, and the
-    implementations it picks there (ties to `prefer`). Both generate B x N_out tokens, so T(LLaMA) / T(LLaDA) =
-    L(LLaDA) / L(LLaMA)."""
+    implementations it picks there (ties to `prefer`; keyed 'llama' for the AR side, 'llada' for the diffusion
+    side). Both generate B x N_out tokens, so T(AR) / T(dLLM) = L(dLLM) / L(AR)."""
 
     def log_ratio(batch: int) -> float:
         return math.log(_fastest_predicted(llada, profile, batch, prefer)[1]
@@ -306,29 +347,51 @@ def best_roofline_crossover(
 
 
 def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
-                  verdict: Sequence[str] = ()) -> FindingsFile:
+                  verdict: Sequence[str] = (), sides: Sides | None = None) -> FindingsFile:
+    """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
+    default the pairings' own)."""
     present = _ordered(p.pairing for p in pairings)
+    sides = sides or sides_of([p.pair for p in pairings])
     notes = [NO_VARIANTS] if present == [VANILLA_PAIRING] else []
     if any(p.interval == stats.RANGE for q in pairings for p in q.speedups):
         notes.append(f"an interval marked 'range' is the range of the ratio over fewer than {stats.MIN_CI_SAMPLES} "
                      "repetitions a side: not a confidence interval")
     if any(p.llada_extrapolated for q in pairings for p in q.speedups):
-        notes.append("llada_extrapolated: LLaDA's latency (and its joules per token) timed from its first steps and "
-                     "extrapolated to all of them (controls.extrapolation)")
+        notes.append(f"llada_extrapolated: {sides.dllm}'s latency (and its joules per token) timed from its first "
+                     "steps and extrapolated to all of them (controls.extrapolation)")
+    meaning = pairing_meaning(sides)
     return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present,
-                        meaning={k: PAIRING_MEANING[k] for k in present},
-                        speedup=SPEEDUP_MEANING, notes=notes, findings=list(pairings), unverified=list(unverified))
+                        pairs=[pair.heading for pair in _pairs(pairings)], meaning={k: meaning[k] for k in present},
+                        speedup=speedup_meaning(sides), notes=notes, findings=list(pairings),
+                        unverified=list(unverified))
+
+
+def findings_json(record: FindingsFile) -> str:
+    """findings.json's text. A field is written only where it says something: `unverified` when verification
+    failed, `pairs` and each finding's families when the sweep has several pairs, `dream_alg` where a finding has
+    one; so the file of a sweep of one pair of blockwise families reads as it always has."""
+    several = len(record.pairs) > 1
+    exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
+    if not several:
+        exclude["pairs"] = True
+    per_finding: dict[int | str, Any] = {}
+    for i, finding in enumerate(record.findings):
+        drop = ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"})
+        if drop:
+            per_finding[i] = drop
+    if per_finding:
+        exclude["findings"] = per_finding
+    return record.model_dump_json(indent=1, exclude=exclude) + "\n"
+
+
+def _pairs(pairings: Sequence[Pairing]) -> list[Pair]:
+    return list(dict.fromkeys(p.pair for p in pairings))
 
 
 def b_star_text(p: Pairing) -> str:
     """'3.11 (between measured batches 1, 8); roofline (profile): 1' and the implementations the roofline picks."""
     batches = ", ".join(str(q.batch_size) for q in p.speedups)
-    if p.b_star_bound == "<=":
-        text = f"<= {p.b_star_measured:g}: LLaMA ahead at every batch measured ({batches})"
-    elif p.b_star_bound == ">":
-        text = f"> {p.b_star_measured:g}: LLaDA ahead at every batch measured ({batches})"
-    else:
-        text = f"{p.b_star_measured:.3g} (between measured batches {batches})"
+    text = b_star_measured_text(p.b_star_measured, p.b_star_bound, batches, p.pair.ar_title, p.pair.dllm_title)
     if p.roofline_profile is None:
         return text + "; no roofline profile for this device"
     roofline = f"{p.b_star_roofline:.3g}" if p.b_star_roofline is not None else (p.roofline_note or "none")
@@ -338,35 +401,52 @@ def b_star_text(p: Pairing) -> str:
     return text
 
 
-def speedup_text(q: PairingPoint, *, name_impls: bool) -> str:
+def speedup_text(q: PairingPoint, *, name_impls: bool, dllm: str) -> str:
+    """One batch's speedup with its interval; `dllm`: how the text names the diffusion side."""
     impls = f"{q.llama_impl} vs {q.llada_impl}: " if name_impls else ""
     kind = stats.INTERVAL_LABEL.get(q.interval, q.interval)
-    extrapolated = "; LLaDA extrapolated" if q.llada_extrapolated else ""
+    extrapolated = f"; {dllm} extrapolated" if q.llada_extrapolated else ""
     return (f"B = {q.batch_size}: {impls}{q.speedup:.3g}x [{q.speedup_low:.3g}, {q.speedup_high:.3g}] "
             f"({kind}, n={q.llama_repetitions}+{q.llada_repetitions}{extrapolated})")
+
+
+def setting_text(p: Pairing) -> str:
+    """The diffusion setting besides its steps: 'block 32', 'alg entropy', or both."""
+    parts = ([f"block {p.block_length}"] if p.block_length is not None else []) + (
+        [f"alg {p.dream_alg}"] if p.dream_alg else [])
+    return ", ".join(parts) or "whole sequence"
 
 
 def heading(p: Pairing) -> str:
     parity = f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else ""
     impls = "" if p.pairing == BEST_PAIRING else f" {VANILLA}"
-    return (f"N_out {p.generation_length} (prompt {p.prompt_length}), {p.steps} steps{parity}, block "
-            f"{p.block_length}: {p.llama_model}{impls} vs {p.llada_model}{impls}")
+    return (f"N_out {p.generation_length} (prompt {p.prompt_length}), {p.steps} steps{parity}, {setting_text(p)}: "
+            f"{p.llama_model}{impls} vs {p.llada_model}{impls}")
 
 
 def pairings_text(pairings: Sequence[Pairing]) -> str:
-    """Both pairings for the terminal, after the Findings: per pairing and LLaDA setting the speedup at every batch
-    with its interval, then B* measured and the roofline's. Says so when no other implementation ran."""
+    """Both pairings for the terminal, after the Findings: per pairing (and pair, where there are several) and
+    diffusion setting the speedup at every batch with its interval, then B* measured and the roofline's. Says so
+    when no other implementation ran."""
     if not pairings:
         return ""
     multi = len({p.hardware for p in pairings}) > 1
-    lines = [f"The answer both ways ({SPEEDUP_MEANING})"]
+    pairs = _pairs(pairings)
+    meaning = pairing_meaning(sides_of(pairs))
+    lines = [f"The answer both ways ({speedup_meaning(sides_of(pairs))})"]
     present = _ordered(p.pairing for p in pairings)
     for pairing in present:
-        lines.append(f"  {pairing} pairing ({PAIRING_MEANING[pairing]})")
-        for p in (q for q in pairings if q.pairing == pairing):
-            lines.append(f"    {heading(p)}" + (f" on {p.hardware}" if multi else ""))
-            lines += [f"      {speedup_text(q, name_impls=pairing == BEST_PAIRING)}" for q in p.speedups]
-            lines.append(f"      B*: {b_star_text(p)}")
+        lines.append(f"  {pairing} pairing ({meaning[pairing]})")
+        for pair in pairs:
+            indent = "    " if len(pairs) == 1 else "      "
+            group = [q for q in pairings if q.pairing == pairing and q.pair == pair]
+            if len(pairs) > 1 and group:
+                lines.append(f"    {pair.heading}")
+            for p in group:
+                lines.append(f"{indent}{heading(p)}" + (f" on {p.hardware}" if multi else ""))
+                lines += [f"{indent}  {speedup_text(q, name_impls=pairing == BEST_PAIRING, dllm=pair.dllm_title)}"
+                          for q in p.speedups]
+                lines.append(f"{indent}  B*: {b_star_text(p)}")
     if present == [VANILLA_PAIRING]:
         lines.append(f"  best pairing: {NO_VARIANTS}")
     return "\n".join(lines)
@@ -376,42 +456,59 @@ def pairings_text(pairings: Sequence[Pairing]) -> str:
 
 
 def pairing_blocks(pairings: Sequence[Pairing], multi: bool) -> list[Paragraph | Table]:
-    """The answer both ways in the report: one row per pairing and LLaDA setting, then what each pairing means."""
+    """The answer both ways in the report: one row per pairing and diffusion setting, then what each pairing means;
+    a table per pair, headed by its two models, where the sweep has several."""
     if not pairings:
         return []
     present = _ordered(p.pairing for p in pairings)
-    columns = (["hardware"] if multi else []) + [
-        "pairing", "P", "N_out", "steps", "block", "LLaMA", "LLaDA", "speedup at each batch [interval]",
-        "B* measured; roofline", "J/token LLaMA / LLaDA"]
-    rows = []
-    for p in pairings:
-        best = p.pairing == BEST_PAIRING
-        steps = f"{p.steps}" + (f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else "")
-        rows.append(tuple(([p.hardware] if multi else []) + [
-            p.pairing, str(p.prompt_length), str(p.generation_length), steps, str(p.block_length),
-            f"{p.llama_model} {_impls_cell(p, 'llama')}", f"{p.llada_model} {_impls_cell(p, 'llada')}",
-            "; ".join(speedup_text(q, name_impls=best and len(p.llama_impls) + len(p.llada_impls) > 2)
-                      for q in p.speedups),
-            b_star_text(p),
-            "; ".join(f"B = {q.batch_size}: {_joules(q.llama_joules_per_token)} / {_joules(q.llada_joules_per_token)}"
-                      + (" (extrapolated)" if q.llada_energy_extrapolated else "") for q in p.speedups),
-        ]))
-    caption = (f"The answer both ways ({SPEEDUP_MEANING}). "
-               + " ".join(f"{k}: {PAIRING_MEANING[k]}." for k in present)
-               + f" Intervals: a 95% BCa CI of the ratio of medians from {stats.MIN_CI_SAMPLES} repetitions a side, "
-               "else the range of the ratio (n = LLaMA + LLaDA repetitions), which is not a confidence interval. "
-               "S_parity is the vanilla LLaDA's (quality measured on the protocol's runs). Also in findings.json")
-    blocks: list[Paragraph | Table] = [Table(tuple(columns), tuple(rows), caption, fold=False, anchor="pairings-table")]
+    pairs = _pairs(pairings)
+    blocks: list[Paragraph | Table] = []
+    for i, pair in enumerate(pairs):
+        group = [p for p in pairings if p.pair == pair]
+        head = f"{pair.heading}: " if len(pairs) > 1 else ""
+        blocks.append(_pair_table(group, pair, multi, head, anchor="pairings-table" if i == 0 else None))
     if present == [VANILLA_PAIRING]:
         blocks.append(Paragraph(f"Best pairing: {NO_VARIANTS}."))
     return blocks
 
 
-def _impls_cell(p: Pairing, arch: str) -> str:
-    impls = p.llama_impls if arch == "llama" else p.llada_impls
+def _pair_table(pairings: Sequence[Pairing], pair: Pair, multi: bool, head: str, anchor: str | None) -> Table:
+    present = _ordered(p.pairing for p in pairings)
+    sides = sides_of([pair])
+    algs = any(p.dream_alg for p in pairings)
+    columns = (["hardware"] if multi else []) + [
+        "pairing", "P", "N_out", "steps", "block", *(["alg"] if algs else []), sides.ar, sides.dllm,
+        "speedup at each batch [interval]", "B* measured; roofline", f"J/token {sides.ar} / {sides.dllm}"]
+    rows = []
+    for p in pairings:
+        best = p.pairing == BEST_PAIRING
+        steps = f"{p.steps}" + (f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else "")
+        rows.append(tuple(([p.hardware] if multi else []) + [
+            p.pairing, str(p.prompt_length), str(p.generation_length), steps,
+            "–" if p.block_length is None else str(p.block_length), *([p.dream_alg or "–"] if algs else []),
+            f"{p.llama_model} {_impls_cell(p, autoregressive=True)}",
+            f"{p.llada_model} {_impls_cell(p, autoregressive=False)}",
+            "; ".join(speedup_text(q, name_impls=best and len(p.llama_impls) + len(p.llada_impls) > 2,
+                                   dllm=sides.dllm) for q in p.speedups),
+            b_star_text(p),
+            "; ".join(f"B = {q.batch_size}: {_joules(q.llama_joules_per_token)} / {_joules(q.llada_joules_per_token)}"
+                      + (" (extrapolated)" if q.llada_energy_extrapolated else "") for q in p.speedups),
+        ]))
+    meaning = pairing_meaning(sides)
+    caption = (f"{head}The answer both ways ({speedup_meaning(sides)}). "
+               + " ".join(f"{k}: {meaning[k]}." for k in present)
+               + f" Intervals: a 95% BCa CI of the ratio of medians from {stats.MIN_CI_SAMPLES} repetitions a side, "
+               f"else the range of the ratio (n = {sides.ar} + {sides.dllm} repetitions), which is not a confidence "
+               f"interval. S_parity is the vanilla {sides.dllm}'s (quality measured on the protocol's runs). Also in "
+               "findings.json")
+    return Table(tuple(columns), tuple(rows), caption, fold=False, anchor=anchor)
+
+
+def _impls_cell(p: Pairing, *, autoregressive: bool) -> str:
+    impls = p.llama_impls if autoregressive else p.llada_impls
     if len(impls) == 1:
         return impls[0]
-    pick = [(q.batch_size, q.llama_impl if arch == "llama" else q.llada_impl) for q in p.speedups]
+    pick = [(q.batch_size, q.llama_impl if autoregressive else q.llada_impl) for q in p.speedups]
     return ", ".join(f"{impl} (B = {b})" for b, impl in pick)
 
 

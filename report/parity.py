@@ -1,10 +1,12 @@
 """S_parity and the speedup at parity (report-draft 3.1.4), defined so that noise cannot fake them.
 
-S_parity is the fewest swept steps k from which LLaDA's quality (median over prompts) is at least as good as the
-reference's at k and at every larger swept step: a curve that crosses early and falls back again does not count.
-It is found once per (generation length, LLaDA setting, metric, reference) on one batch size (the smallest that
-ran every step count: greedy text does not depend on the batch), and the speedup L_e2e(LLaMA) / L_e2e(LLaDA at
-S_parity) is then evaluated at every batch size measured. Parity at the fewest swept steps is "<= k_min": fewer
+S_parity is the fewest swept steps k from which a diffusion model's quality (median over prompts) is at least as
+good as the reference's at k and at every larger swept step: a curve that crosses early and falls back again does
+not count. It is found once per (pair, generation length, diffusion setting, metric, reference) on one batch size
+(the smallest that ran every step count: greedy text does not depend on the batch), and the speedup
+L_e2e(AR) / L_e2e(dLLM at S_parity) is then evaluated at every batch size measured. A diffusion model's references
+are its pair's autoregressive model (report/pairs.py: LLaDA's is LLaMA, Dream's Qwen2.5), greedy and sampled, and
+the human continuation; the kinds keep the first pair's names ("llama greedy": the pair's AR model, greedy). Parity at the fewest swept steps is "<= k_min": fewer
 steps were not tried, so the speedup there is a lower bound.
 
 Intervals. S_parity: a paired bootstrap over prompts (scipy.stats.bootstrap; LLaDA's step counts and the
@@ -24,8 +26,9 @@ import polars as pl
 from scipy import stats as scipy_stats
 
 from report import stats
+from report.pairs import is_ar, is_dllm, pairs_from, peers_of
 from report.quality import GENERATED, LIKELIHOOD, METRICS, REFERENCE, REPETITION, SAMPLED, _groups, notes_of
-from report.table import vanilla_runs
+from report.table import vanilla_runs, with_dream_alg
 
 NO_PARITY = "no parity within the swept steps"
 GREEDY, SAMPLED_REF, HUMAN = "llama greedy", "llama sampled", "human continuation"
@@ -41,8 +44,8 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 PARITY_SCHEMA: dict[str, pl.DataType] = {
     "sweep": _STR, "hardware": _STR, "metric": _STR, "metric_label": _STR, "higher_is_better": _BOOL,
-    "prompt_length": _I64, "generation_length": _I64, "block_length": _I64, "remasking": _STR, "cfg_scale": _F64,
-    "llada_model": _STR, "llada_temperature": _F64, "reference": _STR, "reference_label": _STR,
+    "prompt_length": _I64, "generation_length": _I64, "block_length": _I64, "remasking": _STR, "dream_alg": _STR,
+    "cfg_scale": _F64, "llada_model": _STR, "llada_temperature": _F64, "reference": _STR, "reference_label": _STR,
     "reference_model": _STR, "reference_temperature": _F64, "headline": _BOOL, "quality_batch_size": _I64,
     "n_prompts": _I64, "steps_swept": _STR, "reference_value": _F64, "reference_interval_low": _F64,
     "reference_interval_high": _F64, "reference_repetition": _F64, "llada_value_at_parity": _F64,
@@ -53,9 +56,9 @@ PARITY_SCHEMA: dict[str, pl.DataType] = {
     "speedup_interval": _STR, "goodput_speedup": _F64, "low_useful": _BOOL, "statement": _STR,
     "quality_note": _STR,
 }
-# A LLaDA curve over steps: everything but the steps (and the batch) fixed.
+# A diffusion curve over steps: everything but the steps (and the batch) fixed.
 _CURVE_KEYS = ("sweep", "hardware", "model", "prompt_length", "generation_length", "block_length", "remasking",
-               "cfg_scale", "temperature", "metric")
+               "dream_alg", "cfg_scale", "temperature", "metric")
 _GRID_KEYS = ("sweep", "hardware", "prompt_length", "generation_length", "metric")
 
 
@@ -71,71 +74,77 @@ def parity_table(
     long: pl.DataFrame, table: pl.DataFrame, *, resamples: int = stats.BOOTSTRAP_RESAMPLES,
     seed: int = stats.BOOTSTRAP_SEED, level: float = stats.CI_LEVEL,
 ) -> pl.DataFrame:
-    """Parity rows (schema PARITY_SCHEMA): one per metric with a LLaMA counterpart x LLaDA curve x reference x
-    batch size measured. `long`: report.quality.quality_long_table; `table`: the flat results table (latency
-    repetitions and goodput at every batch size). Vanilla runs only: variants never move S_parity."""
-    long, table = vanilla_runs(long), vanilla_runs(table)
+    """Parity rows (schema PARITY_SCHEMA): one per metric with an AR counterpart x diffusion curve x its pair's
+    reference x batch size measured (`llama_model`: the pair's AR model). `long`:
+    report.quality.quality_long_table; `table`: the flat results table (latency repetitions and goodput at every
+    batch size). Vanilla runs only: variants never move S_parity."""
+    long, table = with_dream_alg(vanilla_runs(long)), with_dream_alg(vanilla_runs(table))
+    pairs = pairs_from({*long.select("model", "arch").iter_rows(), *table.select("model", "arch").iter_rows()})
     rows: list[dict[str, Any]] = []
     generated = long.filter(pl.col("continuation") == GENERATED)
-    llada = generated.filter((pl.col("arch") == "llada") & pl.col("steps").is_not_null())
-    llama = long.filter((pl.col("arch") == "llama") & pl.col("continuation").is_in([GENERATED, SAMPLED]))
-    human = long.filter((pl.col("arch") == "llada") & (pl.col("continuation") == REFERENCE))
+    diffusion = generated.filter(is_dllm() & pl.col("steps").is_not_null())
+    autoregressive = long.filter(is_ar() & pl.col("continuation").is_in([GENERATED, SAMPLED]))
+    human = long.filter(is_dllm() & (pl.col("continuation") == REFERENCE))
     ok = table.filter(pl.col("status") == "ok")
-    for key, curve in _groups(llada, _CURVE_KEYS):
+    for key, curve in _groups(diffusion, _CURVE_KEYS):
         metric = METRICS[key["metric"]]
         if not metric.parity:
             continue
         batch = _quality_batch(curve)
         curve = curve.filter(pl.col("batch_size") == batch)
-        references = _references(key, batch, llama, human, metric.family)
-        order = HEADLINE_ORDER.get(metric.family, DEFAULT_HEADLINE_ORDER)
-        present = {kind for kind, *_ in references}
-        headline = next((kind for kind in order if kind in present), None)
-        for kind, label, ref_model, ref_temperature, reference in references:
-            found = _parity(curve, reference, metric.higher_is_better, resamples, seed, level)
-            if found is None:
-                continue
-            base = {
-                "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"],
-                "metric_label": metric.label, "higher_is_better": metric.higher_is_better,
-                "prompt_length": key["prompt_length"], "generation_length": key["generation_length"],
-                "block_length": key["block_length"], "remasking": key["remasking"], "cfg_scale": key["cfg_scale"],
-                "llada_model": key["model"], "llada_temperature": key["temperature"], "reference": kind,
-                "reference_label": label, "reference_model": ref_model, "reference_temperature": ref_temperature,
-                "headline": kind == headline, "quality_batch_size": batch, **found,
-                "quality_note": notes_of(pl.concat([curve, reference], how="vertical_relaxed")),
-            }
-            base.update(_repetition(long, key, batch, kind, ref_model, found["s_parity_steps"]))
-            rows.extend(_speedup_rows(base, key, ok, ref_model if kind != HUMAN else None, level, seed))
+        for ar_model in peers_of(pairs, key["model"]):
+            ar = autoregressive.filter(pl.col("model") == ar_model)
+            references = _references(key, batch, ar, human, metric.family)
+            order = HEADLINE_ORDER.get(metric.family, DEFAULT_HEADLINE_ORDER)
+            present = {kind for kind, *_ in references}
+            headline = next((kind for kind in order if kind in present), None)
+            for kind, label, ref_model, ref_temperature, reference in references:
+                found = _parity(curve, reference, metric.higher_is_better, resamples, seed, level)
+                if found is None:
+                    continue
+                base = {
+                    "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"],
+                    "metric_label": metric.label, "higher_is_better": metric.higher_is_better,
+                    "prompt_length": key["prompt_length"], "generation_length": key["generation_length"],
+                    "block_length": key["block_length"], "remasking": key["remasking"], "dream_alg": key["dream_alg"],
+                    "cfg_scale": key["cfg_scale"], "llada_model": key["model"], "llada_temperature": key["temperature"],
+                    "reference": kind, "reference_label": label, "reference_model": ref_model,
+                    "reference_temperature": ref_temperature, "headline": kind == headline,
+                    "quality_batch_size": batch, **found,
+                    "quality_note": notes_of(pl.concat([curve, reference], how="vertical_relaxed")),
+                }
+                base.update(_repetition(long, key, batch, kind, ref_model, found["s_parity_steps"]))
+                rows.extend(_speedup_rows(base, key, ok, ar_model, level, seed))
     if not rows:
         return pl.DataFrame(schema=PARITY_SCHEMA)
     return pl.DataFrame(rows, schema=PARITY_SCHEMA, orient="row").sort(
         ["sweep", "hardware", "metric", "prompt_length", "generation_length", "block_length", "llada_model",
-         "headline", "reference", "batch_size"],
-        descending=[False] * 7 + [True, False, False], nulls_last=True,
+         "dream_alg", "headline", "reference", "batch_size", "llama_model"],
+        descending=[False] * 8 + [True, False, False, False], nulls_last=True,
     )
 
 
 PARITY_MARKER_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "model": _STR, "prompt_length": _I64, "generation_length": _I64, "block_length": _I64,
-    "metric": _STR, "reference_label": _STR, "s_parity": _F64, "s_parity_bound": _STR, "s_parity_low": _F64,
+    "dream_alg": _STR, "llama_model": _STR, "metric": _STR, "reference_label": _STR, "s_parity": _F64, "s_parity_bound": _STR, "s_parity_low": _F64,
     "s_parity_high": _F64, "statement": _STR,
 }
 
 
 def parity_markers(parity: pl.DataFrame) -> pl.DataFrame:
-    """The headline S_parity of each LLaDA curve (hardware, model, lengths, block length, metric), once: it does
-    not depend on the batch size (the speedup does; that is in the parity table)."""
-    rows = parity.filter(pl.col("headline"))
+    """The headline S_parity of each diffusion curve against each of its pair's AR models (hardware, model,
+    lengths, block length or alg, metric), once: it does not depend on the batch size (the speedup does; that is
+    in the parity table)."""
+    rows = with_dream_alg(parity).filter(pl.col("headline"))
     if not rows.height:
         return pl.DataFrame(schema=PARITY_MARKER_SCHEMA)
     rows = rows.sort("batch_size").unique(
-        ["hardware", "llada_model", "prompt_length", "generation_length", "block_length", "remasking", "cfg_scale",
-         "metric"], keep="first", maintain_order=True,
+        ["hardware", "llada_model", "prompt_length", "generation_length", "block_length", "remasking", "dream_alg",
+         "cfg_scale", "metric", "llama_model"], keep="first", maintain_order=True,
     )
     return rows.select(
         "hardware", pl.col("llada_model").alias("model"), "prompt_length", "generation_length", "block_length",
-        "metric", "reference_label", pl.col("s_parity_steps").cast(pl.Float64).alias("s_parity"), "s_parity_bound",
+        "dream_alg", "llama_model", "metric", "reference_label", pl.col("s_parity_steps").cast(pl.Float64).alias("s_parity"), "s_parity_bound",
         pl.col("s_parity_low_steps").cast(pl.Float64).alias("s_parity_low"),
         pl.col("s_parity_high_steps").cast(pl.Float64).alias("s_parity_high"), "statement",
     ).cast(PARITY_MARKER_SCHEMA)
@@ -154,8 +163,8 @@ def _quality_batch(curve: pl.DataFrame) -> int:
 def _references(
     key: dict[str, Any], batch: int, llama: pl.DataFrame, human: pl.DataFrame, family: str
 ) -> list[tuple[str, str, str | None, float | None, pl.DataFrame]]:
-    """(kind, label, model, temperature, rows) of each reference at this grid point: LLaMA's own decoding
-    (greedy at temperature 0), LLaMA sampled, and the human continuation where it is a meaningful level."""
+    """(kind, label, model, temperature, rows) of each reference at this grid point: the AR model's own decoding
+    (greedy at temperature 0), sampled, and the human continuation where it is a meaningful level."""
     at = llama.filter(pl.all_horizontal(pl.col(c) == key[c] for c in _GRID_KEYS))
     out: list[tuple[str, str, str | None, float | None, pl.DataFrame]] = []
     for (model, continuation, temperature), rows in at.group_by(["model", "continuation", "temperature"],
@@ -244,7 +253,8 @@ def _by_prompt(rows: pl.DataFrame, prompt_ids: np.ndarray) -> np.ndarray:
 def _repetition(
     long: pl.DataFrame, key: dict[str, Any], batch: int, kind: str, ref_model: str | None, s_parity: int | None
 ) -> dict[str, float | None]:
-    """The repeated-bigram rate of the reference's texts and of LLaDA's at S_parity, beside every perplexity."""
+    """The repeated-bigram rate of the reference's texts and of the diffusion model's at S_parity, beside every
+    perplexity."""
     if METRICS[key["metric"]].family != LIKELIHOOD:
         return {"reference_repetition": None, "llada_repetition_at_parity": None}
     rep = long.filter((pl.col("metric") == REPETITION) & (pl.col("sweep") == key["sweep"])
@@ -262,7 +272,8 @@ def _repetition(
     else:
         llada = rep.filter((pl.col("model") == key["model"]) & (pl.col("continuation") == GENERATED)
                            & (pl.col("steps") == s_parity) & (pl.col("batch_size") == batch)
-                           & (pl.col("block_length") == key["block_length"]))
+                           & pl.col("block_length").eq_missing(key["block_length"])
+                           & pl.col("dream_alg").eq_missing(key["dream_alg"]))
     return {
         "reference_repetition": float(ref.unique("prompt_id")["value"].median()) if ref.height else None,
         "llada_repetition_at_parity": float(llada["value"].median()) if llada.height else None,
@@ -273,18 +284,18 @@ def _repetition(
 
 
 def _speedup_rows(
-    base: dict[str, Any], key: dict[str, Any], ok: pl.DataFrame, ref_model: str | None, level: float, seed: int
+    base: dict[str, Any], key: dict[str, Any], ok: pl.DataFrame, ar_model: str, level: float, seed: int
 ) -> list[dict[str, Any]]:
-    """One row per batch size that LLaMA ran at this grid point: the speedup at S_parity there."""
+    """One row per batch size that the pair's AR model ran at this grid point: the speedup at S_parity there."""
     grid = ok.filter((pl.col("hardware") == key["hardware"]) & (pl.col("sweep") == key["sweep"])
                      & (pl.col("prompt_length") == key["prompt_length"])
                      & (pl.col("generation_length") == key["generation_length"]))
-    llama = grid.filter(pl.col("arch") == "llama")
-    llama = llama.filter(pl.col("model") == (ref_model or llama["model"].sort()[0])) if llama.height else llama
+    llama = grid.filter(is_ar() & (pl.col("model") == ar_model))
     s = base["s_parity_steps"]
     llada = grid.clear() if s is None else grid.filter(
-        (pl.col("model") == key["model"]) & (pl.col("steps") == s) & (pl.col("block_length") == key["block_length"])
-        & (pl.col("remasking") == key["remasking"]) & (pl.col("cfg_scale") == key["cfg_scale"])
+        (pl.col("model") == key["model"]) & (pl.col("steps") == s)
+        & pl.col("block_length").eq_missing(key["block_length"]) & pl.col("remasking").eq_missing(key["remasking"])
+        & pl.col("dream_alg").eq_missing(key["dream_alg"]) & (pl.col("cfg_scale") == key["cfg_scale"])
     )
     out = []
     for batch in sorted(llama["batch_size"].unique().to_list()):
@@ -362,7 +373,7 @@ def statement(row: dict[str, Any], missing_run: bool = False) -> str:
         text = f"parity from {s} steps on (S_parity = {s}"
     text += f"; {interval}; {reach})" if interval else f"; {reach})"
     if missing_run:
-        return text + f"; LLaDA at {s} steps did not run at B = {row['batch_size']}"
+        return text + f"; {row['llada_model']} at {s} steps did not run at B = {row['batch_size']}"
     if row["speedup"] is not None:
         bound = ">= " if row["s_parity_bound"] == "<=" else ""
         text += (f"; speedup at B = {row['batch_size']}: {bound}{row['speedup']:.3g}x "

@@ -17,7 +17,7 @@ from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
 from specs.results import MeasuredRoofs, RunResult
 from specs.shapes import ModelShape
-from specs.registry import preset_shape
+from specs.registry import full_shape
 
 PREDICTION_SCHEMA = {
     "run_id": pl.String, "hardware": pl.String, "profile": pl.String, "fidelity": pl.String, "arch": pl.String,
@@ -154,10 +154,10 @@ def sweep_predictions(
 
 def model_shapes(results: Iterable[RunResult]) -> dict[str, ModelShape]:
     """Each arch's shape as the sweep ran it: what the worker recorded, else a synthetic model's own, else (an
-    older checkpoint artifact) the 8B preset."""
+    older checkpoint artifact) the family's published shape."""
     shapes: dict[str, ModelShape] = {}
     for result in results:
         arch = result.config.model.arch
         if arch not in shapes or (result.model_shape is not None and shapes[arch] != result.model_shape):
-            shapes[arch] = result.model_shape or result.config.model.shape() or preset_shape(arch, "8b")
+            shapes[arch] = result.model_shape or result.config.model.shape() or full_shape(arch)
     return shapes

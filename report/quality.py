@@ -17,7 +17,9 @@ import numpy as np
 import polars as pl
 
 from report import stats
+from report.pairs import is_ar
 from report.table import vanilla_runs
+from specs.registry import family
 from specs.results import QualityRecord, RunResult, RunStatus
 
 SYNTHETIC_NOTE = "synthetic weights: quality not meaningful"
@@ -78,7 +80,8 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 LONG_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "quality_note": _STR,
     "evaluator": _STR, "hardware": _STR, "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64,
-    "block_length": _I64, "steps": _I64, "remasking": _STR, "cfg_scale": _F64, "continuation": _STR,
+    "block_length": _I64, "steps": _I64, "remasking": _STR, "dream_alg": _STR, "cfg_scale": _F64,
+    "continuation": _STR,
     "temperature": _F64, "prompt_id": _I64, "metric": _STR, "value": _F64, "empty": _BOOL, "stderr": _F64,
     "higher_is_better": _BOOL, "useful_tokens": _I64,
 }
@@ -86,7 +89,7 @@ LONG_SCHEMA: dict[str, pl.DataType] = {
 # A setting: one quality-vs-steps point. Batch size is not part of it: greedy text does not depend on the batch,
 # and each setting is read at its smallest batch size.
 SETTING_KEYS = ("sweep", "hardware", "model", "arch", "prompt_length", "generation_length", "steps", "block_length",
-                "remasking", "cfg_scale", "continuation", "temperature", "metric")
+                "remasking", "dream_alg", "cfg_scale", "continuation", "temperature", "metric")
 BY_SETTING_SCHEMA: dict[str, pl.DataType] = {
     **{key: LONG_SCHEMA[key] for key in SETTING_KEYS}, "batch_size": _I64, "metric_label": _STR,
     "higher_is_better": _BOOL, "n": _I64, "empty": _I64, "value": _F64, "interval_low": _F64,
@@ -179,7 +182,8 @@ def enabled_metrics(result: RunResult, continuation: str) -> list[str]:
         out += ["bertscore_precision", "bertscore_recall", "bertscore_f1"]
     if quality.perplexity is not None:
         out += ["nll_per_token", "gen_ppl"]
-    if quality.elbo is not None and result.config.model.arch == "llada" and continuation != SAMPLED:
+    # The workers score LLaDA's ELBO with LLaDA's own masking (workers/quality/scorer.py): its sampler's models only.
+    if quality.elbo is not None and family(result.config.model.arch).sampler == "llada" and continuation != SAMPLED:
         out.append("elbo_nll_per_token")
     return out + ["repeated_bigram_rate", "distinct_1", "distinct_2"]
 
@@ -193,7 +197,8 @@ def _run_columns(result: RunResult) -> dict[str, Any]:
         "hardware": result.environment.device if result.environment else UNKNOWN_HARDWARE,
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "block_length": config.block_length,
-        "steps": config.steps, "remasking": config.remasking, "cfg_scale": config.cfg_scale,
+        "steps": config.steps, "remasking": config.remasking,
+        "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
     }
 
 
@@ -261,8 +266,9 @@ def quality_by_setting(long: pl.DataFrame) -> pl.DataFrame:
 
 
 def _tokens_per_forward(key: dict[str, Any]) -> float | None:
-    """N_out over model forwards per sequence: LLaMA 1, LLaDA N_out / steps (a CFG step is two forwards)."""
-    if key["arch"] == "llama":
+    """N_out over model forwards per sequence: an AR model 1, a diffusion model N_out / steps (a CFG step is two
+    forwards)."""
+    if not family(key["arch"]).is_diffusion:
         return 1.0
     if not key["steps"]:
         return None
@@ -283,8 +289,8 @@ def calibration_table(long: pl.DataFrame) -> pl.DataFrame:
         if meaning is None:
             continue
         # The texts and (but for the ELBO) their judge are the same in every run: one value per prompt, from the
-        # LLaMA runs where present (the ELBO exists in LLaDA runs only).
-        source = group.filter(pl.col("arch") == "llama") if metric.family != BOUND else group
+        # AR runs where present (the ELBO exists in LLaDA runs only).
+        source = group.filter(is_ar()) if metric.family != BOUND else group
         source = (source if source.height else group).sort("run_id")
         first_run = source["run_id"][0]
         values = source.filter(pl.col("run_id") == first_run).sort("prompt_id")["value"].to_numpy()

@@ -30,7 +30,8 @@ from report.findings import (
 )
 from report.html import render_html
 from report.markdown import render_markdown
-from report.pairings import findings_file, pairing_table, pairings_text
+from report.pairings import findings_file, findings_json, pairing_table, pairings_text
+from report.pairs import table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
     ProfileChoice,
@@ -202,9 +203,9 @@ def render_report(
     json_path = layout.root / FINDINGS_FILE
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
-    findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict)
-    _atomic_text(json_path, findings_record.model_dump_json(indent=1, exclude=None if problems else {"unverified"})
-                 + "\n")
+    findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
+                                    sides=table_sides(table))
+    _atomic_text(json_path, findings_json(findings_record))
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)

@@ -8,6 +8,8 @@ from typing import Any
 import polars as pl
 
 from report import stats
+from report.pairs import is_dllm
+from specs.registry import family
 from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
 from specs.schema import VANILLA
 
@@ -38,13 +40,14 @@ _TAILS = ("itl_token_s", "step_s")
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 SCHEMA: dict[str, pl.DataType] = {
-    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "status": _STR,
-    "error": _STR, "attempts": _I64,
+    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "weights": _STR,
+    "status": _STR, "error": _STR, "attempts": _I64,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
     "hostname": _STR, "other_gpu_processes": _BOOL,
     "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64, "sequence_length": _I64,
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
+    "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
     **{
         f"{name}_{part}": _F64
@@ -84,13 +87,13 @@ SCHEMA: dict[str, pl.DataType] = {
 
 
 def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
-    """One flat row per run (schema `SCHEMA`): the LLaMA baseline first, then by model, hardware and the grid,
-    each grid point's vanilla run before its variants."""
+    """One flat row per run (schema `SCHEMA`): the autoregressive baselines first, then by model, hardware and the
+    grid, each grid point's vanilla run before its variants."""
     rows = [_row(result) for result in results]
     table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
     return table.sort(
-        [pl.col("arch") != "llama", "model", "hardware", "generation_length", "prompt_length", "batch_size", "steps",
-         "block_length", pl.col("impl") != VANILLA, "impl", "run_id"],
+        [pl.col("paradigm") != "autoregressive", "model", "hardware", "generation_length", "prompt_length",
+         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "run_id"],
         nulls_last=True,
     )
 
@@ -104,6 +107,14 @@ def vanilla_runs(table: pl.DataFrame) -> pl.DataFrame:
     return table.filter(pl.col("impl").is_null() | (pl.col("impl") == VANILLA))
 
 
+def with_dream_alg(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with a `dream_alg` column (null where absent: a frame built before Dream, or by hand for one
+    analysis), so every diffusion curve can be keyed by it."""
+    if "dream_alg" in frame.columns:
+        return frame
+    return frame.with_columns(pl.lit(None, pl.String).alias("dream_alg"))
+
+
 def has_variants(table: pl.DataFrame) -> bool:
     """Whether any run is an accelerated variant (not the vanilla implementation)."""
     return vanilla_runs(table).height < table.height
@@ -111,7 +122,7 @@ def has_variants(table: pl.DataFrame) -> bool:
 
 # What makes two runs the same grid point, whichever way their latency was obtained.
 GRID_POINT = ("sweep", "hardware", "model", "arch", "impl", "prompt_length", "generation_length", "batch_size", "steps",
-              "block_length", "remasking", "cfg_scale", "temperature", "dtype")
+              "block_length", "remasking", "dream_alg", "cfg_scale", "temperature", "dtype")
 
 
 def full_where_measured(table: pl.DataFrame) -> pl.DataFrame:
@@ -133,6 +144,7 @@ def _row(result: RunResult) -> dict[str, Any]:
     samples = result.samples
     row: dict[str, Any] = {
         "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
+        "paradigm": family(config.model.arch).paradigm,
         "weights": result.weights, "status": result.status.value, "error": result.error,
         "attempts": result.attempts,
         "hardware": env.device if env else UNKNOWN_HARDWARE,
@@ -147,7 +159,8 @@ def _row(result: RunResult) -> dict[str, Any]:
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "sequence_length": config.sequence_length,
         "output_tokens": config.output_tokens, "steps": config.steps, "block_length": config.block_length,
-        "num_blocks": config.num_blocks, "remasking": config.remasking, "cfg_scale": config.cfg_scale,
+        "num_blocks": config.num_blocks, "remasking": config.remasking,
+        "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions,
         "impl": config.impl_name, "timed_steps": config.timed_steps,
@@ -178,17 +191,18 @@ def _row(result: RunResult) -> dict[str, Any]:
 def forwards_per_generation(
     arch: str, generation_length: int, nfe: int | None, cfg_scale: float | None, measured: Sequence[int] = ()
 ) -> float:
-    """Model forward passes per generated sequence: LLaMA's prefill and N_out - 1 decode passes give N_out tokens
-    from N_out forwards; LLaDA runs one per step, two with classifier-free guidance (the conditional and the
-    unconditional pass, batched together). A variant whose confidence rule ends blocks early records the
-    forwards of each repetition (`measured`): their median stands for the schedule's count."""
+    """Model forward passes per generated sequence: an autoregressive model's prefill and N_out - 1 decode passes
+    give N_out tokens from N_out forwards; a diffusion model runs one per step, two with classifier-free guidance
+    (the conditional and the unconditional pass, batched together). A variant whose confidence rule ends blocks
+    early records the forwards of each repetition (`measured`): their median stands for the schedule's count."""
+    diffusion = family(arch).is_diffusion
     if measured:
         passes = float(stats.median([float(m) for m in measured]) or 0.0)
-    elif arch == "llama":
+    elif not diffusion:
         return float(generation_length)
     else:
         passes = float(nfe or 0)
-    return passes * (2 if cfg_scale and arch == "llada" else 1)
+    return passes * (2 if cfg_scale and diffusion else 1)
 
 
 def _provenance_columns(result: RunResult) -> dict[str, Any]:
@@ -331,9 +345,9 @@ def provenance_notes(table: pl.DataFrame) -> list[str]:
 
 
 def unlearned_warnings(table: pl.DataFrame) -> list[str]:
-    """A warning per LLaDA model whose held-out loss is not clearly below the unigram entropy: its quality
+    """A warning per diffusion model whose held-out loss is not clearly below the unigram entropy: its quality
     curves would look like findings and mean nothing."""
-    rows = table.filter((pl.col("arch") == "llada") & (pl.col("provenance_learned_beyond_unigram") == False))  # noqa: E712
+    rows = table.filter(is_dllm() & (pl.col("provenance_learned_beyond_unigram") == False))  # noqa: E712
     return [
         f"WARNING: {r['model']} has not learned beyond unigram statistics (held-out "
         f"{r['provenance_heldout_loss_nats']:.3f} nats vs unigram entropy {r['provenance_unigram_entropy_nats']:.3f}; "

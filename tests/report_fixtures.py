@@ -1,7 +1,9 @@
 """Generated artifact sets for the report's tests: RunResult JSON files, a frozen spec and a real manifest.
 
-Numbers follow simple cost laws (LLaMA: prefill + per-token decode; LLaDA: steps x per-step time growing
-with batch x sequence) with seeded noise, so figures have shape and tests can predict what they must show.
+Numbers follow simple cost laws (an autoregressive model: prefill + per-token decode; a diffusion model: steps x
+per-step time growing with batch x sequence) with seeded noise, so figures have shape and tests can predict what
+they must show. The families are LLaMA and LLaDA unless a grid names others (`FixtureGrid.families`: Qwen2.5 and
+Dream, each its own speed), so a sweep can hold several pairs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from specs.schema import (
     BertScoreSpec,
     CheckpointSource,
     Controls,
+    DreamSampling,
     HardwareRequirement,
     LladaImpl,
     LlamaImpl,
@@ -41,7 +44,7 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
-from specs.registry import preset_shape
+from specs.registry import family, preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -85,6 +88,12 @@ class FixtureGrid:
     # Accelerated variants run beside every vanilla point of their arch (cost laws in `_variant_factor`).
     llada_impls: tuple[LladaImpl, ...] = ()
     llama_impls: tuple[LlamaImpl, ...] = ()
+    # The registry families that run, autoregressive and diffusion alike; each model is named '<arch>-<size>'. An
+    # entry 'qwen2#b' is a second model of that family, named 'qwen2-b-<size>'.
+    families: tuple[str, ...] = ("llama", "llada")
+    dream_algs: tuple[str, ...] = ("entropy",)  # Dream's remasking algorithms (one curve each)
+    # Latency multipliers per `families` entry (1 where absent): what sets each pair's crossover apart.
+    family_speed: tuple[tuple[str, float], ...] = ()
 
 
 DUAL = LladaImpl(name="dual-cache", cache="dual")
@@ -141,11 +150,28 @@ def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
 # ------------------------------------------------------------------ configs
 
 
-def _model(grid: FixtureGrid, arch: str) -> ModelSpec:
+def _model(grid: FixtureGrid, entry: str) -> ModelSpec:
+    """The model of a `families` entry ('llama', or 'qwen2#b' for a second model of a family)."""
+    arch, _, tag = entry.partition("#")
+    size = grid.synthetic or family(arch).full_size
+    name = f"{arch}-{tag}-{size}" if tag else f"{arch}-{size}"
     if grid.synthetic:
-        return ModelSpec(name=f"{arch}-{grid.synthetic}", arch=arch, source=SyntheticSource(synthetic=grid.synthetic))
-    checkpoint = "meta-llama/Meta-Llama-3-8B" if arch == "llama" else "GSAI-ML/LLaDA-8B-Base"
-    return ModelSpec(name=f"{arch}-8b", arch=arch, source=CheckpointSource(checkpoint=checkpoint))
+        return ModelSpec(name=name, arch=arch, source=SyntheticSource(synthetic=grid.synthetic))
+    return ModelSpec(name=name, arch=arch, source=CheckpointSource(checkpoint=family(arch).hub_ids[0]))
+
+
+def _is_ar(entry: str) -> bool:
+    return not family(entry.partition("#")[0]).is_diffusion
+
+
+def _evaluator(grid: FixtureGrid) -> ModelSpec:
+    """The perplexity evaluator: the grid's first autoregressive model."""
+    return _model(grid, next(a for a in grid.families if _is_ar(a)))
+
+
+def _speed(grid: FixtureGrid, kind: HardwareKind, model: str) -> float:
+    entry = next((e for e in grid.families if _model(grid, e).name == model), "")
+    return kind.speed * dict(grid.family_speed).get(entry, 1.0)
 
 
 def _controls(grid: FixtureGrid, kind: HardwareKind) -> Controls:
@@ -156,7 +182,7 @@ def _controls(grid: FixtureGrid, kind: HardwareKind) -> Controls:
 
 
 def _quality_spec(grid: FixtureGrid) -> QualitySpec:
-    return QualitySpec(bertscore=BertScoreSpec(), perplexity=PerplexitySpec(evaluator=_model(grid, "llama").name))
+    return QualitySpec(bertscore=BertScoreSpec(), perplexity=PerplexitySpec(evaluator=_evaluator(grid).name))
 
 
 def _configs(grid: FixtureGrid, kind: HardwareKind) -> list[RunConfig]:
@@ -167,19 +193,32 @@ def _configs(grid: FixtureGrid, kind: HardwareKind) -> list[RunConfig]:
     configs: list[RunConfig] = []
     for gen in grid.generation_lengths:
         for batch in grid.batch_sizes:
-            llama = RunConfig(model=_model(grid, "llama"), batch_size=batch, generation_length=gen, **common)
-            configs += [llama, *(llama.model_copy(update={"llama_impl": impl}) for impl in grid.llama_impls)]
-            for block in grid.block_lengths:
-                if gen % block:
-                    continue
-                for steps in grid.steps:
-                    if steps > gen or steps % (gen // block):
-                        continue
-                    llada = RunConfig(
-                        model=_model(grid, "llada"), batch_size=batch, generation_length=gen, steps=steps,
-                        block_length=block, remasking="low_confidence", **common,
-                    )
-                    configs += [llada, *(llada.model_copy(update={"llada_impl": impl}) for impl in grid.llada_impls)]
+            for arch in grid.families:
+                configs += _configs_of(grid, arch, gen, batch, common)
+    return configs
+
+
+def _configs_of(grid: FixtureGrid, entry: str, gen: int, batch: int, common: dict) -> list[RunConfig]:
+    """One model's runs at one generation length and batch: its sampler's grid (and variants)."""
+    model = _model(grid, entry)
+    sampler = family(model.arch).sampler
+    if sampler == "autoregressive":
+        ar = RunConfig(model=model, batch_size=batch, generation_length=gen, **common)
+        return [ar, *(ar.model_copy(update={"llama_impl": impl}) for impl in grid.llama_impls)]
+    if sampler == "dream":
+        return [RunConfig(model=model, batch_size=batch, generation_length=gen, steps=steps,
+                          dream=DreamSampling(alg=alg), **common)
+                for steps in grid.steps if steps <= gen for alg in grid.dream_algs]
+    configs: list[RunConfig] = []
+    for block in grid.block_lengths:
+        if gen % block:
+            continue
+        for steps in grid.steps:
+            if steps > gen or steps % (gen // block):
+                continue
+            llada = RunConfig(model=model, batch_size=batch, generation_length=gen, steps=steps, block_length=block,
+                              remasking="low_confidence", **common)
+            configs += [llada, *(llada.model_copy(update={"llada_impl": impl}) for impl in grid.llada_impls)]
     return configs
 
 
@@ -205,7 +244,7 @@ def _environment(grid: FixtureGrid, kind: HardwareKind) -> Environment:
 def _provenance(grid: FixtureGrid, arch: str) -> ModelProvenance | None:
     if not grid.unlearned_llada:
         return None
-    learned = arch == "llama"
+    learned = _is_ar(arch)
     return ModelProvenance(
         trained_by="llada-bench train", arch=arch, parameters=5_510_000, steps=1600, tokens_seen=1_230_000,
         wall_s=1800.0, heldout_loss_nats=4.8 if learned else 6.5,
@@ -220,7 +259,7 @@ def _per_token_llada_bytes(grid: FixtureGrid) -> int:
 def _peak_bytes(grid: FixtureGrid, config: RunConfig) -> int:
     weights = 16 * GIB
     tokens = config.batch_size * config.sequence_length
-    if config.model.arch == "llama":
+    if _is_ar(config.model.arch):
         return weights + tokens * 131072 + tokens * (2 << 20)
     return weights + tokens * _per_token_llada_bytes(grid)
 
@@ -232,14 +271,15 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
         "started_at": "2025-01-01T00:00:00Z", "finished_at": "2025-01-01T00:01:00Z",
         "environment": _environment(grid, kind), "model_load_s": 1.5,
         "model_provenance": _provenance(grid, config.model.arch),
-        "model_shape": config.model.shape() or preset_shape(config.model.arch, "8b"),
+        "model_shape": config.model.shape() or family(config.model.arch).full_shape,
     }
     gpu = kind.device != "cpu"
     peak = _peak_bytes(grid, config)
     if peak > kind.capacity_bytes:
         memory = Memory(device="cuda", weights_bytes=16 * GIB, at_failure_allocated_bytes=kind.capacity_bytes - GIB)
         return RunResult(status=RunStatus.OOM, error="CUDA out of memory. Tried to allocate 2.00 GiB", memory=memory, **base)
-    samples = _samples(kind, config, rng, timer="cuda_event" if gpu else "perf_counter", reps=grid.repetitions)
+    samples = _samples(_speed(grid, kind, config.model.name), config, rng, timer="cuda_event" if gpu else "perf_counter",
+                       reps=grid.repetitions)
     if gpu:
         memory = Memory(device="cuda", weights_bytes=16 * GIB, peak_allocated_bytes=int(peak * 0.93),
                         peak_reserved_bytes=peak)
@@ -253,7 +293,7 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
         Generation(prompt_id=p, token_ids=[1, 2, 3], text="a b c", useful_tokens=config.generation_length - p % 3)
         for p in config.prompt_ids
     ]
-    nfe = config.steps if config.model.arch == "llada" else config.generation_length
+    nfe = config.generation_length if _is_ar(config.model.arch) else config.steps
     return RunResult(status=RunStatus.OK, samples=samples, memory=memory, nfe=nfe, generations=generations,
                      quality=quality, quality_note=note, cache_bytes=_cache_bytes(config),
                      preparation_s=12.0 if config.llama_impl is not None else None, **base)
@@ -293,19 +333,20 @@ def _noise(rng: np.random.Generator, size: int | tuple[int, ...]) -> np.ndarray:
     return np.exp(rng.normal(0.0, 0.03, size=size))
 
 
-def _samples(kind: HardwareKind, config: RunConfig, rng: np.random.Generator, *, timer: str, reps: int) -> Samples:
+def _samples(speed: float, config: RunConfig, rng: np.random.Generator, *, timer: str, reps: int) -> Samples:
+    """Latency samples under the cost laws; `speed` multiplies every time (the device's and the family's)."""
     b, p, g = config.batch_size, config.prompt_length, config.generation_length
     factor = _variant_factor(config)
-    if config.model.arch == "llama":
-        ttft = (0.02 + 2e-5 * b * p) * kind.speed * _noise(rng, reps)
+    if _is_ar(config.model.arch):
+        ttft = (0.02 + 2e-5 * b * p) * speed * _noise(rng, reps)
         itl = np.array([
-            [(0.022 + 3e-4 * b + 4e-7 * b * (p + i)) * kind.speed * factor for i in range(1, g)] for _ in range(reps)
+            [(0.022 + 3e-4 * b + 4e-7 * b * (p + i)) * speed * factor for i in range(1, g)] for _ in range(reps)
         ]) * _noise(rng, (reps, g - 1))
         latency = ttft + itl.sum(axis=1)
         return Samples(timer=timer, warmup_latency_s=[float(latency[0]) * 1.3] * 2, latency_e2e_s=latency.tolist(),
                        batch_index=list(range(reps)), ttft_s=ttft.tolist(), itl_s=itl.tolist())
     steps = config.steps or 1
-    step_time = (0.03 + 8e-5 * b * config.sequence_length) * kind.speed
+    step_time = (0.03 + 8e-5 * b * config.sequence_length) * speed
     if config.llada_impl is None:
         step = step_time * _noise(rng, (reps, steps))
         per_step_tokens = [b * g // steps] * steps
@@ -332,7 +373,7 @@ def _quality(config: RunConfig, rng: np.random.Generator) -> list[QualityRecord]
     # A confidence rule costs quality: BERTScore F1 0.04 lower, perplexity 10% higher (before the noise).
     parallel = config.llada_impl is not None and config.llada_impl.parallel
     for prompt in config.prompt_ids:
-        if config.model.arch == "llama":
+        if _is_ar(config.model.arch):
             f1, ppl = 0.85, 8.0
         else:
             block_bonus = 0.01 * (64 - (config.block_length or 64)) / 32
@@ -352,7 +393,7 @@ def _failures(grid: FixtureGrid, kind: HardwareKind) -> list[RunResult]:
     out = []
     for status, batch in ((RunStatus.ERROR, 2), (RunStatus.CRASHED, 3)):
         config = RunConfig(
-            model=_model(grid, "llama"), batch_size=batch, prompt_length=grid.prompt_length,
+            model=_model(grid, grid.families[0]), batch_size=batch, prompt_length=grid.prompt_length,
             generation_length=grid.generation_lengths[0], controls=_controls(grid, kind),
             prompts=Prompts(count=grid.prompts), prompt_ids=list(range(grid.prompts)), quality=_quality_spec(grid),
         )
@@ -378,10 +419,11 @@ def _impl_axis(impls: tuple[LladaImpl, ...] | tuple[LlamaImpl, ...]) -> dict:
 def _spec_dict(grid: FixtureGrid) -> dict:
     source = {"synthetic": grid.synthetic} if grid.synthetic else None
     models = []
-    for arch in ("llama", "llada"):
-        model = _model(grid, arch)
-        models.append({"name": model.name, "arch": arch,
+    for entry in grid.families:
+        model = _model(grid, entry)
+        models.append({"name": model.name, "arch": model.arch,
                        "source": dict(source) if source else {"checkpoint": model.source.checkpoint}})  # type: ignore[union-attr]
+    samplers = {family(_model(grid, entry).arch).sampler for entry in grid.families}
     return {
         "name": grid.name,
         "description": "generated by tests/report_fixtures.py",
@@ -389,13 +431,14 @@ def _spec_dict(grid: FixtureGrid) -> dict:
         "grid": {
             "batch_sizes": list(grid.batch_sizes), "prompt_lengths": [grid.prompt_length],
             "generation_lengths": list(grid.generation_lengths),
-            "llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths),
-                      **_impl_axis(grid.llada_impls)},
+            **({"llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths),
+                          **_impl_axis(grid.llada_impls)}} if "llada" in samplers else {}),
+            **({"dream": {"steps": list(grid.steps), "algs": list(grid.dream_algs)}} if "dream" in samplers else {}),
             **({"llama": _impl_axis(grid.llama_impls)} if grid.llama_impls else {}),
         },
         "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,
                      "repetitions": grid.repetitions},
         "prompts": {"dataset": "specs/data/prompts.txt", "count": grid.prompts},
         "quality": {"bertscore": {"model": "packaged-minilm", "num_layers": 6},
-                    "perplexity": {"evaluator": _model(grid, "llama").name}},
+                    "perplexity": {"evaluator": _evaluator(grid).name}},
     }

@@ -15,14 +15,28 @@ import polars as pl
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
+from report.pairs import AUTOREGRESSIVE, is_dllm, paradigm_of
+from specs.registry import FAMILIES
+
 PLOT_DATA_ATTR = "_llada_bench_data"
 
-ARCH_LABEL = {"llama": "LLaMA", "llada": "LLaDA"}
-ARCH_COLOR = {"llama": "#1f5fa8", "llada": "#c8511c"}
-ARCH_MARKER = {"llama": "s", "llada": "o"}
-# LLaDA's knobs that may vary between series; a label names only those that do.
-LLADA_AXES = ("steps", "block_length", "remasking", "cfg_scale")
-AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "cfg_scale": "cfg"}
+# Each paradigm's colour and marker; a family takes its paradigm's (LLaMA and Qwen2.5 blue squares, LLaDA and
+# Dream orange circles) and is told apart by its name in the legend.
+PARADIGM_COLOR = {"autoregressive": "#1f5fa8", "diffusion": "#c8511c"}
+PARADIGM_MARKER = {"autoregressive": "s", "diffusion": "o"}
+AR_COLOR, DLLM_COLOR = PARADIGM_COLOR["autoregressive"], PARADIGM_COLOR["diffusion"]
+AR_MARKER, DLLM_MARKER = PARADIGM_MARKER["autoregressive"], PARADIGM_MARKER["diffusion"]
+ARCH_LABEL = {name: f.title for name, f in FAMILIES.items()}
+ARCH_COLOR = {name: PARADIGM_COLOR[f.paradigm] for name, f in FAMILIES.items()}
+ARCH_MARKER = {name: PARADIGM_MARKER[f.paradigm] for name, f in FAMILIES.items()}
+# A diffusion model's knobs that may vary between series; a label names only those that do.
+LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
+AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
+
+
+def is_autoregressive(arch: str | None) -> bool:
+    """Whether a series' arch is of the autoregressive paradigm (None: no arch, not autoregressive)."""
+    return arch is not None and paradigm_of(arch) == AUTOREGRESSIVE
 
 
 # Implementation variants (report.variants): vanilla keeps its arch's colour, each variant one of these, by name.
@@ -295,10 +309,10 @@ def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
 
 
 def llada_settings(df: pl.DataFrame) -> list[tuple[str, str, int | None, pl.DataFrame]]:
-    """(label, model, steps, rows) of each LLaDA setting in df: per model, each of its step counts crossed with
-    the other LLaDA knobs that vary for it (`LLADA_AXES`), sorted; labelled by `llada_label`."""
+    """(label, model, steps, rows) of each diffusion setting in df: per model, each of its step counts crossed
+    with the other knobs that vary for it (`LLADA_AXES`), sorted; labelled by `llada_label`."""
     out = []
-    llada = df.filter(pl.col("arch") == "llada")
+    llada = df.filter(is_dllm())
     for model in sorted(llada["model"].unique().to_list()):
         rows = llada.filter(pl.col("model") == model)
         axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]

@@ -1,5 +1,5 @@
-"""Figure 15: joules per generated token against batch size, one line per model, implementation and LLaDA step
-count, one panel per length pair; points whose energy is scaled from the timed steps drawn hollow."""
+"""Figure 15: joules per generated token against batch size, one line per model, implementation and diffusion
+setting, one panel per length pair; points whose energy is scaled from the timed steps drawn hollow."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    ARCH_COLOR,
+    AR_COLOR,
+    AR_MARKER,
     ARCH_LABEL,
+    DLLM_MARKER,
     FigureSkipped,
     Series,
     impl_styles,
@@ -16,25 +18,28 @@ from report.figures.common import (
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
+    is_autoregressive,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels
+from report.pairs import is_ar
+from report.table import with_dream_alg
 
 EXTRAPOLATED_MARK = "extrapolated"
-LINE_KEYS = ("arch", "model", "impl", "steps", "block_length")
+LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "dream_alg")
 
 
 def energy_per_token(df: pl.DataFrame) -> Figure:
     """Joules per generated token (log) against batch size (log2). `df`: this hardware's rows of the flat table,
-    every implementation, one row per grid point (report.table.full_where_measured). LLaMA's vanilla line is its
-    arch's blue and LLaDA's vanilla lines warm by step count; each variant keeps its own colour and marker
+    every implementation, one row per grid point (report.table.full_where_measured). An AR model's vanilla line
+    is its paradigm's blue and a diffusion model's vanilla lines warm by step count; each variant keeps its own colour and marker
     (report.figures.common.impl_styles). A point whose joules per token are scaled from its timed steps is hollow
     and marked in the plotted data."""
     frame = Frame.of("energy_per_token", df)
     rows = df.filter((pl.col("status") == "ok") & pl.col("joules_per_token").is_not_null())
     if not rows.height:
         raise FigureSkipped("no run recorded energy (no NVML or readable RAPL counter on the machine)")
-    rows = rows.with_columns(pl.col("impl").fill_null("vanilla"))
+    rows = with_dream_alg(rows.with_columns(pl.col("impl").fill_null("vanilla")))
     styles = impl_styles(rows["impl"].to_list())
     step_color = steps_colors(rows.filter(pl.col("steps").is_not_null())["steps"].unique().to_list() or [0])
     blocks = rows.filter(pl.col("block_length").is_not_null())["block_length"].n_unique()
@@ -43,13 +48,14 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     for ax, at in zip(axes, lengths):
         sub = at.of(rows)
         series = []
-        order = [pl.col("arch") != "llama", "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length"]
+        order = [~is_ar(), "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length", "dream_alg"]
         for key in sub.select(LINE_KEYS).unique().sort(order, nulls_last=True).iter_rows(named=True):
             points = matching(sub, key).sort("batch_size")
             label = _label(key, blocks > 1)
             variant_color, marker = styles[key["impl"]]
-            color = variant_color or (step_color[key["steps"]] if key["arch"] == "llada" else ARCH_COLOR["llama"])
-            marker = marker or ("s" if key["arch"] == "llama" else "o")
+            autoregressive = is_autoregressive(key["arch"])
+            color = variant_color or (AR_COLOR if autoregressive else step_color[key["steps"]])
+            marker = marker or (AR_MARKER if autoregressive else DLLM_MARKER)
             marks = tuple(EXTRAPOLATED_MARK if e else "" for e in points["energy_extrapolated"].fill_null(False))
             s = Series(label, "line", tuple_of(points["batch_size"]), tuple_of(points["joules_per_token"]),
                        arch=key["arch"], model=key["model"], markers=marks)
@@ -79,5 +85,6 @@ def _label(key: dict, show_block: bool) -> str:
     impl = "" if key["impl"] == "vanilla" else f" {key['impl']}"
     if key["steps"] is None:
         return f"{key['model']}{impl} ({arch})"
-    block = f", block {key['block_length']}" if show_block else ""
-    return f"{key['model']}{impl}: {key['steps']} steps{block}"
+    block = f", block {key['block_length']}" if show_block and key["block_length"] is not None else ""
+    alg = f", {key['dream_alg']}" if key.get("dream_alg") else ""
+    return f"{key['model']}{impl}: {key['steps']} steps{block}{alg}"

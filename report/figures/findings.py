@@ -1,6 +1,6 @@
-"""The Findings figure: throughput vs batch size for both models (LLaDA one curve per step count), the
-roofline's predicted curves overlaid, and B* (where LLaMA overtakes LLaDA) marked, one panel per generation
-length; readable without the rest of the report."""
+"""The Findings figure: throughput vs batch size for both paradigms (a diffusion model one curve per step count
+and alg), the roofline's predicted curves overlaid, and B* (where the AR model overtakes the diffusion model)
+marked, one panel per generation length; readable without the rest of the report."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    ARCH_COLOR,
+    AR_COLOR,
+    AR_MARKER,
+    DLLM_MARKER,
     FigureSkipped,
     Series,
     at_primary_block,
@@ -16,19 +18,23 @@ from report.figures.common import (
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
+    is_autoregressive,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels
-from report.table import unlearned_warnings
+from report.pairs import is_ar, table_sides
+from report.table import unlearned_warnings, with_dream_alg
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
-    """Median tokens/s (log) against batch size (log2): LLaMA one line, LLaDA one line per step count (IQR error
-    bars), the faithful roofline's throughput on this device dashed in the same colours (`predicted`:
-    report.findings.predicted_throughput), and each step count's measured B* marked where LLaMA's line overtakes
-    it (`crossovers`: report.findings.crossover_table)."""
+    """Median tokens/s (log) against batch size (log2): each AR model one line, each diffusion model one line per
+    step count and alg (IQR error bars), the faithful roofline's throughput on this device dashed in the same
+    colours (`predicted`: report.findings.predicted_throughput), and each step count's measured B* marked where the
+    AR line overtakes it (`crossovers`: report.findings.crossover_table)."""
     frame = Frame.of("findings_throughput", df, vanilla=True)
-    df, hardware = frame.runs, frame.hardware
+    df, hardware = with_dream_alg(frame.runs), frame.hardware
+    sides = table_sides(df)
+    predicted, crossovers = with_dream_alg(predicted), with_dream_alg(crossovers)
     runs, block_note = at_primary_block(df.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     if not runs.height or runs["arch"].n_unique() < 2:
         raise FigureSkipped("no successful runs of both models")
@@ -40,18 +46,22 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         sub = at.of(runs)
         pred = at.of(predicted.filter(pl.col("hardware") == hardware))
         series = []
-        ordered = sub.with_columns((pl.col("arch") != "llama").alias("_later")).sort("_later", "model", "steps")
-        for (arch, model, steps), rows in ordered.group_by(["arch", "model", "steps"], maintain_order=True):
+        ordered = sub.with_columns((~is_ar()).alias("_later")).sort("_later", "model", "steps", "dream_alg")
+        for (arch, model, steps, alg), rows in ordered.group_by(["arch", "model", "steps", "dream_alg"],
+                                                                maintain_order=True):
             rows = rows.sort("batch_size")
             label = model if steps is None else f"{model}: {steps} step{'' if steps == 1 else 's'}"
-            color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
+            label += f", {alg}" if alg else ""
+            autoregressive = is_autoregressive(arch)
+            color = AR_COLOR if autoregressive else colors[steps]
             s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
                        tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
             series.append(s)
-            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker="s" if arch == "llama" else "o",
-                        markersize=4, linewidth=2.0 if arch == "llama" else 1.4, capsize=2, label=label, zorder=3)
-            line = pred.filter((pl.col("model") == model) & (pl.col("steps").is_null() if steps is None
-                                                             else pl.col("steps") == steps)).sort("batch_size")
+            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker=AR_MARKER if autoregressive else DLLM_MARKER,
+                        markersize=4, linewidth=2.0 if autoregressive else 1.4, capsize=2, label=label, zorder=3)
+            line = pred.filter((pl.col("model") == model) & pl.col("dream_alg").eq_missing(alg)
+                               & (pl.col("steps").is_null() if steps is None
+                                  else pl.col("steps") == steps)).sort("batch_size")
             if line.height:
                 profile = line["profile"][0]
                 p = Series(f"{label} (roofline)", "line", tuple_of(line["batch_size"]),
@@ -60,7 +70,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
                 ax.plot(p.x, p.y, color=color, linestyle="--", linewidth=1.0, alpha=0.8, zorder=2)
         blocks = sub["block_length"].drop_nulls().unique().to_list()
         cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
-                                         & pl.col("block_length").is_in(blocks))
+                                         & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
         for row in cross.iter_rows(named=True):
             y = row["b_star_tokens_per_s"]
             mark = Series(f"B* at {row['steps']} steps = {row['b_star']:.3g}", "vline", (row["b_star"],), (y,))
@@ -75,11 +85,12 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     ax0 = axes[0]
     if profile:
         ax0.plot([], [], color="#555555", linestyle="--", label="roofline prediction (same colour)")
-    ax0.scatter([], [], marker="X", color="#999999", edgecolors="black", label="B*: LLaMA overtakes LLaDA")
+    ax0.scatter([], [], marker="X", color="#999999", edgecolors="black",
+                label=f"B*: {sides.ar} overtakes {sides.dllm}")
     notes = (
         "Solid: measured median tokens/s (B x N_out / L_e2e) with IQR error bars over repetitions. Dashed: the "
         "faithful roofline's prediction" + (f" on {profile}" if profile else " (no profile for this device)")
-        + ". X: B*, the batch from which LLaMA stays ahead of LLaDA at that step count, interpolated in log B "
+        + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, interpolated in log B "
         "between measured batch sizes.",
     ) + ((block_note,) if block_note else ())
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))

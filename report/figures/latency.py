@@ -1,4 +1,4 @@
-"""Figures 5 and 7: end-to-end latency vs generation length; LLaDA step time and LLaMA ITL vs length."""
+"""Figures 5 and 7: end-to-end latency vs generation length; diffusion step time and AR ITL vs length."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ from matplotlib.figure import Figure
 
 from report.analysis import itl_by_context, step_time_by_length
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_LABEL,
+    AR_COLOR,
     ARCH_MARKER,
     FigureSkipped,
     Series,
@@ -24,6 +23,7 @@ from report.figures.common import (
     value_axis,
 )
 from report.figures.frame import Frame
+from report.pairs import is_ar, table_sides
 
 IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 
@@ -31,8 +31,8 @@ IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     """Figure 5: median end-to-end latency vs N_out, one panel per batch size.
 
-    LLaMA's latency is drawn whole and split into its prefill (TTFT) and its decode passes; LLaDA has one line
-    per step count (and per other LLaDA knob that varies). When the grid fixes the prompt by the generation
+    An AR model's latency is drawn whole and split into its prefill (TTFT) and its decode passes; a diffusion model
+    has one line per step count (and per other knob of its that varies). When the grid fixes the prompt by the generation
     length (a prompt fraction), each line runs over the (prompt, N_out) pairs; when it crosses several prompt
     lengths with each N_out, each prompt length gets its own line."""
     frame = Frame.of("latency_vs_generation_length", df, vanilla=True)
@@ -49,7 +49,7 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
         sub = runs.filter(pl.col("batch_size") == batch)
         series = _latency_series(sub, crossed)
         for s, steps in series:
-            draw_series(ax, s, colors.get(steps, ARCH_COLOR["llama"]))
+            draw_series(ax, s, colors.get(steps, AR_COLOR))
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
         yscale = value_axis(ax, [y for s, _ in series for y in s.y])
         frame.panel(ax, f"batch {batch}", "generation length N_out (tokens)", "latency (s)", "log2", yscale,
@@ -62,48 +62,51 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
 
 
 def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Series, int | None]]:
-    """LLaMA's three lines per model, then one LLaDA line per setting; each with its step count (colour). With
+    """Each AR model's three lines, then one line per diffusion setting; each with its step count (colour). With
     `crossed`, every line is also split by prompt length."""
     series: list[tuple[Series, int | None]] = []
     prompts = sorted(sub["prompt_length"].unique().to_list()) if crossed else [None]
     for prompt in prompts:
         part_of = sub if prompt is None else sub.filter(pl.col("prompt_length") == prompt)
         suffix = "" if prompt is None else f", prompt {prompt}"
-        for model in sorted(part_of.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
+        for model, arch in sorted(part_of.filter(is_ar()).select("model", "arch").unique().iter_rows()):
             rows = part_of.filter(pl.col("model") == model).sort("generation_length")
             x = tuple_of(rows["generation_length"])
             for part, column in (("end-to-end", "latency_e2e_s"), ("TTFT (prefill)", "ttft_s"), ("decode", "decode_s")):
                 series.append((Series(
                     f"{model}{suffix}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
-                    tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch="llama", model=model,
+                    tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch=arch, model=model,
                 ), None))
         for label, model, steps, line in llada_settings(part_of):
             line = line.sort("generation_length")
             series.append((Series(
                 label + suffix, "line", tuple_of(line["generation_length"]), tuple_of(line["latency_e2e_s_median"]),
-                tuple_of(line["latency_e2e_s_p25"]), tuple_of(line["latency_e2e_s_p75"]), arch="llada", model=model,
+                tuple_of(line["latency_e2e_s_p25"]), tuple_of(line["latency_e2e_s_p75"]), arch=line["arch"][0],
+                model=model,
             ), steps))
     return series
 
 
 def draw_series(ax, s: Series, color) -> None:
-    """A line with IQR error bars; LLaMA's TTFT dotted and its decode dashed."""
+    """A line with IQR error bars; an AR model's TTFT dotted and its decode dashed."""
     style = {"TTFT (prefill)": ":", "decode": "--"}
     linestyle = next((v for k, v in style.items() if s.label.endswith(k)), "-")
     yerr = error_bars(s) if s.y_low is not None and s.y_high is not None else None
     ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, linestyle=linestyle,
-                marker=ARCH_MARKER.get(s.arch or "llama", "o"), markersize=4, capsize=2, linewidth=1.4)
+                marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=4, capsize=2, linewidth=1.4)
 
 
 def step_time_vs_length(df: pl.DataFrame) -> Figure:
-    """Figure 7: LLaDA time per diffusion step vs sequence length (left) and LLaMA inter-token latency vs the
-    context each decode pass attends (right), one line per batch size."""
+    """Figure 7: diffusion time per step vs sequence length (left) and AR inter-token latency vs the context each
+    decode pass attends (right), one line per batch size."""
     frame = Frame.of("step_time_vs_length", df, vanilla=True)
     runs = ok_runs(frame.runs)
+    sides = table_sides(frame.runs)
+    arch_of = dict(runs.select("model", "arch").unique().iter_rows())
     steps = step_time_by_length(runs)
     itl = itl_by_context(runs)
     if not steps.height and not itl.height:
-        raise FigureSkipped("no LLaDA step timings and no LLaMA decode timings")
+        raise FigureSkipped(f"no {sides.dllm} step timings and no {sides.ar} decode timings")
     batches = sorted(set(steps["batch_size"].to_list()) | set(itl["batch_size"].to_list()))
     colors = sequential_colors(batches)
     left, right = frame.draw(2, panel_size=(5.4, 4.0))
@@ -111,25 +114,25 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
     for (model, batch), rows in steps.group_by(["model", "batch_size"], maintain_order=True):
         rows = rows.sort("sequence_length")
         s = Series(f"{model}, batch {batch}", "line", tuple_of(rows["sequence_length"]), tuple_of(rows["step_s_median"]),
-                   tuple_of(rows["step_s_p25"]), tuple_of(rows["step_s_p75"]), arch="llada", model=model)
+                   tuple_of(rows["step_s_p25"]), tuple_of(rows["step_s_p75"]), arch=arch_of.get(model), model=model)
         step_series.append(s)
         draw_series(left, s, colors[batch])
-    _side(frame, left, step_series, "no LLaDA runs", steps["sequence_length"].unique().to_list(),
-          f"{ARCH_LABEL['llada']}: time per diffusion step", "sequence length P + N_out (tokens)", "time per step (s)")
+    _side(frame, left, step_series, f"no {sides.dllm} runs", steps["sequence_length"].unique().to_list(),
+          f"{sides.dllm}: time per diffusion step", "sequence length P + N_out (tokens)", "time per step (s)")
 
     itl_series = []
     for (model, batch, prompt), rows in itl.group_by(["model", "batch_size", "prompt_length"], maintain_order=True):
         label = f"{model}, batch {batch}" + (f", prompt {prompt}" if itl["prompt_length"].n_unique() > 1 else "")
-        s = Series(label, "line", tuple_of(rows["context_length"]), tuple_of(rows["itl_s_median"]), arch="llama",
-                   model=model)
+        s = Series(label, "line", tuple_of(rows["context_length"]), tuple_of(rows["itl_s_median"]),
+                   arch=arch_of.get(model), model=model)
         itl_series.append(s)
         right.plot(s.x, s.y, color=colors[batch], label=label, linewidth=1.2)
-    _side(frame, right, itl_series, "no LLaMA decode timings", None, f"{ARCH_LABEL['llama']}: inter-token latency",
+    _side(frame, right, itl_series, f"no {sides.ar} decode timings", None, f"{sides.ar}: inter-token latency",
           "context length attended (tokens)", "inter-token latency (s)")
     notes = (
         (
-            "LLaDA: median over repetitions of each run's mean step time, then over runs sharing batch and length; "
-            "bars: IQR. LLaMA: each decode pass of the longest run per batch, median over repetitions."
+            f"{sides.dllm}: median over repetitions of each run's mean step time, then over runs sharing batch and "
+            f"length; bars: IQR. {sides.ar}: each decode pass of the longest run per batch, median over repetitions."
         ),
     )
     return frame.finish("Per-step cost vs length", notes, runs, legend=False)

@@ -11,6 +11,7 @@ from matplotlib.patches import Rectangle
 
 from report.analysis import memory_grid
 from report.figures.common import ARCH_LABEL, Cell, FigureSkipped
+from report.pairs import is_ar
 from report.figures.frame import Frame
 
 GIB, MIB = float(1 << 30), float(1 << 20)
@@ -40,7 +41,9 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     cmap = colormaps["viridis"]
     seqs = sorted(grid["sequence_length"].unique().to_list())
     batches = sorted(grid["batch_size"].unique().to_list())
-    models = grid.select("arch", "model").unique().sort(["arch", "model"], descending=[True, False]).rows()
+    # Autoregressive models first, as the flat table orders them.
+    models = grid.select("arch", "model").unique().sort([~is_ar(), "arch", "model"],
+                                                       descending=[False, True, False]).rows()
     axes = frame.draw(len(models), panel_size=(1.6 + 1.0 * len(batches), max(3.6, 1.4 + 0.7 * len(seqs))))
     label = f"{KIND_LABEL.get(kind, kind)} ({unit})"
     for ax, (arch, model) in zip(axes, models):

@@ -1,5 +1,6 @@
 """Figures 1, 2 and 6: the latency-quality Pareto frontier, quality vs diffusion steps with parity, and the
-LLaDA block-length ablation."""
+block-length ablation of a blockwise diffusion model (LLaDA). Each paradigm is drawn its own way: an AR model a
+point or a level, a diffusion model a curve over its steps."""
 
 from __future__ import annotations
 
@@ -8,14 +9,18 @@ from matplotlib.figure import Figure
 
 from report.analysis import pareto_front
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_MARKER,
+    AR_COLOR,
+    AR_MARKER,
+    ARCH_LABEL,
+    DLLM_COLOR,
+    DLLM_MARKER,
     LLADA_AXES,
     FigureSkipped,
     Series,
     at_primary_block,
     empty_panel,
     error_bars,
+    is_autoregressive,
     llada_label,
     ok_runs,
     plain_log_axis,
@@ -27,7 +32,8 @@ from report.figures.common import (
     varying,
 )
 from report.figures.frame import Frame, length_panels
-from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings
+from report.pairs import is_ar, is_dllm, table_sides
+from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, with_dream_alg
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -56,7 +62,7 @@ def _warnings(df: pl.DataFrame) -> tuple[str, ...]:
 
 
 def step_marks(rows: pl.DataFrame) -> tuple[str, ...]:
-    """Each row's step count as its point's text mark (none for LLaMA)."""
+    """Each row's step count as its point's text mark (none for an AR model)."""
     return tuple("" if k is None else str(k) for k in rows["steps"].to_list())
 
 
@@ -66,9 +72,9 @@ VARIANT_QUALITY = ("quality", "quality_low", "quality_high")
 
 def quality_series(label: str, arch: str, model: str, rows: pl.DataFrame, x: str, value: str = "value",
                    low: str = "interval_low", high: str = "interval_high") -> Series:
-    """Quality (`value`, bounded by `low` and `high`) against column `x` of rows: LLaDA a line over its steps,
-    LLaMA points, each point marked with its step count."""
-    return Series(label, "line" if arch == "llada" else "points", tuple_of(rows[x]), tuple_of(rows[value]),
+    """Quality (`value`, bounded by `low` and `high`) against column `x` of rows: a diffusion model a line over its
+    steps, an AR model points, each point marked with its step count."""
+    return Series(label, "points" if is_autoregressive(arch) else "line", tuple_of(rows[x]), tuple_of(rows[value]),
                   tuple_of(rows[low]), tuple_of(rows[high]), arch=arch, model=model, markers=step_marks(rows))
 
 
@@ -76,10 +82,11 @@ def quality_series(label: str, arch: str, model: str, rows: pl.DataFrame, x: str
 
 
 def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str) -> Figure:
-    """Median end-to-end latency (x, log) vs quality (y): LLaMA a point per batch size, LLaDA a curve over
-    diffusion steps per batch size, and the Pareto frontier of all of them; one panel per generation length."""
+    """Median end-to-end latency (x, log) vs quality (y): an AR model a point per batch size, a diffusion model a
+    curve over its steps per batch size, and the Pareto frontier of all of them; one panel per generation length."""
     frame = Frame.of(f"pareto_frontier_{metric}", df, vanilla=True)
     df = frame.runs
+    sides = table_sides(df)
     quality = quality_by_run.filter(pl.col("metric") == metric).select(
         "run_id", pl.col("value").alias("quality"), pl.col("interval_low").alias("quality_low"),
         pl.col("interval_high").alias("quality_high"),
@@ -99,7 +106,8 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
         plain_log_axis(ax, "x")
         frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log", "linear",
                     (*(s for s, _, _ in series), frontier))
-    notes = (CI_NOTE + " LLaDA points are labelled with their step count; circled points are on the frontier.",)
+    notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; circled points are on the "
+             "frontier.",)
     return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier",
                         notes + _quality_notes(df), points, warnings=_warnings(df))
 
@@ -116,12 +124,12 @@ def draw_frontier(ax, points: pl.DataFrame, x: str, higher_is_better: bool) -> S
 
 
 def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
-    """(series, batch size for its colour, index of its line style) for each LLaMA point set and LLaDA curve."""
+    """(series, batch size for its colour, index of its line style) for each AR point set and diffusion curve."""
     out: list[tuple[Series, int, int]] = []
-    llama = sub.filter(pl.col("arch") == "llama").sort(["model", "batch_size"])
-    for (model, batch), rows in llama.group_by(["model", "batch_size"], maintain_order=True):
-        out.append((_quality_points(f"{model}, batch {batch}", "points", "llama", model, rows), batch, 0))
-    llada = sub.filter(pl.col("arch") == "llada")
+    llama = sub.filter(is_ar()).sort(["model", "batch_size"])
+    for (model, batch, arch), rows in llama.group_by(["model", "batch_size", "arch"], maintain_order=True):
+        out.append((_quality_points(f"{model}, batch {batch}", "points", arch, model, rows), batch, 0))
+    llada = with_dream_alg(sub.filter(is_dllm()))
     extra = [a for a in varying(llada, LLADA_AXES) if a != "steps"]
     styles = {k: i for i, k in enumerate(llada.select(extra).unique().sort(extra).rows())} if extra else {}
     for key in llada.select("model", "batch_size", *extra).unique().sort(["model", "batch_size", *extra]).iter_rows(named=True):
@@ -129,7 +137,7 @@ def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
         label = llada_label(key["model"], key, extra).replace(f"{key['model']}: ", f"{key['model']}, ")
         label = f"{key['model']}, batch {key['batch_size']}" + (label[len(key["model"]):] if extra else "")
         style = styles.get(tuple(key[a] for a in extra), 0)
-        out.append((_quality_points(label + " (over steps)", "line", "llada", key["model"], rows,
+        out.append((_quality_points(label + " (over steps)", "line", rows["arch"][0], key["model"], rows,
                                     marks=[str(s) for s in rows["steps"].to_list()]), key["batch_size"], style))
     return out
 
@@ -146,10 +154,10 @@ LINESTYLES = ("-", "--", ":", "-.")
 def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
     yerr = error_bars(s)
     if s.kind == "points":
-        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER["llama"], markersize=8,
+        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=AR_MARKER, markersize=8,
                     markeredgecolor="black", linestyle="none", capsize=2, zorder=3)
         return
-    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER["llada"], markersize=5,
+    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=DLLM_MARKER, markersize=5,
                 linestyle=linestyle, linewidth=1.3, capsize=2, zorder=2)
     for x, y, mark in zip(s.x, s.y, s.markers):
         ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=7, color="#333333")
@@ -160,55 +168,56 @@ def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
 
 def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str,
                      parity: pl.DataFrame | None = None) -> Figure:
-    """LLaDA quality vs diffusion steps (x, log2) with its interval, one line per block length; LLaMA's greedy
-    level as a line with its band (its sampled level dotted, where measured); S_parity against the metric's
-    headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
+    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block length or alg; each AR
+    model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
+    metric's headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
     frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
     df, hardware = frame.runs, frame.hardware
-    setting = quality_by_setting.filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
-    llada = setting.filter((pl.col("arch") == "llada") & (pl.col("continuation") == "generated"))
+    sides = table_sides(df)
+    setting = with_dream_alg(quality_by_setting).filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
+    llada = setting.filter(is_dllm() & (pl.col("continuation") == "generated"))
     if not llada.height:
-        raise FigureSkipped(f"no LLaDA run has a {METRIC_LABEL.get(metric, metric)} value")
+        raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
     block_colors = sequential_colors(llada["block_length"].to_list(), "YlOrRd", 0.45, 0.95)
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
-        sub_llada = sub.filter((pl.col("arch") == "llada") & (pl.col("continuation") == "generated"))
+        sub_llada = sub.filter(is_dllm() & (pl.col("continuation") == "generated"))
         extra = [a for a in varying(sub_llada, LLADA_AXES) if a != "steps"]
         for key in sub_llada.select("model", *extra).unique().sort(["model", *extra]).iter_rows(named=True):
             rows = sub_llada.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("steps")
             s = Series(llada_label(key["model"], key, extra), "line", tuple_of(rows["steps"]),
                        tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
-                       arch="llada", model=key["model"])
+                       arch=rows["arch"][0], model=key["model"])
             series.append(s)
-            _draw_quality_series(ax, s, block_colors.get(rows["block_length"][0], ARCH_COLOR["llada"]))
+            _draw_quality_series(ax, s, block_colors.get(rows["block_length"][0], DLLM_COLOR))
         multi_block = sub_llada["block_length"].n_unique() > 1
         series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
                                block_colors if multi_block else None, max(sub_llada["steps"].to_list()))
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
         frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", "linear", series)
-    notes = (CI_NOTE + " Each setting at its smallest batch size. S_parity: the fewest steps from which LLaDA "
+    notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
              "matches the reference at every larger step, against the metric's headline reference.",)
-    return frame.finish(f"LLaDA quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
+    return frame.finish(f"{sides.dllm} quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
                         notes + _quality_notes(df), df, warnings=_warnings(df))
 
 
 def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
-    """LLaMA's greedy quality as a line with its CI band; its sampled quality (if measured) dotted."""
+    """Each AR model's greedy quality as a line with its CI band; its sampled quality (if measured) dotted."""
     out = []
-    for row in sub.filter(pl.col("arch") == "llama").sort("model", "continuation").iter_rows(named=True):
+    for row in sub.filter(is_ar()).sort("model", "continuation").iter_rows(named=True):
         sampled = row["continuation"] != "generated"
         label = (f"{row['model']} sampled, T = {row['temperature']:g}" if sampled
-                 else f"{row['model']} (LLaMA level)")
+                 else f"{row['model']} ({ARCH_LABEL.get(row['arch'], row['arch'])} level)")
         s = Series(label, "hline", (), (row["value"],), (row["interval_low"],), (row["interval_high"],),
-                   arch="llama", model=row["model"])
+                   arch=row["arch"], model=row["model"])
         out.append(s)
-        ax.axhline(row["value"], color=ARCH_COLOR["llama"], linewidth=1.5, linestyle=":" if sampled else "-",
+        ax.axhline(row["value"], color=AR_COLOR, linewidth=1.5, linestyle=":" if sampled else "-",
                    label=label)
         if not sampled and row["interval_low"] is not None and row["interval_high"] is not None:
-            ax.axhspan(row["interval_low"], row["interval_high"], color=ARCH_COLOR["llama"], alpha=0.15, linewidth=0)
+            ax.axhspan(row["interval_low"], row["interval_high"], color=AR_COLOR, alpha=0.15, linewidth=0)
     return out
 
 
@@ -257,7 +266,9 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     count (fixed steps); one row per generation length that swept two or more block lengths."""
     frame = Frame.of("block_length_ablation", df, vanilla=True)
     df = frame.runs
-    llada = ok_runs(df).filter((pl.col("arch") == "llada") & pl.col("latency_e2e_s_median").is_not_null())
+    # The blockwise diffusion runs: only they have a block length to ablate.
+    llada = ok_runs(df).filter(is_dllm() & pl.col("block_length").is_not_null()
+                               & pl.col("latency_e2e_s_median").is_not_null())
     if not llada.height:
         raise FigureSkipped("no successful LLaDA runs")
     swept = llada.group_by(["model", "prompt_length", "generation_length"]).agg(pl.col("block_length").n_unique().alias("blocks"))
@@ -265,7 +276,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     if not swept.height:
         blocks = ", ".join(str(b) for b in sorted(llada["block_length"].unique().to_list()))
         raise FigureSkipped(f"only one block length per generation length was swept (block length {blocks})")
-    quality = quality_by_setting.filter((pl.col("arch") == "llada") & (pl.col("hardware") == frame.hardware)
+    quality = quality_by_setting.filter(is_dllm() & (pl.col("hardware") == frame.hardware)
                                         & (pl.col("continuation") == "generated"))
     if metric is not None:
         quality = quality.filter(pl.col("metric") == metric)
@@ -307,7 +318,7 @@ def _over_blocks(ax, rows: pl.DataFrame, model: str, colors: dict, value: str, l
     for steps, group in rows.group_by("steps", maintain_order=True):
         lines.append((steps[0], Series(f"{steps[0]} steps", "line", tuple_of(group["block_length"]),
                                        tuple_of(group[value]), tuple_of(group[low]), tuple_of(group[high]),
-                                       arch="llada", model=model)))
+                                       arch=rows["arch"][0] if "arch" in rows.columns else None, model=model)))
     lines.sort(key=lambda pair: pair[0])
     for steps, s in lines:
         ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[steps], marker="o", markersize=4, capsize=2,
@@ -321,16 +332,17 @@ def _over_blocks(ax, rows: pl.DataFrame, model: str, colors: dict, value: str, l
 
 def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metrics: list[str]) -> Figure:
     """Quality (y) against tokens per forward pass (x, log2): N_out over the model forward passes per sequence.
-    LLaMA sits at 1 (one token per forward), LLaDA at N_out / steps (a CFG step counts two forwards). One panel
-    per metric, one line per LLaDA model and generation length; the view the dLLM literature uses to compare
-    samplers independently of the hardware."""
+    An AR model sits at 1 (one token per forward), a diffusion model at N_out / steps (a CFG step counts two
+    forwards). One panel per metric, one line per model and generation length; the view the dLLM literature uses
+    to compare samplers independently of the hardware."""
     frame = Frame.of("quality_vs_tokens_per_forward", df, vanilla=True)
     df = frame.runs
+    sides = table_sides(df)
     setting = quality_by_setting.filter((pl.col("hardware") == frame.hardware)
                                         & (pl.col("continuation") == "generated")
                                         & pl.col("metric").is_in(metrics) & pl.col("tokens_per_forward").is_not_null())
-    if not setting.filter(pl.col("arch") == "llada").height:
-        raise FigureSkipped("no LLaDA run has a quality value")
+    if not setting.filter(is_dllm()).height:
+        raise FigureSkipped(f"no {sides.dllm} run has a quality value")
     setting, block_note = at_primary_block(setting)
     gen_colors = sequential_colors(setting["generation_length"].to_list(), "YlOrRd", 0.45, 0.95)
     for ax, metric in zip(frame.draw(len(metrics), columns=2, panel_size=(5.2, 4.0)), metrics):
@@ -341,12 +353,13 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
             s = quality_series(f"{key['model']}, N_out = {key['generation_length']}", key["arch"], key["model"], rows,
                                "tokens_per_forward")
             series.append(s)
-            color = ARCH_COLOR["llama"] if key["arch"] == "llama" else gen_colors[key["generation_length"]]
+            color = AR_COLOR if is_autoregressive(key["arch"]) else gen_colors[key["generation_length"]]
             _draw_quality_series(ax, s, color)
         values = sorted({x for s in series for x in s.x})
         power_of_two_axis(ax, "x", values)
         frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
                     series)
-    notes = (CI_NOTE + " LLaDA points are labelled with their step count; LLaMA generates one token per forward.",)
+    notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; {sides.ar} generates one token "
+             "per forward.",)
     notes += (block_note,) if block_note else ()
     return frame.finish("Quality vs tokens per forward pass", notes + _quality_notes(df), df, warnings=_warnings(df))

@@ -10,21 +10,26 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
+    AR_MARKER,
     ARCH_COLOR,
     ARCH_LABEL,
+    DLLM_MARKER,
     FigureSkipped,
     Series,
     caption,
     impl_styles,
+    is_autoregressive,
     plain_log_axis,
     tuple_of,
 )
 from report.figures.frame import Frame
 from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
+from specs.registry import ARCHS, family
 
-MEASURED_MARKER = {"llama": "D", "llada": "*"}
-_PHASE_MARKERS = {"llama prefill": "x", "llama decode": "+", "llada step": "o"}
+# A measured run's marker by paradigm: AR a diamond, diffusion a star.
+MEASURED_MARKER = {name: "D" if family(name).paradigm == "autoregressive" else "*" for name in ARCHS}
+_STAGE_MARKERS = {"prefill": "x", "decode": "+", "step": "o"}
 _GROUP_COLORS = {
     "qkv/o proj": "tab:blue",
     "up/gate/down": "tab:green",
@@ -33,7 +38,10 @@ _GROUP_COLORS = {
     "nonlinear": "tab:gray",
     "sampler": "tab:brown",
 }
-_ARCH_STYLE = {"llama": ("LLaMA", "tab:blue", "o"), "llada": ("LLaDA", "tab:red", "s")}
+# The roofline CLI's predicted-latency figure: one colour per family in registry order, a paradigm's marker.
+_FAMILY_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:olive", "tab:cyan")
+_ARCH_STYLE = {name: (family(name).title, _FAMILY_COLORS[i % len(_FAMILY_COLORS)],
+                      "o" if family(name).paradigm == "autoregressive" else "s") for i, name in enumerate(ARCHS)}
 
 
 def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, overridden: bool) -> str:
@@ -77,9 +85,9 @@ def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) ->
         ax.scatter(
             p.arithmetic_intensity,
             p.attainable_flops_per_s,
-            marker=_PHASE_MARKERS[p.phase],
+            marker=_STAGE_MARKERS[p.stage],
             color=_GROUP_COLORS.get(p.group, "black"),
-            facecolors="none" if p.phase == "llada step" else None,
+            facecolors="none" if p.stage == "step" else None,
             label=None if key in seen else f"{p.group} · {p.phase}",
         )
         seen.add(key)
@@ -127,9 +135,9 @@ def roofline_figure(
     operator_setting: str,
     overridden: bool = False,
 ) -> Figure:
-    """The roofs of `profile` with the model's operators and, on top, each successful run as one measured
-    operating point: faithful-model FLOPs over its bytes (x) against those FLOPs over the run's median
-    latency (y)."""
+    """The roofs of `profile` with the model's operators (one pair's: roofline.plotdata.operator_points) and, on
+    top, each successful run as one measured operating point: faithful-model FLOPs over its bytes (x) against those
+    FLOPs over the run's median latency (y)."""
     frame = Frame.of("roofline", df)
     points = predictions.filter(
         (pl.col("fidelity") == "faithful") & (pl.col("hardware") == frame.hardware)
@@ -163,14 +171,24 @@ def roofline_figure(
     ax.legend(fontsize="x-small", loc="lower right", ncols=2)
     frame.panel(ax, f"Roofline of {profile.name} with measured operating points", "arithmetic intensity (FLOP/byte)",
                 "performance (FLOP/s)", "log", "log", series)
+    ar, dllm = _operator_titles(operator_points)
     notes = (
         (
-            f"Operators: one LLaMA prefill, its last decode pass and one LLaDA step at {operator_setting} (faithful "
+            f"Operators: one {ar} prefill, its last decode pass and one {dllm} step at {operator_setting} (faithful "
             "model). Measured points: a whole run's predicted FLOPs over its bytes, and over its median latency."
         ),
         *_profile_notes(profile),
     )
     return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden), legend=False)
+
+
+def _operator_titles(points: Sequence[OperatorPoint]) -> tuple[str, str]:
+    """The family titles of the operators' AR model and diffusion model, read from their phases ('<arch> step')."""
+    def title(stage: str, paradigm_default: str) -> str:
+        arch = next((p.phase.rsplit(" ", 1)[0] for p in points if p.stage == stage), None)
+        return family(arch).title if arch in ARCHS else paradigm_default
+
+    return title("prefill", "AR"), title("step", "dLLM")
 
 
 def _by_implementation(rows: pl.DataFrame) -> list[tuple[tuple, pl.DataFrame]]:
@@ -203,7 +221,7 @@ def measured_vs_predicted(
         series = []
         styles = impl_styles(sub["impl"].to_list())
         for (arch, model, impl), group in _by_implementation(sub):
-            marker = styles[impl][1] or ("s" if arch == "llama" else "o")
+            marker = styles[impl][1] or (AR_MARKER if is_autoregressive(arch) else DLLM_MARKER)
             variants = [("predicted_latency_s", floor_label if dispatch else "", True)]
             if dispatch:
                 variants.append(("predicted_latency_roofs_s", ", roofs only", False))

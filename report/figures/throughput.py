@@ -7,23 +7,25 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    ARCH_COLOR,
+    AR_COLOR,
     FigureSkipped,
     Series,
     at_primary_block,
     llada_settings,
     steps_colors,
     tuple_of,
+    is_autoregressive,
     value_axis,
 )
 from report.figures.frame import Frame, length_panels
+from report.pairs import is_ar
 
 STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
 
 
 def throughput_by_batch(df: pl.DataFrame) -> Figure:
-    """Median T_gen = B x N_out / L_e2e per batch size: one bar per model setting (LLaMA, then LLaDA per step
-    count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
+    """Median T_gen = B x N_out / L_e2e per batch size: one bar per model setting (each AR model, then each
+    diffusion model per step count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
     (OOM, error). One panel per generation length."""
     frame = Frame.of("throughput_by_batch", df, vanilla=True)
     runs, block_note = at_primary_block(frame.runs)
@@ -43,7 +45,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
             good = _goodput_series(label, arch, model, rows, batches)
             series += [s, good]
             positions = np.arange(len(batches)) + (i - (len(variants) - 1) / 2) * width
-            color = ARCH_COLOR["llama"] if arch == "llama" else colors[steps]
+            color = AR_COLOR if is_autoregressive(arch) else colors[steps]
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
             ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
@@ -71,11 +73,11 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
 
 
 def _variants(sub: pl.DataFrame) -> list[tuple[str, str, str, int | None, pl.DataFrame]]:
-    """(label, arch, model, steps, rows) per bar colour: each LLaMA model, then each LLaDA setting."""
+    """(label, arch, model, steps, rows) per bar colour: each AR model, then each diffusion setting."""
     out = []
-    for model in sorted(sub.filter(pl.col("arch") == "llama")["model"].unique().to_list()):
-        out.append((model, "llama", model, None, sub.filter(pl.col("model") == model)))
-    out += [(label, "llada", model, steps, rows) for label, model, steps, rows in llada_settings(sub)]
+    for model, arch in sorted(sub.filter(is_ar()).select("model", "arch").unique().iter_rows()):
+        out.append((model, arch, model, None, sub.filter(pl.col("model") == model)))
+    out += [(label, rows["arch"][0], model, steps, rows) for label, model, steps, rows in llada_settings(sub)]
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from report.document import Paragraph, Table
 from report.pairings import pairing_blocks
+from report.pairs import sweep_pairs, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.quality import judge_note
 
@@ -19,11 +20,14 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     for r in findings.iter_rows(named=True):
         rows.append(tuple(([r["hardware"]] if multi else []) + [str(r["generation_length"]), r["finding"], r["value"]]))
         links.append(tuple(([None] if multi else []) + [None, None, r["source"]]))
-    caption = ("The answer: S_parity (the fewest diffusion steps from which LLaDA matches the named LLaMA reference "
-               "at every larger step) with its bootstrap interval over prompts; the speedup L_e2e(LLaMA) / "
-               "L_e2e(LLaDA at S_parity) at every batch size, conditional on S_parity, with goodput (tokens before "
-               "the first EOS); and B*, the batch size from which LLaMA's throughput stays ahead of LLaDA's at each "
-               "step count, interpolated between measured batch sizes, beside the roofline's B* for the same device")
+    t = table_sides(inputs.table)
+    caption = (f"The answer: S_parity (the fewest diffusion steps from which {t.dllm} matches the named {t.ar} "
+               f"reference at every larger step) with its bootstrap interval over prompts; the speedup L_e2e({t.ar}) / "
+               f"L_e2e({t.dllm} at S_parity) at every batch size, conditional on S_parity, with goodput (tokens before "
+               f"the first EOS); and B*, the batch size from which {t.ar}'s throughput stays ahead of {t.dllm}'s at "
+               "each step count, interpolated between measured batch sizes, beside the roofline's B* for the same "
+               "device" + ("; per pair of an AR model and a diffusion model (its peer family where the sweep has it)"
+                           if len(sweep_pairs(inputs.table)) > 1 else ""))
     blocks = [Table(tuple(columns), tuple(rows), caption, fold=False, links=tuple(links)),
               *pairing_blocks(inputs.pairings, multi)]
     judge = judge_note(inputs.quality)

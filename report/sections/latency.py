@@ -26,7 +26,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 
 def latency_table(ok: pl.DataFrame, multi: bool) -> Table:
     columns = [
-        *simple(key_columns(multi)),
+        *simple(key_columns(multi, ok)),
         ("latency median", lambda r: fmt_seconds(r["latency_e2e_s_median"])),
         ("interval of the median", lambda r: interval_cell(r, "latency_e2e_s", fmt_seconds)),
         ("mean ± sd", lambda r: _mean_sd(r, "latency_e2e_s", fmt_seconds)),

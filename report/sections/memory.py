@@ -12,7 +12,7 @@ from report.sections.inputs import Blocks, ReportInputs
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
     rows = inputs.table.filter(pl.col("status").is_in(["ok", "oom"]))
     columns = [
-        *simple(key_columns(multi)), ("status", "status"),
+        *simple(key_columns(multi, rows)), ("status", "status"),
         ("peak allocated", lambda r: fmt_bytes(r["peak_allocated_bytes"])),
         ("graph pool", lambda r: fmt_bytes(r["graph_pool_bytes"])),
         ("peak in use", lambda r: fmt_bytes(r["peak_in_use_bytes"])),

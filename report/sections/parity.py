@@ -1,5 +1,5 @@
-"""Section 6's parity tables: the fewest diffusion steps at which LLaDA matches each reference, and the speedup
-at that step count at every batch size."""
+"""Section 6's parity tables: the fewest diffusion steps at which a diffusion model matches each reference of its
+pair, and the speedup at that step count at every batch size."""
 
 from __future__ import annotations
 
@@ -9,17 +9,23 @@ import polars as pl
 
 from report.document import Table, fmt_float
 from report.findings import PARITY_ANCHOR
+from report.pairs import GENERIC_AR, GENERIC_DLLM, Sides
 from report.quality import FIGURE_METRICS
 from report.sections.cells import column_table, hardware_column, quality_flag
 
 
-def parity_tables(parity: pl.DataFrame, multi: bool, provenance: Sequence[str]) -> list[Table]:
-    """The headline parity rows (S_parity, speedup at every batch size) and every parity row."""
+def parity_tables(parity: pl.DataFrame, multi: bool, provenance: Sequence[str],
+                  sides: Sides = Sides(GENERIC_AR, GENERIC_DLLM)) -> list[Table]:
+    """The headline parity rows (S_parity, speedup at every batch size) and every parity row; `sides` names the
+    paradigms (report.pairs.table_sides)."""
     if not parity.height:
         return []
     models = (" Models: " + " ".join(provenance)) if provenance else ""
+    algs = "dream_alg" in parity.columns and parity["dream_alg"].drop_nulls().len() > 0
+    pairs = "llama_model" in parity.columns and parity["llama_model"].drop_nulls().n_unique() > 1
     common = [*hardware_column(multi), ("metric", "metric_label"), ("P", "prompt_length"),
-              ("N_out", "generation_length"), ("block", "block_length"), ("LLaDA", "llada_model"),
+              ("N_out", "generation_length"), ("block", "block_length"), *([("alg", "dream_alg")] if algs else []),
+              (sides.dllm, "llada_model"), *([(sides.ar, "llama_model")] if pairs else []),
               ("reference", "reference_label"),
               ("reference level [interval]", lambda r: _ci(r, "reference_value", "reference_interval_low",
                                                            "reference_interval_high")),
@@ -33,16 +39,16 @@ def parity_tables(parity: pl.DataFrame, multi: bool, provenance: Sequence[str]) 
     if headline.height:
         tables.append(column_table(
             headline, common,
-            "Steps to quality parity and the speedup at parity at every batch size (speedup > 1: LLaDA is faster "
-            "at equal quality). S_parity is found once per generation length, metric and reference, at the "
+            f"Steps to quality parity and the speedup at parity at every batch size (speedup > 1: {sides.dllm} is "
+            "faster at equal quality). S_parity is found once per generation length, metric and reference, at the "
             "smallest batch size; its 95% CI is a paired bootstrap over prompts. The speedup's interval holds "
             "S_parity fixed (the latency repetitions at that step count); '<=' parity at the fewest swept steps "
             "makes the speedup a lower bound" + quality_flag(headline) + models,
             fold=False, anchor=PARITY_ANCHOR))
     tables.append(column_table(
         parity, common,
-        "Every parity row: each metric against each reference (LLaMA greedy, LLaMA sampled, and the human "
-        "continuation for perplexity and degeneracy)" + quality_flag(parity) + models))
+        f"Every parity row: each metric against each reference ({sides.ar} greedy, {sides.ar} sampled, and the "
+        "human continuation for perplexity and degeneracy)" + quality_flag(parity) + models))
     return tables
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import polars as pl
 
 from report.document import Block, Paragraph, Table, fmt_float
+from report.pairs import is_ar, table_sides
 from report.quality import QualityData
 from report.sections.cells import column_table, hardware_column, quality_flag
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.parity import parity_tables
 from report.table import provenance_notes, quality_notes, unlearned_warnings, vanilla_runs
+from specs.registry import family
 
 BERTSCORE_WINDOW_NOTE = (
     "BERTScore scores the whole text: a continuation or reference longer than the scorer's window (510 subword "
@@ -31,7 +33,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     judge = judge_note(quality)
     if judge:
         tail.append(Paragraph(judge))
-    tail += parity_tables(quality.parity, multi, provenance)
+    tail += parity_tables(quality.parity, multi, provenance, table_sides(table))
     if quality.calibration.height:
         tail.append(_calibration_table(quality.calibration, multi))
     if quality.by_setting.height:
@@ -44,23 +46,24 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 
 
 def judge_note(quality: QualityData) -> str | None:
-    """The judge's bias, in numbers: LLaMA greedy vs the human text under the LLaMA evaluator."""
-    setting = quality.by_setting.filter((pl.col("metric") == "gen_ppl") & (pl.col("arch") == "llama"))
+    """The judge's bias, in numbers: the AR model's greedy text vs the human text under the AR evaluator."""
+    setting = quality.by_setting.filter((pl.col("metric") == "gen_ppl") & is_ar())
     human = quality.calibration.filter((pl.col("metric") == "gen_ppl") & (pl.col("text") == "human continuation"))
     if not setting.height:
         return None
     greedy = setting.filter((pl.col("continuation") == "generated") & (pl.col("temperature") == 0))
     parts = []
+    title = family(setting["arch"][0]).title
     if greedy.height:
-        parts.append(f"LLaMA's greedy text scores a median perplexity of {fmt_float(greedy['value'][0])}")
+        parts.append(f"{title}'s greedy text scores a median perplexity of {fmt_float(greedy['value'][0])}")
     if human.height:
         parts.append(f"the human continuation {fmt_float(human['value'][0])}")
     judge = setting["model"][0]
-    return (f"Perplexity is judged by {judge}, the LLaMA under test: its greedy text is its own mode ("
-            + ", ".join(parts) + "), so a perplexity headline against LLaMA greedy would favour the judge. The "
-            "headline for perplexity is LLaMA sampled (else the human continuation's level); LLaMA greedy stays as "
-            "a second row, and the repeated-bigram rate stands beside every perplexity, since repetitive text also "
-            "scores a low perplexity.")
+    return (f"Perplexity is judged by {judge}, the {title} under test: its greedy text is its own mode ("
+            + ", ".join(parts) + f"), so a perplexity headline against {title} greedy would favour the judge. The "
+            f"headline for perplexity is {title} sampled (else the human continuation's level); {title} greedy stays "
+            "as a second row, and the repeated-bigram rate stands beside every perplexity, since repetitive text "
+            "also scores a low perplexity.")
 
 
 def _median_interval(r: dict) -> str:
@@ -68,8 +71,10 @@ def _median_interval(r: dict) -> str:
 
 
 def _setting_table(setting: pl.DataFrame, multi: bool) -> Table:
+    algs = "dream_alg" in setting.columns and setting["dream_alg"].drop_nulls().len() > 0
     columns = [*hardware_column(multi), ("model", "model"), ("P", "prompt_length"), ("N_out", "generation_length"),
-               ("steps", "steps"), ("block", "block_length"), ("continuation", "continuation"), ("metric", "metric"),
+               ("steps", "steps"), ("block", "block_length"), *([("alg", "dream_alg")] if algs else []),
+               ("continuation", "continuation"), ("metric", "metric"),
                ("median", lambda r: fmt_float(r["value"], 4)), ("interval", _median_interval),
                ("repeated-bigram rate", lambda r: fmt_float(r["repetition"], 3)),
                ("ranked worst", lambda r: str(r["empty"])), ("B", "batch_size")]

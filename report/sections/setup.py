@@ -11,6 +11,7 @@ from report.document import Block, Paragraph, Preformatted, Table
 from report.sections.cells import column_table, key_columns, simple
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
+from specs.registry import family
 from specs.schema import ExperimentSpec
 
 
@@ -34,7 +35,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
                         "Runs by hardware and status (figures never mix hardware)"))
     failed = table.filter(pl.col("status") != "ok")
     if failed.height:
-        columns = [("run", "run_id"), *simple(key_columns(True)), ("status", "status"),
+        columns = [("run", "run_id"), *simple(key_columns(True, failed)), ("status", "status"),
                    ("error", lambda r: (r["error"] or "").splitlines()[0][:160] if r["error"] else "–")]
         blocks.append(column_table(failed, columns, "Runs that did not succeed"))
     if table.filter(pl.col("hardware") == UNKNOWN_HARDWARE).height:
@@ -96,7 +97,14 @@ def _grid_table(spec: ExperimentSpec) -> Table:
                 (f"{model.name}: cfg scales", ", ".join(f"{v:g}" for v in axes.cfg_scales)),
                 (f"{model.name}: implementations", _impl_names(axes.impl)),
             ]
-        elif spec.grid.llama is not None:
+        elif (dream := spec.dream_axes(model)) is not None:
+            rows += [
+                (f"{model.name}: diffusion steps", ", ".join(map(str, dream.steps))),
+                (f"{model.name}: algs", ", ".join(dream.algs)),
+                *[(f"{model.name}: {name}", f"{value:g}") for name, value in
+                  (("alg_temp", dream.alg_temp), ("top_p", dream.top_p), ("top_k", dream.top_k)) if value is not None],
+            ]
+        elif spec.grid.llama is not None and not family(model.arch).is_diffusion:
             rows.append((f"{model.name}: implementations", _impl_names(spec.grid.llama.impl)))
     rows.append(("prompts", f"{spec.prompts.count} from {spec.prompts.dataset}"))
     return Table(("axis", "values"), tuple(rows), "Grid")

@@ -16,6 +16,7 @@ from report.sections.cells import (
     simple,
     timed_cell,
 )
+from report.pairs import Sides, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import USEFUL_FRACTION_FLAG
 
@@ -23,13 +24,13 @@ from report.table import USEFUL_FRACTION_FLAG
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
     tail: list[Block] = [throughput_table(inputs.table.filter(pl.col("status") == "ok"), multi)]
     if inputs.crossovers.height:
-        tail.append(crossover_table(inputs.crossovers, multi))
+        tail.append(crossover_table(inputs.crossovers, multi, table_sides(inputs.table)))
     return Blocks([], tail)
 
 
 def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
     columns = [
-        *simple(key_columns(multi)),
+        *simple(key_columns(multi, ok)),
         ("tokens/s median", lambda r: fmt_rate(r["tokens_per_s_median"])),
         ("interval", lambda r: interval_cell(r, "tokens_per_s", fmt_rate)),
         ("timed", timed_cell),
@@ -42,22 +43,27 @@ def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
     return column_table(ok, columns,
                         "Throughput per run: B x N_out / latency, and goodput B x useful tokens / latency (useful: "
                         f"tokens before the first EOS; FLAG below {USEFUL_FRACTION_FLAG:.0%} of N_out). Tokens per "
-                        "forward: N_out over model forward passes per sequence (LLaMA 1; a CFG step counts two); "
+                        f"forward: N_out over model forward passes per sequence ({table_sides(ok).ar} 1; a CFG step "
+                        "counts two); "
                         "forwards: the median over repetitions where a variant's confidence rule made them vary, "
                         "else the schedule's count")
 
 
-def crossover_table(crossovers: pl.DataFrame, multi: bool) -> Table:
+def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
+    """The measured and predicted B* per pair and diffusion setting; `t` names the sides (report.pairs)."""
+    algs = crossovers["dream_alg"].drop_nulls().len() > 0
+    several = crossovers["llama_model"].n_unique() > 1
     columns = [*hardware_column(multi), ("P", "prompt_length"), ("N_out", "generation_length"),
-               ("LLaDA", "llada_model"), ("steps", "steps"), ("block", "block_length"), ("batch sizes", "batch_sizes"),
-               ("T(LLaMA) / T(LLaDA)", "throughput_ratios"), ("B* measured", _measured_b_star),
+               *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
+               ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
+               (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured", _measured_b_star),
                ("B* roofline", _predicted_b_star("predicted_b_star")),
                ("B* roofline, roofs alone", _predicted_b_star("predicted_b_star_roofs")), ("profile", "profile")]
     return column_table(crossovers, columns,
-                        "Crossover: the batch size B* from which LLaMA's throughput stays ahead of LLaDA's at each "
-                        "step count, interpolated in log B between measured batch sizes ('<=': LLaMA ahead at every "
-                        "batch measured, '>': LLaDA ahead at every one), and the faithful roofline's B* on the "
-                        "device's profile", fold=False, anchor=CROSSOVER_ANCHOR)
+                        f"Crossover: the batch size B* from which {t.ar}'s throughput stays ahead of {t.dllm}'s at "
+                        f"each step count, interpolated in log B between measured batch sizes ('<=': {t.ar} ahead at "
+                        f"every batch measured, '>': {t.dllm} ahead at every one), and the faithful roofline's B* on "
+                        "the device's profile", fold=False, anchor=CROSSOVER_ANCHOR)
 
 
 def _measured_b_star(r: dict) -> str:

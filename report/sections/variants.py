@@ -8,6 +8,7 @@ import polars as pl
 from report import stats
 from report.document import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
 from report.sections.cells import column_table, hardware_column
+from report.pairs import table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import has_variants
 from report.variants import DELTA_METRICS, UNPAIRED, idle_confidence_rules, payoff_table
@@ -30,9 +31,10 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     if not has_variants(inputs.table):
         return Blocks([], [Paragraph("No accelerated variants in this sweep: every run is the vanilla "
                                      "implementation (grid.llada.impl and grid.llama.impl add them).")])
+    t = table_sides(inputs.table)
     lead: list[Block] = [Paragraph(
-        "Every other section compares vanilla LLaMA with vanilla LLaDA; this one sets each implementation variant "
-        "beside the vanilla run of the same model at the same point (lengths, steps, block, batch).")]
+        f"Every other section compares vanilla {t.ar} with vanilla {t.dllm}; this one sets each implementation "
+        "variant beside the vanilla run of the same model at the same point (lengths, steps, block, batch).")]
     if not variants.height:
         return Blocks(lead, [Paragraph("No variant run succeeded.", warning=True)])
     hw = hardware_column(multi)
