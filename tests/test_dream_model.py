@@ -177,7 +177,8 @@ def test_logits_equal_the_official_models(model: Qwen2ForCausalLM, name: str) ->
 
 
 def test_shifted_rows_are_the_official_shift(model: Qwen2ForCausalLM) -> None:
-    """Projecting only the rows `predicting_positions` names gives the official `cat([l[:, :1], l[:, :-1]])`."""
+    """Projecting only the rows `predicting_positions` names gives the official shift,
+    `cat([l[:, :1], l[:, :-1]])`."""
     case = _logits_case("nopad_last")
     official = case["logits"]
     shifted = torch.cat([official[:, :1], official[:, :-1]], dim=1)  # [B, L, V]
@@ -237,9 +238,9 @@ def test_attention_kernel_never_receives_position_ids(
     seen: list[set[str]] = []
     original = Qwen2Attention.forward
 
-    def spy(self, hidden_states, position_embeddings, attention_mask, **kwargs):  # type: ignore[no-untyped-def]
+    def spy(self, hidden, rotary, mask, **kwargs):  # type: ignore[no-untyped-def]
         seen.append(set(kwargs))
-        return original(self, hidden_states, position_embeddings, attention_mask, **kwargs)
+        return original(self, hidden, rotary, mask, **kwargs)
 
     monkeypatch.setattr(Qwen2Attention, "forward", spy)
     with torch.no_grad():

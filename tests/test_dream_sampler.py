@@ -53,7 +53,8 @@ def _settings(case: dict) -> dict:
 def test_token_exact_against_the_official_sampler(
     model: Qwen2ForCausalLM, case: dict, full_logits: bool
 ) -> None:
-    """Every step's sequence equals the official history, with a generator seeded as the official global RNG."""
+    """Every step's sequence equals the official history, with a generator seeded as the official global
+    RNG."""
     generator = torch.Generator().manual_seed(case["seed"])
     sampler = dream_steps(
         model,
@@ -90,7 +91,8 @@ def test_global_generator_is_the_official_default(model: Qwen2ForCausalLM) -> No
 
 @pytest.mark.parametrize("alg", ["maskgit_plus", "topk_margin", "entropy"])
 def test_confidence_algorithms_commit_the_schedule(never_mask: Qwen2ForCausalLM, alg: str) -> None:
-    """Step i commits int(N (1 - s/t)) positions per row (all the rest at the last), N the masked count per row."""
+    """Step i commits int(N (1 - s/t)) positions per row (all the rest at the last), N the masked count per
+    row."""
     prompt = torch.tensor([[5, 6, 7], [8, 9, 10]])
     gen_length, steps, eps = 10, 4, 1e-3
     sampler = dream_steps(
@@ -146,8 +148,9 @@ def test_left_padding_keeps_a_row_as_it_would_be_alone(never_mask: Qwen2ForCausa
 
 @pytest.mark.parametrize(
     ("change", "field"),
-    [({"alg": "random"}, "alg"), ({"mask_id": 256}, "mask_id"), ({"steps": 0}, "steps"), ({"top_p": 1.5}, "top_p"),
-     ({"top_k": 0}, "top_k"), ({"eps": 1.0}, "eps"), ({"temperature": -1.0}, "temperature")],
+    [({"alg": "random"}, "alg"), ({"mask_id": 256}, "mask_id"), ({"steps": 0}, "steps"),
+     ({"top_p": 1.5}, "top_p"), ({"top_k": 0}, "top_k"), ({"eps": 1.0}, "eps"),
+     ({"temperature": -1.0}, "temperature")],
 )  # fmt: skip
 def test_bad_settings_are_refused_by_name(model: Qwen2ForCausalLM, change: dict, field: str) -> None:
     settings = {"gen_length": 4, "steps": 2, "mask_id": MASK_ID, **change}
@@ -261,11 +264,12 @@ def test_a_sampled_step_reads_only_what_the_official_data_decide(model: Qwen2For
 
 
 def test_steps_past_the_last_mask_still_run_their_forward(never_mask: Qwen2ForCausalLM) -> None:
-    """More steps than tokens: the official loop runs every step's forward even with nothing left to commit."""
+    """More steps than tokens: the official loop runs every step's forward even with nothing left to
+    commit."""
     for alg in ALGORITHMS:
         sampler = dream_steps(
-            never_mask, torch.tensor([[5, 6]]), gen_length=2, steps=5, mask_id=MASK_ID, alg=alg, temperature=0.5,
-            generator=torch.Generator().manual_seed(1),
+            never_mask, torch.tensor([[5, 6]]), gen_length=2, steps=5, mask_id=MASK_ID, alg=alg,
+            temperature=0.5, generator=torch.Generator().manual_seed(1),
         )  # fmt: skip
         committed = [int(record.committed) for record in sampler]
         assert sampler.forwards == 5 and sum(committed) == 2 and not (sampler.x == MASK_ID).any()
@@ -307,8 +311,8 @@ def test_window_and_full_projection_agree_and_account_for_every_token(
     runs = []
     for full_logits in (False, True):
         sampler = dream_steps(
-            model, ids, attention_mask=mask, full_logits=full_logits, generator=torch.Generator().manual_seed(seed),
-            **settings,
+            model, ids, attention_mask=mask, full_logits=full_logits,
+            generator=torch.Generator().manual_seed(seed), **settings,
         )  # fmt: skip
         committed = sum(int(record.committed) for record in sampler)
         assert committed == int((ids == MASK_ID).sum()) + 6 * len(pads) - int((sampler.x == MASK_ID).sum())

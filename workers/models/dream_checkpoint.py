@@ -40,7 +40,8 @@ def is_dream_config(raw: dict) -> bool:
 
 
 def qwen2_config_from_dream(raw: dict) -> Qwen2Config:
-    """Dream's config.json as a Qwen2Config of the same network (make it Dream's with `make_dream_bidirectional`)."""
+    """Dream's config.json as a Qwen2Config of the same network (`make_dream_bidirectional` then makes the
+    model Dream's)."""
     missing = [key for key in _SHAPE_KEYS if raw.get(key) is None]
     if missing:
         raise CheckpointFormatError(f"Dream config.json lacks {', '.join(missing)}")
@@ -60,8 +61,8 @@ def qwen2_config_from_dream(raw: dict) -> Qwen2Config:
         )
     if raw.get("head_dim") not in (None, hidden // heads):
         raise CheckpointFormatError(
-            f"Dream config.json: head_dim {raw['head_dim']} but DreamAttention uses hidden_size // num_attention_heads "
-            f"= {hidden // heads}"
+            f"Dream config.json: head_dim {raw['head_dim']} but DreamAttention uses "
+            f"hidden_size // num_attention_heads = {hidden // heads}"
         )
     return Qwen2Config(
         vocab_size=raw["vocab_size"],

@@ -9,7 +9,8 @@ transformers' Qwen2 the official modeling_dream.py changes three things, reprodu
   flag is cleared because the sdpa and flash paths read it when no mask is materialised. RoPE stays as in
   Qwen2 (cos/sin built in float32, cast to the activation dtype before rotating), as the official code does;
 * the logits are shifted by one: the network keeps Qwen2's next-token head, so position i's token is read
-  from the hidden state at i - 1, and position 0 from its own (`_sample`: `cat([logits[:, :1], logits[:, :-1]])`);
+  from the hidden state at i - 1, and position 0 from its own
+  (`_sample`: `cat([logits[:, :1], logits[:, :-1]])`);
   `predicting_positions` gives those indices, so only the rows a step reads are projected;
 * a left-padded batch gets the official padding inputs (`padding_inputs`): position ids that count only real
   tokens (`tok_idx`: cumsum - 1, pads at 1) and a mask that hides pads both as keys and as queries (a pad
@@ -43,7 +44,9 @@ class BidirectionalQwen2Attention(Qwen2Attention):
     ) -> tuple[Tensor, Tensor | None]:
         drop_host_read_kwargs(kwargs)
         kwargs.pop("is_causal", None)
-        return super().forward(hidden_states, position_embeddings, attention_mask, is_causal=False, **kwargs)  # type: ignore[arg-type]
+        return super().forward(  # type: ignore[arg-type]
+            hidden_states, position_embeddings, attention_mask, is_causal=False, **kwargs
+        )
 
 
 def make_dream_bidirectional(model: Qwen2ForCausalLM) -> None:

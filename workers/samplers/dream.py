@@ -24,11 +24,12 @@ s reproduces `torch.manual_seed(s)`). What differs is only where the work falls:
   many rows it has (true for the CPU shapes tested).
 * The host-side work of a step is done ahead of it in `prepare_step`, outside a caller's step timer: where
   the masked positions are (which sizes the official uniform draw, gathers the masked rows and sets the
-  commit count), one host sync per step. A greedy step (temperature 0) then reads nothing on the host: the
-  official boolean indexing becomes index_select / index_copy_ over those known positions, and `origin`
-  chooses a token for every masked row and keeps the revealed ones (row-wise arithmetic: the same tokens). A
-  sampled step reads what the official code's data decide: the categorical draw's validation (its greedy
-  fallback draws nothing), and for `origin` which rows are revealed (only those draw).
+  commit count) and the leftmost of them, two host reads per step. A greedy step (temperature 0) then reads
+  nothing on the host: the official boolean indexing becomes index_select / index_copy_ over those known
+  positions, and `origin` chooses a token for every masked row and keeps the revealed ones (row-wise
+  arithmetic: the same tokens). A sampled step reads what the official code's data decide: the categorical
+  draw's validation (its greedy fallback draws nothing), and for `origin` which rows are revealed (only those
+  draw).
 
 Token-exact parity with the official sampler is proven on the CPU in float32 (tests/test_dream_sampler.py,
 against golden outputs of the official code, every step of every case). On CUDA it is not claimed, for the
@@ -77,9 +78,9 @@ class DreamStep:
     """What one step did: its index and how many positions it unmasked over the batch."""
 
     step: int  # 0 .. steps-1
-    # Masked positions before the step minus after it, summed over the batch rows, as a 0-d tensor (reading it
-    # syncs, so a timing caller reads it after its timed region). A committed prediction may itself be
-    # `mask_id`, which the official algorithm allows and revisits, so it can be less than the schedule's count.
+    # Masked positions before the step minus after it, summed over the batch rows, as a 0-d tensor (reading
+    # it syncs, so a timing caller reads it after its timed region). A committed prediction may itself be
+    # `mask_id`, which the official algorithm allows and revisits: the count can fall short of the schedule.
     committed: int | Tensor
     forwards: int = 1  # model forwards this step ran
 
@@ -194,9 +195,9 @@ class DreamSampler:
 
     @torch.no_grad()
     def prepare_step(self) -> None:
-        """Do the host-side work of the next step ahead of it (one host sync): find the masked positions, widen
-        the projected window to reach every one, and work out the step's schedule in the official float32
-        arithmetic. Idempotent; `next()` calls it too."""
+        """Do the host-side work of the next step ahead of it (two host reads): find the masked positions,
+        widen the projected window to reach every one, and work out the step's schedule in the official
+        float32 arithmetic. Idempotent; `next()` calls it too."""
         if self.done or (self._plan is not None and self._plan.step == self._step):
             return
         x = self.x
@@ -293,8 +294,8 @@ class DreamSampler:
             chosen = torch.multinomial(
                 weights, plan.count, generator=self.generator
             )  # [B, count], no replacement
-        # Positions not masked at the step's start offer `mask_id`, as the official `x_` does: a row with fewer
-        # masked positions than `count` (possible only once a prediction was `mask_id`) gets masks there.
+        # Positions not masked at the step's start offer `mask_id`, as the official `x_` does: a row with
+        # fewer masked positions than `count` (only once a prediction was `mask_id`) gets masks there.
         proposal = torch.full_like(x, self.mask_id)  # [B, L]
         proposal.view(-1).index_copy_(0, plan.flat, tokens)
         x.scatter_(1, chosen, proposal.gather(1, chosen))
@@ -319,7 +320,8 @@ def dream_steps(model: nn.Module, input_ids: Tensor, **settings: object) -> Drea
 
 
 def dream_generate(model: nn.Module, input_ids: Tensor, **settings: object) -> Tensor:
-    """Run `dream_steps` (same arguments) to the end; returns the tokens `[B, P+N]` (prompt, then generation)."""
+    """Run `dream_steps` (same arguments) to the end; returns the tokens `[B, P+N]` (prompt, then
+    generation)."""
     sampler = dream_steps(model, input_ids, **settings)
     for _ in sampler:
         pass

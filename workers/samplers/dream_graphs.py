@@ -29,8 +29,8 @@ class DreamGraphs:
         self.preparation = preparation if preparation is not None else Preparation()
         self.outputs: Outputs = {}
         self.forward = CapturedForward(
-            self._forward, device, name=f"Dream forward ({rows} rows x {length} positions)", pool=shared_pool(device),
-            outputs=self.outputs, preparation=self.preparation,
+            self._forward, device, name=f"Dream forward ({rows} rows x {length} positions)",
+            pool=shared_pool(device), outputs=self.outputs, preparation=self.preparation,
         )  # fmt: skip
 
     def matches(self, rows: int, length: int) -> bool:
@@ -47,8 +47,8 @@ class DreamGraphs:
         return sum(t.nbytes for t in self.outputs.values())
 
     def logits(self, x: Tensor, keep: Tensor, attention: Tensor | None, positions: Tensor | None) -> Tensor:
-        """x `[rows, L]`, keep `[W]` (the hidden states to project), the padding inputs → logits `[rows, W, V]`,
-        a static buffer the next replay overwrites (the step consumes it first)."""
+        """x `[rows, L]`, keep `[W]` (the hidden states to project), the padding inputs → logits
+        `[rows, W, V]`, a static buffer the next replay overwrites (the step consumes it first)."""
         return self.forward(x, keep, attention, positions)
 
     def _forward(self, x: Tensor, keep: Tensor, attention: Tensor | None, positions: Tensor | None) -> Tensor:

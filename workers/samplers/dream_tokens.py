@@ -51,7 +51,7 @@ def top_k_filter(logits: Tensor, top_k: int) -> Tensor:
 
 
 def categorical(probs: Tensor, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
-    """One draw per row of `probs` `[M, V]`: (the drawn token's probability `[M]`, the token `[M]`), exactly as
+    """One draw per row of `probs` `[M, V]`: (the drawn token's probability `[M]`, the token `[M]`), as
     the official Categorical draw, including its greedy fallback (module docstring). Reading the validation
     is one host sync; `torch.multinomial` makes its own."""
     normalised = probs / probs.sum(-1, keepdim=True)
@@ -71,7 +71,8 @@ def choose_tokens(
     confidence: Confidence = "probability",
     generator: torch.Generator | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """For masked positions' logits `[M, V]`: (confidence `[M]`, token `[M]`), as the official `sample_tokens`."""
+    """For masked positions' logits `[M, V]`: (confidence `[M]`, token `[M]`), as the official
+    `sample_tokens`."""
     if temperature > 0:
         logits = logits / temperature
     if top_p is not None and top_p < 1:
