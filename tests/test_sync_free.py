@@ -106,7 +106,7 @@ def _model(arch: str, kernel: str):  # noqa: ANN202
 
 
 @pytest.mark.parametrize("kernel", ["flash_attention_2", "sdpa"])
-@pytest.mark.parametrize("arch", ["llama", "llada"])
+@pytest.mark.parametrize("arch", ["llama", "llada", "qwen2", "dream"])
 def test_timed_steps_never_sync_and_the_kernel_never_gets_position_ids(
     arch: str, kernel: str, spy: KernelSpy, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -119,7 +119,7 @@ def test_timed_steps_never_sync_and_the_kernel_never_gets_position_ids(
     counter = SyncCounter(monkeypatch)
     timer = StepTimer(counter)
     run = generate(loaded, config, prompt, timer=timer, seed=0, temperature=0.0)
-    expected_steps = config.steps if arch == "llada" else config.generation_length
+    expected_steps = config.steps if config.steps is not None else config.generation_length
     assert len(run.steps) == len(timer.per_step) == expected_steps
     if kernel == "flash_attention_2":
         assert spy.kwargs, "the flash-attention stand-in was never called"

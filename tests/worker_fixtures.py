@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from safetensors.torch import save_file
 from transformers import LlamaConfig
 
-from specs.schema import Controls, ModelSpec, Prompts, QualitySpec, RunConfig
+from specs.schema import Controls, DreamSampling, ModelSpec, Prompts, QualitySpec, RunConfig
 from workers.hardware import THREADS_ENV
 from workers.models.llada_checkpoint import official_llada_config
 from workers.models.tokenization import synthetic_tokenizer
@@ -43,6 +43,8 @@ def run_config(arch: str = "llama", **overrides: Any) -> RunConfig:
     )
     if arch == "llada":
         values.update(steps=8, block_length=8, remasking="low_confidence")
+    if arch == "dream":
+        values.update(steps=8, dream=DreamSampling())
     values.update(overrides)
     return RunConfig(**values)
 
