@@ -26,7 +26,7 @@ from report.figures.throughput import throughput_by_batch
 from report.figures.variant_pareto import variant_pareto
 from report.figures.variant_speedup import variant_speedup
 from report.figures.variant_tokens_per_forward import variant_quality_vs_tokens_per_forward
-from report.pairs import sweep_pairs
+from report.pairs import Sides, sweep_pairs
 from report.predictions import ProfileChoice, model_shapes, prediction_table
 from report.quality import FIGURE_METRICS, QualityData
 from report.table import quality_notes
@@ -41,7 +41,7 @@ class GroupContext:
     """Everything a figure may need about one hardware kind's runs."""
 
     hardware: str
-    table: pl.DataFrame  # this hardware's vanilla rows of the flat table (every LLaMA-vs-LLaDA figure)
+    table: pl.DataFrame  # this hardware's vanilla rows of the flat table (every AR-vs-diffusion figure)
     all_table: pl.DataFrame  # this hardware's rows, variants included
     results: list  # this hardware's RunResults, variants included (for roofline predictions)
     quality: QualityData
@@ -72,10 +72,14 @@ Made = list[tuple[str, "Figure | FigureSkipped"]]  # (file stem, the figure or w
 class FigureEntry:
     number: int
     slug: str
-    title: str
+    title: str  # '{ar}' and '{dllm}' stand for the sides of the sweep's pairs (report.pairs.Sides)
     section: str
-    shows: str  # one sentence for the report and the README
+    shows: str  # one sentence for the report and the README, with the same placeholders
     make: Callable[[GroupContext], Made]
+
+    def words(self, sides: Sides) -> tuple[str, str]:
+        """The title and the sentence, each side named as the sweep's pairs name it (LLaMA and LLaDA, ...)."""
+        return (self.title.format(ar=sides.ar, dllm=sides.dllm), self.shows.format(ar=sides.ar, dllm=sides.dllm))
 
 
 def _one(slug: str, build: Callable[[], Figure]) -> Made:
@@ -192,16 +196,16 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 
 FIGURES: tuple[FigureEntry, ...] = (
-    _single(10, "findings_throughput", "Throughput vs batch size, and where LLaMA overtakes LLaDA", "findings",
-            "Measured tokens/s against batch size for LLaMA and LLaDA at each step count, the faithful "
-            "roofline's prediction for the same device dashed, and B* (where LLaMA overtakes) marked.",
+    _single(10, "findings_throughput", "Throughput vs batch size, and where {ar} overtakes {dllm}", "findings",
+            "Measured tokens/s against batch size for {ar} and {dllm} at each step count, the faithful "
+            "roofline's prediction for the same device dashed, and B* (where {ar} overtakes) marked.",
             lambda c: findings_throughput(c.table, c.predicted_throughput, c.crossovers)),
     _single(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
-            "Median end-to-end latency against N_out for both models, one panel per batch size; LLaMA's "
-            "latency also split into its prefill (TTFT) and its decode passes, LLaDA one line per step count.",
+            "Median end-to-end latency against N_out for both models, one panel per batch size; {ar}'s "
+            "latency also split into its prefill (TTFT) and its decode passes, {dllm} one line per step count.",
             lambda c: latency_vs_generation_length(c.table)),
     _single(7, "step_time_vs_length", "Per-step time vs length", "latency",
-            "LLaDA's time per diffusion step against sequence length, and LLaMA's inter-token latency "
+            "{dllm}'s time per diffusion step against sequence length, and {ar}'s inter-token latency "
             "against the context each decode pass attends, one line per batch size.",
             lambda c: step_time_vs_length(c.table)),
     _single(3, "throughput_by_batch", "Throughput by batch size", "throughput",
@@ -214,24 +218,24 @@ FIGURES: tuple[FigureEntry, ...] = (
             "on a shared colour scale, out-of-memory cells hatched.",
             lambda c: memory_heatmap(c.table)),
     FigureEntry(1, "pareto_frontier", "Latency-quality Pareto frontier", "quality",
-                "End-to-end latency (log) against quality: LLaMA a point per batch size, LLaDA a curve over "
+                "End-to-end latency (log) against quality: {ar} a point per batch size, {dllm} a curve over "
                 "diffusion steps, the Pareto frontier dashed; one panel per generation length, one figure per metric.",
                 lambda c: _per_metric("pareto_frontier", c, lambda m: pareto_frontier(c.table, c.quality.by_run, m))),
     FigureEntry(2, "quality_vs_steps", "Quality vs diffusion steps", "quality",
-                "LLaDA's quality against its step count with its interval over prompts, LLaMA's levels (greedy as "
+                "{dllm}'s quality against its step count with its interval over prompts, {ar}'s levels (greedy as "
                 "a band, sampled dotted), and S_parity against the metric's headline reference with its CI.",
                 lambda c: _per_metric("quality_vs_steps", c, lambda m: quality_vs_steps(
                     c.table, c.quality.by_setting, m, c.quality.parity_markers))),
     FigureEntry(11, "quality_vs_tokens_per_forward", "Quality vs tokens per forward pass", "quality",
-                "Quality against tokens generated per model forward pass (LLaMA 1, LLaDA N_out / steps), one panel "
+                "Quality against tokens generated per model forward pass ({ar} 1, {dllm} N_out / steps), one panel "
                 "per metric: samplers compared independently of the hardware.",
                 _tokens_per_forward),
     _single(6, "block_length_ablation", "Block-length ablation", "quality",
-            "LLaDA latency and quality against block length at fixed step counts.",
+            "{dllm} latency and quality against block length at fixed step counts.",
             lambda c: block_length_ablation(c.table, c.quality.by_setting, _metric_for_ablation(c))),
     _single(8, "roofline", "Roofline with measured operating points", "roofline",
             "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
-            "a LLaMA prefill, a decode pass and a LLaDA step, and each run's measured operating point.",
+            "a {ar} prefill, a decode pass and a {dllm} step, and each run's measured operating point.",
             _roofline),
     _single(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
             "Each run's median measured latency against the roofline's prediction on the device that ran "
@@ -239,7 +243,7 @@ FIGURES: tuple[FigureEntry, ...] = (
             "runs faster than 0.9x their roofs-only prediction circled as roofline violated.",
             _measured_vs_predicted),
     FigureEntry(15, "energy_per_token", "Energy per generated token by batch size", "energy",
-                "Joules per generated token against batch size for each model, implementation and LLaDA step "
+                "Joules per generated token against batch size for each model, implementation and {dllm} step "
                 "count, from the counter read around the measured repetitions (NVML's board, RAPL's packages); "
                 "points scaled from extrapolated steps hollow.",
                 _energy),

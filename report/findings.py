@@ -167,12 +167,12 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
         at = parity.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
                            & (pl.col("generation_length") == gen) & pl.col("headline")
                            & pl.col("metric").is_in(list(FIGURE_METRICS)))
-        for (metric, model, block), group in at.group_by(["metric", "llada_model", "block_length"],
-                                                         maintain_order=True):
+        for (metric, model, block, alg, _), group in with_dream_alg(at).group_by(
+                ["metric", "llada_model", "block_length", "dream_alg", "llama_model"], maintain_order=True):
             group = group.sort("batch_size")
             first = group.row(0, named=True)
             short = SHORT_LABEL.get(metric, first["metric_label"])
-            name = f"S_parity: {model}, {short} vs {first['reference_label']}"
+            name = f"S_parity: {model}{f' ({alg})' if alg else ''}, {short} vs {first['reference_label']}"
             rows.append((hardware, prompt, gen, name, _parity_value(first), PARITY_ANCHOR, False))
             for row in group.iter_rows(named=True):
                 value, flag = _speedup_value(row)

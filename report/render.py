@@ -31,7 +31,7 @@ from report.findings import (
 from report.html import render_html
 from report.markdown import render_markdown
 from report.pairings import findings_file, findings_json, pairing_table, pairings_text
-from report.pairs import table_sides
+from report.pairs import Sides, table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
     ProfileChoice,
@@ -140,7 +140,8 @@ def render_report(
     (report/verdict.py) and where the full Findings are, and last the report's path.
 
     Accelerated variants (runs whose `impl_name` is not vanilla) appear in the per-run tables, the roofline's
-    predictions and their own section and figures; every LLaMA-vs-LLaDA analysis reads the vanilla runs only.
+    predictions and their own section and figures; every analysis that sets an autoregressive model beside a
+    diffusion model (per pair, report/pairs.py) reads the vanilla runs only.
     """
     layout = SweepLayout(Path(sweep_dir))
     if not layout.root.is_dir():
@@ -164,7 +165,7 @@ def render_report(
     table = results_table(results)
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
-    # LLaMA against LLaDA: vanilla against vanilla, whatever variants the sweep also ran.
+    # AR against diffusion, per pair: vanilla against vanilla, whatever variants the sweep also ran.
     # One row per grid point: a point timed in full and by extrapolation reads the full measurement.
     base = full_where_measured(vanilla_runs(table))
     quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
@@ -187,7 +188,7 @@ def render_report(
         variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
     written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
                                                 predictions, variants, variant_quality)
-    blocks = _figure_blocks(layout, written, skipped)
+    blocks = _figure_blocks(layout, written, skipped, table_sides(table))
     spec_text = _spec_text(layout)
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
@@ -371,22 +372,26 @@ def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
     atomic_write(path, buffer.getvalue())
 
 
-def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> list[FigureBlock]:
+def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
+                   sides: Sides) -> list[FigureBlock]:
+    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`."""
     entries = {e.number: e for e in FIGURES}
     order = {e.number: i for i, e in enumerate(FIGURES)}
     blocks: list[tuple[tuple, FigureBlock]] = []
     for w in written:
         data = plotted(w.figure)
         entry = entries[w.number]
+        title, shows = entry.words(sides)
         caption = data.caption  # the notes are drawn under the image's panels
         blocks.append(((order[w.number], w.stem, w.hardware), FigureBlock(
-            w.number, _title(entry.title, w.stem, entry.slug), w.hardware, caption, entry.shows, png=w.png,
+            w.number, _title(title, w.stem, entry.slug), w.hardware, caption, shows, png=w.png,
             relative_png=w.png.relative_to(layout.root).as_posix(), relative_svg=w.svg.relative_to(layout.root).as_posix(),
         )))
     for s in skipped:
         entry = entries[s.number]
+        title, shows = entry.words(sides)
         blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
-            s.number, _title(entry.title, s.stem, entry.slug), s.hardware, "", entry.shows, reason=s.reason)))
+            s.number, _title(title, s.stem, entry.slug), s.hardware, "", shows, reason=s.reason)))
     ordered = [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
     numbers = iter(range(1, len(ordered) + 1))
     return [replace(b, display_number=next(numbers)) if b.png is not None else b for b in ordered]
@@ -413,13 +418,16 @@ def _atomic_text(path: Path, text: str) -> None:
 def summary_table(table: pl.DataFrame, html: Path, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> str:
     """A short plain-text table of the runs for the end of a sweep, then where the report is."""
     multi = table["hardware"].n_unique() > 1
-    header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block", "status",
-                                                "latency", "tokens/s", "forwards", "peak memory"]
+    algs = table["dream_alg"].drop_nulls().len() > 0  # Dream's alg, where a run has one
+    header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block",
+                                                *(["alg"] if algs else []), "status", "latency", "tokens/s",
+                                                "forwards", "peak memory"]
     rows = []
     for r in table.head(SUMMARY_ROWS).iter_rows(named=True):
         rows.append(([r["hardware"][:24]] if multi else []) + [
             r["model"], r["impl"] or VANILLA, str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
             "–" if r["steps"] is None else str(r["steps"]), "–" if r["block_length"] is None else str(r["block_length"]),
+            *([r["dream_alg"] or "–"] if algs else []),
             r["status"], fmt_seconds(r["latency_e2e_s_median"]),
             fmt_rate(r["tokens_per_s_median"]), "–" if r["forwards"] is None else f"{r['forwards']:g}",
             fmt_bytes(r["peak_memory_bytes"]),

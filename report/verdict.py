@@ -132,7 +132,8 @@ def _bound(point: tuple[float, str, int]) -> str:
 def _where(group: list[Pairing]) -> str:
     settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.dream_alg) for p in group}
     if len(settings) != 1:
-        return f", over {len(settings)} settings of lengths, block and device"
+        knob = "alg" if any(p.dream_alg for p in group) else "block"
+        return f", over {len(settings)} settings of lengths, {knob} and device"
     hardware, prompt, gen, block, alg = next(iter(settings))
     setting = ", ".join(([f"block {block}"] if block is not None else []) + ([f"alg {alg}"] if alg else []))
     return f" on {hardware}, {prompt} + {gen} tokens" + (f", {setting}" if setting else "")

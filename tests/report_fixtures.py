@@ -33,6 +33,7 @@ from specs.schema import (
     BertScoreSpec,
     CheckpointSource,
     Controls,
+    DreamImpl,
     DreamSampling,
     HardwareRequirement,
     LladaImpl,
@@ -88,6 +89,7 @@ class FixtureGrid:
     # Accelerated variants run beside every vanilla point of their arch (cost laws in `_variant_factor`).
     llada_impls: tuple[LladaImpl, ...] = ()
     llama_impls: tuple[LlamaImpl, ...] = ()
+    dream_impls: tuple[DreamImpl, ...] = ()
     # The registry families that run, autoregressive and diffusion alike; each model is named '<arch>-<size>'. An
     # entry 'qwen2#b' is a second model of that family, named 'qwen2-b-<size>'.
     families: tuple[str, ...] = ("llama", "llada")
@@ -132,7 +134,7 @@ def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
     results: list[RunResult] = []
     for kind in grid.hardware:
         for config in _configs(grid, kind):
-            variant = config.llada_impl is not None or config.llama_impl is not None
+            variant = config.impl_name != "vanilla"
             results.append(_result(grid, kind, config, variant_rng if variant else rng))
         if grid.extra_failures:
             results.extend(_failures(grid, kind))
@@ -206,9 +208,11 @@ def _configs_of(grid: FixtureGrid, entry: str, gen: int, batch: int, common: dic
         ar = RunConfig(model=model, batch_size=batch, generation_length=gen, **common)
         return [ar, *(ar.model_copy(update={"llama_impl": impl}) for impl in grid.llama_impls)]
     if sampler == "dream":
-        return [RunConfig(model=model, batch_size=batch, generation_length=gen, steps=steps,
-                          dream=DreamSampling(alg=alg), **common)
-                for steps in grid.steps if steps <= gen for alg in grid.dream_algs]
+        dream = [RunConfig(model=model, batch_size=batch, generation_length=gen, steps=steps,
+                           dream=DreamSampling(alg=alg), **common)
+                 for steps in grid.steps if steps <= gen for alg in grid.dream_algs]
+        return [c for config in dream
+                for c in (config, *(config.model_copy(update={"dream_impl": impl}) for impl in grid.dream_impls))]
     configs: list[RunConfig] = []
     for block in grid.block_lengths:
         if gen % block:
@@ -310,10 +314,13 @@ def _cache_bytes(config: RunConfig) -> int | None:
 def _variant_factor(config: RunConfig) -> float:
     """A variant's cost relative to vanilla: LLaDA's cached step (dual 0.2, prefix 0.5 of a full step at B = 1)
     and LLaMA's compiled decode pass (0.6) grow with the batch, so the dual cache and the compiled step are
-    slower than vanilla at B = 32 (0.2 + 0.03 x 32 > 1; 0.6 + 0.015 x 32 > 1)."""
+    slower than vanilla at B = 32 (0.2 + 0.03 x 32 > 1; 0.6 + 0.015 x 32 > 1); Dream's captured step saves its
+    host dispatch, which matters less as the batch grows (0.5 + 0.05 x B, slower than vanilla from B = 11)."""
     b = config.batch_size
     if config.llama_impl is not None:
         return 0.6 + 0.015 * b
+    if config.dream_impl is not None:
+        return 0.5 + 0.05 * b
     impl = config.llada_impl
     if impl is None or impl.cache == "none":
         return 1.0
@@ -348,7 +355,7 @@ def _samples(speed: float, config: RunConfig, rng: np.random.Generator, *, timer
     steps = config.steps or 1
     step_time = (0.03 + 8e-5 * b * config.sequence_length) * speed
     if config.llada_impl is None:
-        step = step_time * _noise(rng, (reps, steps))
+        step = step_time * factor * _noise(rng, (reps, steps))
         per_step_tokens = [b * g // steps] * steps
         return Samples(timer=timer, warmup_latency_s=[float(step[0].sum()) * 1.3] * 2,
                        latency_e2e_s=step.sum(axis=1).tolist(), batch_index=list(range(reps)), step_s=step.tolist(),
@@ -433,7 +440,8 @@ def _spec_dict(grid: FixtureGrid) -> dict:
             "generation_lengths": list(grid.generation_lengths),
             **({"llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths),
                           **_impl_axis(grid.llada_impls)}} if "llada" in samplers else {}),
-            **({"dream": {"steps": list(grid.steps), "algs": list(grid.dream_algs)}} if "dream" in samplers else {}),
+            **({"dream": {"steps": list(grid.steps), "algs": list(grid.dream_algs), **_impl_axis(grid.dream_impls)}}
+               if "dream" in samplers else {}),
             **({"llama": _impl_axis(grid.llama_impls)} if grid.llama_impls else {}),
         },
         "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,

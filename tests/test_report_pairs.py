@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from report_fixtures import CPU_ROOFS, FixtureGrid, HardwareKind, write_sweep
+from report_fixtures import COMPILE, CPU_ROOFS, FixtureGrid, HardwareKind, write_sweep
 
 from report.findings import crossover_table
-from report.pairings import pairing_table, pairings_text
+from report.pairings import findings_file, findings_json, pairing_table, pairings_text
 from report.pairs import Pair, pairs_from, sides_of
 from report.parity import parity_table
 from report.predictions import model_shapes, profile_from_roofs
@@ -25,6 +25,7 @@ from report.table import results_table
 from report.verdict import verdict
 from specs.artifacts import SweepLayout
 from specs.results import RunResult
+from specs.schema import DreamImpl
 
 CPU = HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=False, measured_roofs=True)
 # Tiny synthetic models on a CPU, three batch sizes, three step counts: the crossover falls between measured
@@ -129,6 +130,13 @@ def test_a_sweep_of_all_four_families_gives_two_pairs_each_with_its_own_b_star(t
     assert "(AR + dLLM)" in sentences[-1]
     text = pairings_text(pairings)
     assert "    llada-tiny (LLaDA) vs llama-tiny (LLaMA)" in text and "    dream-tiny (Dream) vs qwen2-tiny (Qwen2.5)" in text
+    # findings.json lists the pairs, and each finding's families, where a sweep has several.
+    record = json.loads(findings_json(findings_file("four", pairings)))
+    assert record["pairs"] == ["llada-tiny (LLaDA) vs llama-tiny (LLaMA)", "dream-tiny (Dream) vs qwen2-tiny (Qwen2.5)"]
+    assert record["speedup"].startswith("speedup = L_e2e(AR) / L_e2e(dLLM)")
+    families = {(f["llama_model"], f["ar_arch"], f["llada_model"], f["dllm_arch"]) for f in record["findings"]}
+    assert families == {("llama-tiny", "llama", "llada-tiny", "llada"), ("qwen2-tiny", "qwen2", "dream-tiny", "dream")}
+    assert all(("dream_alg" in f) == (f["dllm_arch"] == "dream") for f in record["findings"])
 
 
 def test_a_diffusion_model_without_its_peer_pairs_with_every_autoregressive_model(tmp_path: Path) -> None:
@@ -143,6 +151,32 @@ def test_a_diffusion_model_without_its_peer_pairs_with_every_autoregressive_mode
     at16 = {p.llama_model: p.b_star_measured for p in pairings if p.steps == 16}
     assert at16["qwen2-tiny"] < at16["qwen2-b-tiny"]  # the slower AR model overtakes later
     assert crossovers["llama_model"].n_unique() == 2
+
+
+def test_the_best_pairing_takes_each_models_fastest_implementation_dream_graph_included(tmp_path: Path) -> None:
+    """Dream's captured step (fixture: 0.5 + 0.05 B of vanilla's time) wins at small batches and loses from
+    B = 11; the best pairing takes, at each batch, each side's fastest measured run."""
+    grid = PAIRS.__class__(**{**PAIRS.__dict__, "name": "dreambest", "dream_impls": (DreamImpl(name="graph", graph=True),),
+                              "llama_impls": (COMPILE,)})
+    root = write_sweep(tmp_path, grid)
+    results, pairings, _ = _analyses(root)
+    latency = {r.run_id: float(np.median(r.samples.latency_e2e_s)) for r in results}
+    by_point: dict[tuple, dict[str, str]] = defaultdict(dict)
+    for r in results:
+        c = r.config
+        by_point[(c.model.name, c.steps, c.batch_size)][c.impl_name] = r.run_id
+    best = [p for p in pairings if p.pairing == "best"]
+    assert {p.steps for p in best} == {16, 32, 64} and all(p.llada_model == "dream-tiny" for p in best)
+    for p in best:
+        for q in p.speedups:
+            ar = by_point[("qwen2-tiny", None, q.batch_size)]
+            dllm = by_point[("dream-tiny", p.steps, q.batch_size)]
+            assert q.llama_run_id == min(ar.values(), key=latency.get)
+            assert q.llada_run_id == min(dllm.values(), key=latency.get)
+            assert q.speedup == pytest.approx(latency[q.llama_run_id] / latency[q.llada_run_id])
+    at16 = next(p for p in best if p.steps == 16)
+    assert at16.llada_impls == ["graph", "vanilla"]  # graph at B = 1 and 4 (0.55x, 0.7x), vanilla at 16 (1.3x)
+    assert "Each at its best (Qwen2.5 " in verdict(pairings)[1]
 
 
 def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) -> None:
@@ -160,5 +194,6 @@ def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) ->
     assert f1 and all(s["steps"] == 64 and s["reference"] == "qwen2-tiny greedy" for s in f1.values())
     md = out.markdown.read_text(encoding="utf-8")
     assert "B*: qwen2-tiny overtakes dream-tiny at 16 steps (entropy)" in md
+    assert "Throughput vs batch size, and where Qwen2.5 overtakes Dream" in md and "LLaMA" not in md
     assert "vanilla Qwen2.5 against vanilla Dream: the protocol" in md
     assert "BERTScore F1 as good as qwen2-tiny greedy from 64 steps" in found["verdict"][0]

@@ -40,6 +40,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         raise FigureSkipped("no successful runs of both models")
     lengths = length_panels(runs)
     colors = steps_colors(runs["steps"].drop_nulls().to_list())
+    # Dream's algs share their step count's colour and differ by marker.
+    alg_markers = dict(zip(sorted(runs["dream_alg"].drop_nulls().unique().to_list()), (DLLM_MARKER, "^", "v", "D")))
     axes = frame.draw(len(lengths), columns=2, panel_size=(6.0, 4.4))
     profile = None
     for ax, at in zip(axes, lengths):
@@ -57,7 +59,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
                        tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
             series.append(s)
-            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker=AR_MARKER if autoregressive else DLLM_MARKER,
+            marker = AR_MARKER if autoregressive else alg_markers.get(alg, DLLM_MARKER)
+            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker=marker,
                         markersize=4, linewidth=2.0 if autoregressive else 1.4, capsize=2, label=label, zorder=3)
             line = pred.filter((pl.col("model") == model) & pl.col("dream_alg").eq_missing(alg)
                                & (pl.col("steps").is_null() if steps is None

@@ -181,6 +181,9 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
     block_colors = sequential_colors(llada["block_length"].to_list(), "YlOrRd", 0.45, 0.95)
+    # Dream's algs: one colour each (it has no blocks to colour by).
+    algs = llada["dream_alg"].drop_nulls().unique().to_list()
+    alg_colors = sequential_colors(algs, "YlOrRd", 0.45, 0.95) if algs else {}
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
@@ -192,10 +195,12 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                        tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
                        arch=rows["arch"][0], model=key["model"])
             series.append(s)
-            _draw_quality_series(ax, s, block_colors.get(rows["block_length"][0], DLLM_COLOR))
+            _draw_quality_series(ax, s, alg_colors.get(rows["dream_alg"][0])
+                                 or block_colors.get(rows["block_length"][0], DLLM_COLOR))
         multi_block = sub_llada["block_length"].n_unique() > 1
         series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
-                               block_colors if multi_block else None, max(sub_llada["steps"].to_list()))
+                               block_colors if multi_block else None, max(sub_llada["steps"].to_list()),
+                               alg_colors if len(algs) > 1 else None)
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
         frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", "linear", series)
     notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
@@ -222,10 +227,11 @@ def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
 
 
 def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[int, int], metric: str,
-                 block_colors: dict | None, max_steps: int) -> list[Series]:
+                 block_colors: dict | None, max_steps: int, alg_colors: dict | None = None) -> list[Series]:
     """S_parity as a dashed vertical line with its CI shaded (to past the last swept step when the CI's upper
     end lies beyond them), or a note that the swept steps never reach parity. `block_colors` is given when
-    several block lengths share the panel: each marker then names and takes its block's colour."""
+    several block lengths share the panel, `alg_colors` when several of Dream's algs do: each marker then names
+    and takes its block's (alg's) colour."""
     if parity is None or not parity.height:
         return []
     prompt, gen = lengths
@@ -235,8 +241,10 @@ def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[
     ).sort("block_length")
     out = []
     for i, row in enumerate(rows.iter_rows(named=True)):
-        block = f" (block {row['block_length']})" if block_colors else ""
+        block = f" (block {row['block_length']})" if block_colors and row["block_length"] is not None else ""
         color = block_colors.get(row["block_length"], "black") if block_colors else "black"
+        if alg_colors and row.get("dream_alg") in alg_colors:
+            block, color = f" ({row['dream_alg']})", alg_colors[row["dream_alg"]]
         s_parity = row["s_parity"]
         against = f" vs {row['reference_label']}"
         if s_parity is None:
@@ -270,7 +278,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
     llada = ok_runs(df).filter(is_dllm() & pl.col("block_length").is_not_null()
                                & pl.col("latency_e2e_s_median").is_not_null())
     if not llada.height:
-        raise FigureSkipped("no successful LLaDA runs")
+        raise FigureSkipped("no successful runs of a blockwise diffusion model (LLaDA's sampler)")
     swept = llada.group_by(["model", "prompt_length", "generation_length"]).agg(pl.col("block_length").n_unique().alias("blocks"))
     swept = swept.filter(pl.col("blocks") >= 2).sort(["model", "generation_length", "prompt_length"])
     if not swept.height:

@@ -16,7 +16,7 @@ from report.figures.quality import (
     quality_series,
 )
 
-SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length")
+SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length", "dream_alg")
 
 
 def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl.DataFrame]) -> Figure:
@@ -36,7 +36,8 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
         series = []
         for key in sub.select(SERIES_KEYS).unique().sort(list(SERIES_KEYS), nulls_last=True).rows(named=True):
             rows = matching(sub, key).sort("tokens_per_forward")
-            label = f"{key['model']}: {key['impl']}, N_out = {key['generation_length']}"
+            label = f"{key['model']}: {key['impl']}, N_out = {key['generation_length']}" + (
+                f", {key['dream_alg']}" if key["dream_alg"] else "")
             s = quality_series(label, key["arch"], key["model"], rows, "tokens_per_forward", *VARIANT_QUALITY)
             series.append(s)
             draw_impl_series(ax, s, styles[key["impl"]])

@@ -8,6 +8,7 @@ import polars as pl
 from report import stats
 from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
 from report.extrapolation import extrapolated_share, extrapolation_checks
+from report.pairs import table_sides
 from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell
 from report.sections.inputs import Blocks, ReportInputs
 
@@ -69,7 +70,8 @@ def extrapolation_blocks(table: pl.DataFrame) -> list[Block]:
         return []
     checks = extrapolation_checks(table)
     blocks: list[Block] = [Paragraph(
-        f"{extrapolated} LLaDA run(s) timed only their first steps and extrapolated the rest from the mean timed step "
+        f"{extrapolated} {table_sides(table).dllm} run(s) timed only their first steps and extrapolated the rest "
+        "from the mean timed step "
         "(controls.extrapolation; column 'timed'). Where a point also ran in full, the full measurement is the one "
         "every figure, the Findings and the throughput tables use." + (
             "" if checks.height else " The sweep has no check point that ran both ways, so the extrapolation is "

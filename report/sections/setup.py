@@ -103,6 +103,7 @@ def _grid_table(spec: ExperimentSpec) -> Table:
                 (f"{model.name}: algs", ", ".join(dream.algs)),
                 *[(f"{model.name}: {name}", f"{value:g}") for name, value in
                   (("alg_temp", dream.alg_temp), ("top_p", dream.top_p), ("top_k", dream.top_k)) if value is not None],
+                (f"{model.name}: implementations", _impl_names(dream.impl)),
             ]
         elif spec.grid.llama is not None and not family(model.arch).is_diffusion:
             rows.append((f"{model.name}: implementations", _impl_names(spec.grid.llama.impl)))

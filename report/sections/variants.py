@@ -7,11 +7,12 @@ import polars as pl
 
 from report import stats
 from report.document import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
-from report.sections.cells import column_table, hardware_column
 from report.pairs import table_sides
+from report.sections.cells import column_table, hardware_column
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import has_variants
 from report.variants import DELTA_METRICS, UNPAIRED, idle_confidence_rules, payoff_table
+from specs.registry import family
 
 _DELTA_LABEL = {"gen_ppl": "perplexity", "bertscore_f1": "BERTScore F1"}
 COMPARISON_CAPTION = (
@@ -29,8 +30,12 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     """Each variant against vanilla at the same point, then where each stops paying off as the batch grows."""
     variants = inputs.variants
     if not has_variants(inputs.table):
+        # The grid's axes that take implementations: one per sampler of the sweep's families (the AR loop's is llama).
+        samplers = {family(a).sampler for a in inputs.table["arch"].drop_nulls().unique().to_list()}
+        axes = "grid.llada.impl, grid.dream.impl and grid.llama.impl" if "dream" in samplers else \
+            "grid.llada.impl and grid.llama.impl"
         return Blocks([], [Paragraph("No accelerated variants in this sweep: every run is the vanilla "
-                                     "implementation (grid.llada.impl and grid.llama.impl add them).")])
+                                     f"implementation ({axes} add them).")])
     t = table_sides(inputs.table)
     lead: list[Block] = [Paragraph(
         f"Every other section compares vanilla {t.ar} with vanilla {t.dllm}; this one sets each implementation "
@@ -38,8 +43,9 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     if not variants.height:
         return Blocks(lead, [Paragraph("No variant run succeeded.", warning=True)])
     hw = hardware_column(multi)
+    alg = [("alg", "dream_alg")] if variants["dream_alg"].drop_nulls().len() else []  # Dream's, where present
     columns = [*hw, ("model", "model"), ("impl", "impl"), ("P", "prompt_length"), ("N_out", "generation_length"),
-               ("steps", "steps"), ("block", "block_length"), ("B", "batch_size"),
+               ("steps", "steps"), ("block", "block_length"), *alg, ("B", "batch_size"),
                ("speedup [interval]", _variant_speedup_cell),
                ("roofline speedup", _predicted_cell),
                ("forwards (vanilla → variant)", lambda r: f"{fmt_float(r['vanilla_forwards'], 4)} → "
@@ -52,7 +58,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     payoff = payoff_table(variants)
     if payoff.height:
         columns = [*hw, ("model", "model"), ("impl", "impl"), ("P", "prompt_length"), ("N_out", "generation_length"),
-                   ("steps", "steps"), ("block", "block_length"), ("batch sizes", "batch_sizes"),
+                   ("steps", "steps"), ("block", "block_length"), *alg, ("batch sizes", "batch_sizes"),
                    ("speedup", "speedups"), ("roofline speedup", "predicted_speedups"), ("as batch grows", "statement")]
         tail.append(column_table(
             payoff, columns,
