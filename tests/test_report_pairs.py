@@ -197,3 +197,22 @@ def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) ->
     assert "Throughput vs batch size, and where Qwen2.5 overtakes Dream" in md and "LLaMA" not in md
     assert "vanilla Qwen2.5 against vanilla Dream: the protocol" in md
     assert "BERTScore F1 as good as qwen2-tiny greedy from 64 steps" in found["verdict"][0]
+
+
+def test_a_report_of_two_pairs_renders_a_pairings_table_per_pair(tmp_path: Path) -> None:
+    """All four families with quality: every figure draws (the diffusion curves of both families in one panel),
+    the Findings hold one pairings table per pair headed by its two models, findings.json lists the pairs."""
+    grid = FOUR.__class__(**{**FOUR.__dict__, "hardware": (
+        HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True),)})
+    out = render_report(write_sweep(tmp_path, grid), echo=False)
+    assert {s.stem for s in out.skipped} == {"latency_vs_generation_length", "block_length_ablation"}  # one N_out, block
+    found = json.loads(out.findings_json.read_text(encoding="utf-8"))
+    assert found["pairs"] == ["llada-tiny (LLaDA) vs llama-tiny (LLaMA)", "dream-tiny (Dream) vs qwen2-tiny (Qwen2.5)"]
+    md = out.markdown.read_text(encoding="utf-8")
+    assert "*llada-tiny (LLaDA) vs llama-tiny (LLaMA): The answer both ways (speedup = L_e2e(LLaMA) / L_e2e(LLaDA)" in md
+    assert "*dream-tiny (Dream) vs qwen2-tiny (Qwen2.5): The answer both ways (speedup = L_e2e(Qwen2.5)" in md
+    assert "Throughput vs batch size, and where AR overtakes dLLM" in md
+    # Each diffusion model's S_parity is against its own pair's AR model.
+    parity_rows = {(f["llama_model"], s["reference"]) for f in found["findings"] for s in f["s_parity"]}
+    assert {ar for ar, _ in parity_rows} == {"llama-tiny", "qwen2-tiny"}
+    assert all(ref.startswith(f"{ar} ") for ar, ref in parity_rows), parity_rows

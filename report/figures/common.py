@@ -317,7 +317,7 @@ def llada_settings(df: pl.DataFrame) -> list[tuple[str, str, int | None, pl.Data
         rows = llada.filter(pl.col("model") == model)
         axes = ["steps", *[a for a in varying(rows, LLADA_AXES) if a != "steps"]]
         for key in rows.select(axes).unique().sort(axes).iter_rows(named=True):
-            chosen = rows.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items()))
+            chosen = rows.filter(pl.all_horizontal(pl.col(a).eq_missing(v) for a, v in key.items()))
             out.append((llada_label(model, key, axes), model, key["steps"], chosen))
     return out
 

@@ -133,7 +133,7 @@ def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
     extra = [a for a in varying(llada, LLADA_AXES) if a != "steps"]
     styles = {k: i for i, k in enumerate(llada.select(extra).unique().sort(extra).rows())} if extra else {}
     for key in llada.select("model", "batch_size", *extra).unique().sort(["model", "batch_size", *extra]).iter_rows(named=True):
-        rows = llada.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("steps")
+        rows = llada.filter(pl.all_horizontal(pl.col(a).eq_missing(v) for a, v in key.items())).sort("steps")
         label = llada_label(key["model"], key, extra).replace(f"{key['model']}: ", f"{key['model']}, ")
         label = f"{key['model']}, batch {key['batch_size']}" + (label[len(key["model"]):] if extra else "")
         style = styles.get(tuple(key[a] for a in extra), 0)
@@ -190,7 +190,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
         sub_llada = sub.filter(is_dllm() & (pl.col("continuation") == "generated"))
         extra = [a for a in varying(sub_llada, LLADA_AXES) if a != "steps"]
         for key in sub_llada.select("model", *extra).unique().sort(["model", *extra]).iter_rows(named=True):
-            rows = sub_llada.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("steps")
+            rows = sub_llada.filter(pl.all_horizontal(pl.col(a).eq_missing(v) for a, v in key.items())).sort("steps")
             s = Series(llada_label(key["model"], key, extra), "line", tuple_of(rows["steps"]),
                        tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
                        arch=rows["arch"][0], model=key["model"])
@@ -357,7 +357,7 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
         sub = setting.filter(pl.col("metric") == metric)
         series = []
         for key in sub.select("arch", "model", "generation_length").unique().sort(["arch", "model", "generation_length"]).iter_rows(named=True):
-            rows = sub.filter(pl.all_horizontal(pl.col(a) == v for a, v in key.items())).sort("tokens_per_forward")
+            rows = sub.filter(pl.all_horizontal(pl.col(a).eq_missing(v) for a, v in key.items())).sort("tokens_per_forward")
             s = quality_series(f"{key['model']}, N_out = {key['generation_length']}", key["arch"], key["model"], rows,
                                "tokens_per_forward")
             series.append(s)
