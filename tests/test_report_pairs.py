@@ -5,6 +5,7 @@ the fixture's latencies (tests/report_fixtures.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import defaultdict
@@ -35,9 +36,10 @@ PAIRS = FixtureGrid(
     block_lengths=(32,), dtype="float32", device="cpu", repetitions=3, synthetic="tiny", hardware=(CPU,),
     extra_failures=False, families=("qwen2", "dream"), family_speed=(("qwen2", 0.7),),
 )
-FOUR = PAIRS.__class__(**{**PAIRS.__dict__, "name": "four", "families": ("llama", "llada", "qwen2", "dream")})
-NO_PEER = PAIRS.__class__(**{**PAIRS.__dict__, "name": "nopeer", "families": ("qwen2", "qwen2#b", "llada"),
-                             "family_speed": (("qwen2#b", 1.4),)})
+FOUR = dataclasses.replace(PAIRS, name="four", families=("llama", "llada", "qwen2", "dream"))
+NO_PEER = dataclasses.replace(PAIRS, name="nopeer", families=("qwen2", "qwen2#b", "llada"),
+                              family_speed=(("qwen2#b", 1.4),))
+WITH_QUALITY = (dataclasses.replace(CPU, quality=True),)
 
 
 def _results(root: Path) -> list[RunResult]:
@@ -156,8 +158,8 @@ def test_a_diffusion_model_without_its_peer_pairs_with_every_autoregressive_mode
 def test_the_best_pairing_takes_each_models_fastest_implementation_dream_graph_included(tmp_path: Path) -> None:
     """Dream's captured step (fixture: 0.5 + 0.05 B of vanilla's time) wins at small batches and loses from
     B = 11; the best pairing takes, at each batch, each side's fastest measured run."""
-    grid = PAIRS.__class__(**{**PAIRS.__dict__, "name": "dreambest", "dream_impls": (DreamImpl(name="graph", graph=True),),
-                              "llama_impls": (COMPILE,)})
+    grid = dataclasses.replace(PAIRS, name="dreambest", dream_impls=(DreamImpl(name="graph", graph=True),),
+                               llama_impls=(COMPILE,))
     root = write_sweep(tmp_path, grid)
     results, pairings, _ = _analyses(root)
     latency = {r.run_id: float(np.median(r.samples.latency_e2e_s)) for r in results}
@@ -182,8 +184,7 @@ def test_the_best_pairing_takes_each_models_fastest_implementation_dream_graph_i
 def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) -> None:
     """End to end with quality: Dream's BERTScore reaches Qwen2.5's greedy level from 64 steps (fixture: F1 0.85
     against 0.90 - 0.25 exp(-steps / 20)), and the report, findings.json and the verdict name the pair."""
-    grid = PAIRS.__class__(**{**PAIRS.__dict__, "name": "dreamq", "hardware": (
-        HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True),)})
+    grid = dataclasses.replace(PAIRS, name="dreamq", hardware=WITH_QUALITY)
     root = write_sweep(tmp_path, grid)
     out = render_report(root, echo=False)
     found = json.loads(out.findings_json.read_text(encoding="utf-8"))
@@ -202,8 +203,7 @@ def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) ->
 def test_a_report_of_two_pairs_renders_a_pairings_table_per_pair(tmp_path: Path) -> None:
     """All four families with quality: every figure draws (the diffusion curves of both families in one panel),
     the Findings hold one pairings table per pair headed by its two models, findings.json lists the pairs."""
-    grid = FOUR.__class__(**{**FOUR.__dict__, "hardware": (
-        HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True),)})
+    grid = dataclasses.replace(FOUR, hardware=WITH_QUALITY)
     out = render_report(write_sweep(tmp_path, grid), echo=False)
     assert {s.stem for s in out.skipped} == {"latency_vs_generation_length", "block_length_ablation"}  # one N_out, block
     found = json.loads(out.findings_json.read_text(encoding="utf-8"))
