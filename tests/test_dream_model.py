@@ -27,7 +27,7 @@ from workers.models.dream_model import (
     padding_inputs,
     predicting_positions,
 )
-from workers.models.qwen2_config import qwen2_config_for_shape
+from workers.models.layouts import qwen2_config_for_shape
 
 # Float32 on the CPU with the official kernel (SDPA): the logits come out bit-identical here. The tolerance
 # only allows a BLAS that splits a reduction differently with another thread count (the recording used one);

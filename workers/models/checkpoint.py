@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
+from transformers import PreTrainedTokenizerBase
 
 from specs.loader import resolve_path
 from workers.errors import CheckpointFormatError, ModelNotAvailableError
@@ -132,3 +133,25 @@ def load_safetensors_into(model: torch.nn.Module, directory: Path, device: torch
     missing = sorted(name for name, t in state.items() if id(t) not in filled)
     if missing:
         raise CheckpointFormatError(f"{directory}: the checkpoint lacks {', '.join(missing[:8])}")
+
+
+def mask_token_id(
+    config: dict, tokenizer: PreTrainedTokenizerBase | None, override: int | None, *, token_name: str, family: str
+) -> int:
+    """A diffusion model's [MASK]: the spec's override, else config.json's mask_token_id, else the tokenizer's
+    `token_name` (LLaDA's <|mdm_mask|>, Dream's <|mask|>), else the tokenizer's own mask token."""
+    if override is not None:
+        return override
+    if isinstance(config.get("mask_token_id"), int):
+        return config["mask_token_id"]
+    if tokenizer is not None:
+        vocab = tokenizer.get_vocab()
+        if token_name in vocab:
+            return vocab[token_name]
+        if tokenizer.mask_token_id is not None:
+            return tokenizer.mask_token_id
+    raise CheckpointFormatError(
+        f"{family} mask token unknown: config.json has no mask_token_id and the tokenizer has no "
+        f"{token_name}; set mask_token_id in the model spec"
+    )
+

@@ -18,6 +18,7 @@ from __future__ import annotations
 from transformers import PreTrainedTokenizerBase, Qwen2Config
 
 from workers.errors import CheckpointFormatError
+from workers.models.checkpoint import mask_token_id
 
 DREAM_MODEL_TYPE = "Dream"
 MASK_TOKEN_NAME = "<|mask|>"  # Dream's tokenizer: the [MASK] its sampler fills
@@ -93,17 +94,4 @@ def dream_to_qwen2_name(key: str) -> str | None:
 
 def dream_mask_token_id(raw: dict, tokenizer: PreTrainedTokenizerBase | None, override: int | None) -> int:
     """[MASK]: the spec's override, else config.json's mask_token_id, else the tokenizer's <|mask|>."""
-    if override is not None:
-        return override
-    if isinstance(raw.get("mask_token_id"), int):
-        return raw["mask_token_id"]
-    if tokenizer is not None:
-        vocab = tokenizer.get_vocab()
-        if MASK_TOKEN_NAME in vocab:
-            return vocab[MASK_TOKEN_NAME]
-        if tokenizer.mask_token_id is not None:
-            return tokenizer.mask_token_id
-    raise CheckpointFormatError(
-        "Dream mask token unknown: config.json has no mask_token_id and the tokenizer has no "
-        f"{MASK_TOKEN_NAME}; set mask_token_id in the model spec"
-    )
+    return mask_token_id(raw, tokenizer, override, token_name=MASK_TOKEN_NAME, family="Dream")

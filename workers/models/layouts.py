@@ -23,7 +23,6 @@ from workers.models.dream_checkpoint import dream_to_qwen2_name, is_dream_config
 from workers.models.dream_model import make_dream_bidirectional
 from workers.models.llada_checkpoint import is_llada_config, llada_to_llama_name, llama_config_from_llada
 from workers.models.llada_model import make_bidirectional
-from workers.models.qwen2_config import qwen2_config_for_shape
 
 Rename = Callable[[str], "str | None"]
 
@@ -33,14 +32,9 @@ def keep_name(key: str) -> str | None:
     return None if key.endswith("rotary_emb.inv_freq") else key
 
 
-def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
-    """A LlamaConfig with exactly the shape's numbers (the roofline costs the same numbers)."""
-    if shape.attention_bias:
-        raise ValueError(
-            "attention_bias: the LLaMA layout has no q/k/v bias (transformers' attention_bias would also bias "
-            "o_proj); build a biased shape as a Qwen2-layout family (qwen2, dream)"
-        )
-    return LlamaConfig(
+def _shape_numbers(shape: ModelShape) -> dict[str, object]:
+    """The config keywords every layout takes from a shape: exactly the numbers the roofline costs."""
+    return dict(
         vocab_size=shape.vocab_size,
         hidden_size=shape.hidden_size,
         intermediate_size=shape.intermediate_size,
@@ -56,6 +50,28 @@ def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
         eos_token_id=None,
         pad_token_id=None,
     )
+
+
+def llama_config_for_shape(shape: ModelShape) -> LlamaConfig:
+    """A LlamaConfig with exactly the shape's numbers."""
+    if shape.attention_bias:
+        raise ValueError(
+            "attention_bias: the LLaMA layout has no q/k/v bias (transformers' attention_bias would also bias "
+            "o_proj); build a biased shape as a Qwen2-layout family (qwen2, dream)"
+        )
+    return LlamaConfig(**_shape_numbers(shape))
+
+
+def qwen2_config_for_shape(shape: ModelShape) -> Qwen2Config:
+    """A Qwen2Config with exactly the shape's numbers, full attention in every layer (no sliding window): synthetic
+    Qwen2.5 and Dream models. Qwen2's attention always carries q/k/v biases, so a shape that says it has none is
+    refused rather than built with biases it does not cost."""
+    if not shape.attention_bias:
+        raise ValueError(
+            "attention_bias: a Qwen2/Dream model always has q/k/v biases; this shape has none "
+            "(build it as a LLaMA-layout model, or set attention_bias: true)"
+        )
+    return Qwen2Config(**_shape_numbers(shape), use_sliding_window=False)
 
 
 @dataclass(frozen=True)

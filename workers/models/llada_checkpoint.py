@@ -22,6 +22,7 @@ import re
 from transformers import LlamaConfig, PreTrainedTokenizerBase
 
 from workers.errors import CheckpointFormatError
+from workers.models.checkpoint import mask_token_id
 
 LLADA_MODEL_TYPE = "llada"
 MASK_TOKEN_NAME = "<|mdm_mask|>"
@@ -156,17 +157,4 @@ def llama_config_from_llada(config: dict) -> LlamaConfig:
 
 def llada_mask_token_id(config: dict, tokenizer: PreTrainedTokenizerBase | None, override: int | None) -> int:
     """[MASK]: the spec's override, else config.json's mask_token_id, else the tokenizer's <|mdm_mask|>."""
-    if override is not None:
-        return override
-    if isinstance(config.get("mask_token_id"), int):
-        return config["mask_token_id"]
-    if tokenizer is not None:
-        vocab = tokenizer.get_vocab()
-        if MASK_TOKEN_NAME in vocab:
-            return vocab[MASK_TOKEN_NAME]
-        if tokenizer.mask_token_id is not None:
-            return tokenizer.mask_token_id
-    raise CheckpointFormatError(
-        "LLaDA mask token unknown: config.json has no mask_token_id and the tokenizer has no "
-        f"{MASK_TOKEN_NAME}; set mask_token_id in the model spec"
-    )
+    return mask_token_id(config, tokenizer, override, token_name=MASK_TOKEN_NAME, family="LLaDA")
