@@ -107,11 +107,7 @@ def llada_text(est: LladaEstimate, memory: MemoryFootprint, hardware: HardwarePr
             f"Block {i}: SeqLen={b.seq_len}, Time/Step={b.time_per_step_s * 1e3:.4f} ms, Steps={b.steps}"
             for i, b in enumerate(est.blocks, start=1)
         ),
-        "",
-        _THIN_RULE,
-        "--- Total Generation Analysis ---",
-        f"Total Estimated Runtime: {est.total_s * 1e3:.4f} ms",
-        f"Final Aggregate Arithmetic Intensity (AI): {est.aggregate_ai:.4f}",
+        *_total_lines(est),
     ]
     if est.fidelity == "faithful":
         cfg = f"on (scale {est.cfg_scale:g}, model batch {2 * est.batch})" if est.cfg_scale > 0 else "off"
@@ -135,6 +131,17 @@ def llada_text(est: LladaEstimate, memory: MemoryFootprint, hardware: HardwarePr
     return "\n".join(lines) + "\n"
 
 
+def _total_lines(est: LladaEstimate | DreamEstimate) -> list[str]:
+    """The whole generation's runtime and arithmetic intensity, as the study's printout closes a diffusion run."""
+    return [
+        "",
+        _THIN_RULE,
+        "--- Total Generation Analysis ---",
+        f"Total Estimated Runtime: {est.total_s * 1e3:.4f} ms",
+        f"Final Aggregate Arithmetic Intensity (AI): {est.aggregate_ai:.4f}",
+    ]
+
+
 def dream_text(est: DreamEstimate, memory: MemoryFootprint, hardware: HardwareProfile, title: str = "Dream") -> str:
     """A whole-sequence diffusion generation in the layout of the LLaDA printout: one "block" over the whole
     generation, every step over prompt + generation; `faithful` appends the sampler and the memory."""
@@ -146,11 +153,7 @@ def dream_text(est: DreamEstimate, memory: MemoryFootprint, hardware: HardwarePr
         f"Prompt: {est.prompt_len}, Generation: {est.gen_len}, Total Steps: {est.steps}",
         f"SeqLen: {est.seq_len} every step, Time/Forward: {est.forward_s * 1e3:.4f} ms, "
         f"Mean Time/Step: {est.mean_step_s * 1e3:.4f} ms",
-        "",
-        _THIN_RULE,
-        "--- Total Generation Analysis ---",
-        f"Total Estimated Runtime: {est.total_s * 1e3:.4f} ms",
-        f"Final Aggregate Arithmetic Intensity (AI): {est.aggregate_ai:.4f}",
+        *_total_lines(est),
     ]
     if est.fidelity == "faithful":
         filters = "".join(f", {name} {value:g}" for name, value in (("top-p", est.top_p), ("top-k", est.top_k))
