@@ -11,8 +11,8 @@ from matplotlib.patches import Rectangle
 
 from report.analysis import memory_grid
 from report.figures.common import ARCH_LABEL, Cell, FigureSkipped
-from report.pairs import is_ar
 from report.figures.frame import Frame
+from report.pairs import is_ar
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 KIND_LABEL = {"reserved": "peak reserved memory", "rss_delta": "peak RSS growth, CPU"}

@@ -15,7 +15,8 @@ from report.figures.quality import (
     metric_label,
     quality_series,
 )
-from report.table import HIGHER_IS_BETTER
+from report.pairs import table_sides
+from report.table import HIGHER_IS_BETTER, with_dream_alg
 
 
 def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figure:
@@ -24,7 +25,7 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
     dashed. One panel per generation length and batch size (latencies of different batches are not
     comparable). `df`: this hardware's rows of the flat table; `points`: report.variants.variant_points."""
     frame = Frame.of(f"variant_pareto_{metric}", df)
-    points = points.filter(pl.col("hardware") == frame.hardware)
+    points = with_dream_alg(points).filter(pl.col("hardware") == frame.hardware)
     if points.filter(pl.col("impl") != "vanilla").height == 0:
         raise FigureSkipped("no variant run has both a latency and a "
                             f"{METRIC_LABEL.get(metric, metric)} value")
@@ -34,15 +35,17 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
     for ax, key in zip(frame.draw(len(keys), columns=3, panel_size=(4.8, 3.8)), keys):
         sub = points.filter(pl.all_horizontal(pl.col(k) == v for k, v in key.items()))
         series = []
-        for (arch, model, impl), rows in sub.group_by(["arch", "model", "impl"], maintain_order=True):
+        for (arch, model, impl, alg), rows in sub.group_by(["arch", "model", "impl", "dream_alg"], maintain_order=True):
             rows = rows.sort("steps", nulls_last=True)
-            s = quality_series(f"{model}: {impl}", arch, model, rows, "latency_s", *VARIANT_QUALITY)
+            label = f"{model}: {impl}" + (f", {alg}" if alg else "")
+            s = quality_series(label, arch, model, rows, "latency_s", *VARIANT_QUALITY)
             series.append(s)
             draw_impl_series(ax, s, styles[impl])
         series.append(draw_frontier(ax, sub, "latency_s", HIGHER_IS_BETTER.get(metric, True)))
         plain_log_axis(ax, "x")
         frame.panel(ax, f"N_out = {key['generation_length']}, prompt {key['prompt_length']}, B = {key['batch_size']}",
                     "end-to-end latency, median (s)", metric_label(metric), "log", "linear", series, title_size=10)
-    notes = (CI_NOTE + " LLaDA points are labelled with their step count; circled points are on the frontier.",)
+    notes = (CI_NOTE + f" {table_sides(df).dllm} points are labelled with their step count; circled points are on "
+             "the frontier.",)
     return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}) with every variant: the Pareto "
                         "frontier", notes, df)

@@ -15,6 +15,8 @@ from report.figures.quality import (
     metric_label,
     quality_series,
 )
+from report.pairs import table_sides
+from report.table import with_dream_alg
 
 SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length", "dream_alg")
 
@@ -25,7 +27,7 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
     over LLaDA's steps. One panel per metric. `df`: this hardware's rows of the flat table; `points`: per metric,
     report.variants.variant_points."""
     frame = Frame.of("variant_quality_vs_tokens_per_forward", df)
-    chosen = {m: _smallest_batch(p.filter((pl.col("hardware") == frame.hardware)
+    chosen = {m: _smallest_batch(with_dream_alg(p).filter((pl.col("hardware") == frame.hardware)
                                           & pl.col("tokens_per_forward").is_not_null()))
               for m, p in points.items()}
     chosen = {m: p for m, p in chosen.items() if p.filter(pl.col("impl") != "vanilla").height}
@@ -44,8 +46,8 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
         power_of_two_axis(ax, "x", [x for s in series for x in s.x])
         frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
                     series)
-    notes = (CI_NOTE + " Each run at its smallest batch size; LLaDA points are labelled with their step count (a "
-             "confidence rule runs fewer forwards than its steps, so it sits further right).",)
+    notes = (CI_NOTE + f" Each run at its smallest batch size; {table_sides(df).dllm} points are labelled with their "
+             "step count (a confidence rule runs fewer forwards than its steps, so it sits further right).",)
     return frame.finish("Quality vs tokens per forward pass, every variant", notes, df)
 
 

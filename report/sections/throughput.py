@@ -1,4 +1,5 @@
-"""Section 4, Throughput: tokens per second and goodput per run, and the batch size B* where LLaMA pulls ahead."""
+"""Section 4, Throughput: tokens per second and goodput per run, and the batch size B* where the AR model of each
+pair pulls ahead."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import polars as pl
 
 from report.document import Block, Table, fmt_float, fmt_rate
 from report.findings import CROSSOVER_ANCHOR
+from report.pairs import Sides, table_sides
 from report.sections.cells import (
     column_table,
     hardware_column,
@@ -16,7 +18,6 @@ from report.sections.cells import (
     simple,
     timed_cell,
 )
-from report.pairs import Sides, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import USEFUL_FRACTION_FLAG
 
