@@ -1,4 +1,4 @@
-"""How good an extrapolated LLaDA latency is: each extrapolated run beside the full run of the same point.
+"""How good an extrapolated diffusion (LLaDA, Dream) latency is: each extrapolated run beside the full run of the same point.
 
 `controls.extrapolation` times the first K steps of a LLaDA generation and extrapolates the rest; its
 `check_steps` x `check_batch_sizes` points also run in full in the same sweep. The ratio
@@ -71,7 +71,7 @@ def extrapolation_checks(results: list[RunResult]) -> list[ExtrapolationCheck]:
 def format_checks(checks: list[ExtrapolationCheck]) -> str:
     """One line per checked point, e.g. `llada-8b B=16 P=512 G=512 steps=64 (timed 4): 1.93 s vs 1.95 s full, ratio 0.990`,
     then `; energy 2.71 vs 2.77 J/token, ratio 0.976` where both runs read an energy counter."""
-    lines = ["extrapolated LLaDA latency against full generations (ratio = extrapolated / full median):"]
+    lines = ["extrapolated diffusion latency against full generations (ratio = extrapolated / full median):"]
     for k in checks:
         lines.append(
             f"  {k.model} B={k.batch_size} P={k.prompt_length} G={k.generation_length} steps={k.steps} "

@@ -70,7 +70,7 @@ def test_inline_sweep_writes_verified_artifacts_without_ray_and_resumes(tmp_path
     extrapolated = [r for r in results if r.samples.extrapolated is not None]
     assert {r.config.steps for r in extrapolated} == {8, 16}
     assert all(len(steps) == 4 for r in extrapolated for steps in r.samples.step_s)
-    assert "extrapolated LLaDA latency against full generations" in done.stdout
+    assert "extrapolated diffusion latency against full generations" in done.stdout
     assert "steps=16 (timed 4)" in done.stdout and "ratio" in done.stdout
     again = _run_without_ray(args)
     assert again.returncode == 0 and "nothing to run" in again.stdout
