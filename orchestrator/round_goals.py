@@ -29,8 +29,8 @@ from roofline.errors import RooflineInputError
 from roofline.llama import mean_decode_pass_bytes
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
 from roofline.operators import element_bytes_of
-from specs.results import RunResult, RunStatus
 from specs.registry import family, preset_shape
+from specs.results import RunResult, RunStatus
 
 LLAMA_DECODE_ROOF_SHARE = {1: 0.60, 64: 0.50}  # batch -> the least share of the memory roof
 LLADA_GRAPH_HOST_MS = 2.0

@@ -15,9 +15,9 @@ from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware, hardware_for_gpu_name
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
+from specs.registry import full_shape
 from specs.results import MeasuredRoofs, RunResult
 from specs.shapes import ModelShape
-from specs.registry import full_shape
 
 PREDICTION_SCHEMA = {
     "run_id": pl.String, "hardware": pl.String, "profile": pl.String, "fidelity": pl.String, "arch": pl.String,

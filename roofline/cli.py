@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-
 from collections.abc import Callable
 
 from roofline.dream import DREAM_ALGS, estimate_dream

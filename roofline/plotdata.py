@@ -7,17 +7,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from roofline.crossover import check_pair
+from roofline.dream import dream_step_operators, estimate_dream
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES, Fidelity, modelling
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.crossover import check_pair
-from roofline.dream import dream_step_operators, estimate_dream
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import decode_passes, estimate_llama
 from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator, Unit
-from specs.shapes import ModelShape
 from specs.registry import Arch, family, full_shape
+from specs.shapes import ModelShape
 
 # "<arch> prefill", "<arch> decode" (autoregressive) or "<arch> step" (diffusion): "llama prefill", "llada step", ...
 Phase = str

@@ -9,17 +9,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from roofline.dream import DreamEstimate, estimate_dream
 from roofline.errors import RooflineInputError
 from roofline.estimate import Estimate
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
-from roofline.dream import DreamEstimate, estimate_dream
 from roofline.llada import BlockEstimate, LladaCache, LladaEstimate, estimate_llada
 from roofline.llama import LlamaEstimate, estimate_llama
 from roofline.memory import MemoryFootprint, dream_memory, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
-from specs.shapes import ModelShape
 from specs.registry import Arch, family
+from specs.shapes import ModelShape
 
 # Where a LLaDA prediction's forward count comes from: the step schedule (no confidence rule), the forwards the
 # run measured (samples.forwards), or the schedule's steps as a cap (a confidence rule, nothing measured).

@@ -15,8 +15,8 @@ from typing import Any
 
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.paths import resolve_path
-from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.registry import FAMILIES, family, family_for_model_type
+from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
 
 CONFIG_FILE = "config.json"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+
 class ModelShape(BaseModel):
     """The architectural numbers that decide a decoder's cost; every registry family (specs/registry.py) has this
     layout: RMSNorm, SwiGLU, RoPE, grouped-query attention, with or without a bias on the q, k and v projections

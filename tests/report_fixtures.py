@@ -18,6 +18,7 @@ import yaml
 
 from roofline.memory import llada_cache_bytes
 from specs.artifacts import Manifest, SweepLayout, canonical_json, sha256_file
+from specs.registry import family, preset_shape
 from specs.results import (
     Environment,
     Generation,
@@ -45,7 +46,6 @@ from specs.schema import (
     RunConfig,
     SyntheticSource,
 )
-from specs.registry import family, preset_shape
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"

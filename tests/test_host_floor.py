@@ -14,12 +14,18 @@ from orchestrator.plan import plan_runs
 from report.predictions import profile_from_roofs, run_profile
 from roofline.hardware import get_hardware
 from roofline.predict import predict
+from specs.registry import preset_shape
 from specs.results import MeasuredRoofs
 from specs.schema import LladaImpl, LlamaImpl
-from specs.registry import preset_shape
 from tests.spec_fixtures import spec_from, tiny_spec
 from workers.measure import calibrate
-from workers.measure.calibrate import GPU_VECTOR_BYTES, format_roofs, host_floor_s, host_seconds, with_host_floor
+from workers.measure.calibrate import (
+    GPU_VECTOR_BYTES,
+    format_roofs,
+    host_floor_s,
+    host_seconds,
+    with_host_floor,
+)
 from workers.models.sdpa_backends import eager_llama_decode, without_cudnn_attention
 
 ROOFS = MeasuredRoofs(device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,

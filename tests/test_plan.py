@@ -6,10 +6,10 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs, run_id_for
-from specs.registry import family, preset_shape
-from specs.schema import ModelSpec
 from specs.loader import load_spec
 from specs.paths import PACKAGE_ROOT
+from specs.registry import family, preset_shape
+from specs.schema import ModelSpec
 from tests.spec_fixtures import mutated, spec_from, tiny_dict
 
 

@@ -13,7 +13,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from specs.loader import SpecError
 from specs.registry import ARCHS, FAMILIES, family
 from specs.schema import Controls, ModelSpec
-from tests.spec_fixtures import mutated, spec_from, tiny_dict
+from tests.spec_fixtures import mutated, spec_from
 from workers.models.dream_model import is_dream_bidirectional
 from workers.models.loading import load_model, shape_of_config
 from workers.models.tokenization import synthetic_tokenizer

@@ -12,8 +12,8 @@ from roofline.hardware import get_hardware
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import estimate_llama
 from roofline.phase import cost_of
-from specs.shapes import ModelShape
 from specs.registry import preset_shape
+from specs.shapes import ModelShape
 
 STUDY_HW = get_hardware("study-a6000")
 LLAMA = preset_shape("llama", "8b")

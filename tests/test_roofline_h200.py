@@ -24,10 +24,10 @@ from report.predictions import (
 )
 from report.render import SweepLayout, _load, render_report
 from report.table import results_table
-from specs.artifacts import verify
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import get_hardware
 from roofline.phase import cost_of
+from specs.artifacts import verify
 from specs.paths import PACKAGE_ROOT
 from specs.registry import preset_shape
 

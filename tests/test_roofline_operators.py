@@ -17,8 +17,8 @@ from roofline.operators import (
     study_causal_masked_macs,
 )
 from roofline.phase import ALL_CLASSES, cost_of, cost_of_affine_passes, empty_cost
-from specs.shapes import ModelShape
 from specs.registry import preset_shape
+from specs.shapes import ModelShape
 
 # Round numbers so every time below can be worked by hand.
 TOY = HardwareProfile(

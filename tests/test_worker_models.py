@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specs.schema import Controls, ModelSpec
 from specs.registry import preset_shape
-from tests.worker_fixtures import one_thread
+from specs.schema import Controls, ModelSpec
 from workers.errors import SpecMismatchError
 from workers.measure.memory import current_rss_bytes
 from workers.models.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional

@@ -14,11 +14,11 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     impl_styles,
+    is_autoregressive,
     matching,
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
-    is_autoregressive,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels

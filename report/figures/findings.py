@@ -15,10 +15,10 @@ from report.figures.common import (
     Series,
     at_primary_block,
     error_bars,
+    is_autoregressive,
     plain_log_axis,
     power_of_two_axis,
     steps_colors,
-    is_autoregressive,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels

@@ -11,10 +11,10 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     at_primary_block,
+    is_autoregressive,
     llada_settings,
     steps_colors,
     tuple_of,
-    is_autoregressive,
     value_axis,
 )
 from report.figures.frame import Frame, length_panels

@@ -28,7 +28,12 @@ from workers.errors import CheckpointFormatError, SpecMismatchError
 from workers.models.attention import make_sync_free
 from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
 from workers.models.dream_checkpoint import dream_mask_token_id
-from workers.models.layouts import BIDIRECTIONAL, LAYOUTS, checkpoint_format, llama_config_for_shape, layout_of
+from workers.models.layouts import (
+    BIDIRECTIONAL,
+    LAYOUTS,
+    checkpoint_format,
+    layout_of,
+)
 from workers.models.llada_checkpoint import llada_mask_token_id
 from workers.models.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
 

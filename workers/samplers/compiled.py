@@ -25,8 +25,8 @@ import torch
 from torch import Tensor, nn
 from transformers import StaticCache
 
-from workers.models.attention import SyncFreeAttention
 from workers.measure.preparation import Preparation
+from workers.models.attention import SyncFreeAttention
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.graphs import RECOMPILE_LIMIT, raise_recompile_limit
 from workers.samplers.live_cache import KERNEL, LIVE_BUCKET, LiveCache
