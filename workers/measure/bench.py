@@ -1,11 +1,16 @@
-"""Sampler efficiency on CPU: our LLaDA sampler vs the official algorithm, our decode loop vs generate().
+"""Sampler efficiency on CPU: our LLaDA and Dream samplers vs the official algorithms, our decode loop vs
+generate().
 
-Two side-by-side comparisons in one run, on small random models (4 layers, d=512, a BERT-sized vocabulary
-of 30522, float32, fixed seeds), each asserting that both contenders produce the same tokens:
+Three side-by-side comparisons in one run, on small random models (4 layers, d=512 or Dream's d=448, a
+BERT-sized vocabulary of 30522, float32, fixed seeds), each asserting that both contenders produce the same
+tokens:
 
   (a) `llada_generate` / `reference_llada_generate` (the per-row transcription of the official sampler);
       goal <= 0.9.
   (b) `ar_generate` / `model.generate(do_sample=False, min_new_tokens=N, max_new_tokens=N)`; goal <= 1.05.
+  (c) `dream_generate` / the same with `full_logits` (the official code's LM head over every position, which
+      the tests prove token-exact with the official `diffusion_generate`); goal <= 0.95: here the window is
+      the 64 generated of 96 positions, so at most a third of the LM head and its softmax is saved.
 
 The two contenders' repetitions are interleaved (the order alternating each round) so that drift in the
 machine's speed hits both alike. The table shows each contender's median and the median of the per-round
@@ -27,14 +32,16 @@ from dataclasses import asdict, dataclass
 import torch
 import transformers
 from torch import Tensor
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2ForCausalLM
 
-from specs.shapes import MINILM_VOCAB_SIZE
 from specs.registry import preset_shape
+from specs.shapes import MINILM_VOCAB_SIZE
 from workers.measure.side_by_side import BenchShape, Comparison, interleaved_rounds
 from workers.measure.timing import timer_for
-from workers.models.loading import llama_config_for_shape
+from workers.models.dream_model import make_dream_bidirectional
+from workers.models.layouts import llama_config_for_shape, qwen2_config_for_shape
 from workers.samplers import ar_generate, llada_generate
+from workers.samplers.dream import dream_generate
 from workers.samplers.reference import reference_llada_generate
 
 VOCAB_SIZE = MINILM_VOCAB_SIZE
@@ -44,6 +51,7 @@ PAD_ID = 0
 FIRST_TEXT_ID = 1  # prompt tokens are drawn from [FIRST_TEXT_ID, EOS_ID)
 LLADA_GOAL = 0.9
 AR_GOAL = 1.05
+DREAM_GOAL = 0.95
 
 
 @dataclass(frozen=True)
@@ -142,11 +150,30 @@ def compare_ar(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
     return Comparison("ar_generate / model.generate()", ours, baseline, equal, AR_GOAL)
 
 
+def compare_dream(config: BenchConfig, ids: Tensor, mask: Tensor) -> Comparison:
+    torch.manual_seed(config.seed)
+    qwen2 = qwen2_config_for_shape(preset_shape("dream", "small"))
+    qwen2.pad_token_id, qwen2.eos_token_id = PAD_ID, EOS_ID
+    model = Qwen2ForCausalLM(qwen2).eval()
+    make_dream_bidirectional(model)
+    kw = {"attention_mask": mask, "gen_length": config.gen_length, "steps": config.steps, "mask_id": MASK_ID,
+          "alg": "entropy"}  # fmt: skip
+
+    def generate(full_logits: bool) -> Tensor:
+        with torch.inference_mode():
+            return dream_generate(model, ids, full_logits=full_logits, **kw)
+
+    ours, baseline, equal = time_side_by_side(
+        lambda: generate(False), lambda: generate(True), warmup=config.warmup, repetitions=config.repetitions
+    )
+    return Comparison("dream_generate / official (every position's logits)", ours, baseline, equal, DREAM_GOAL)
+
+
 def report(config: BenchConfig, results: list[Comparison]) -> str:
     """The table: per contender the median seconds, then the paired ratio against its goal."""
     versions = f"torch {torch.__version__}, transformers {transformers.__version__}"
     header = (
-        f"{'comparison':<46} {'ours_s':>7} {'base_s':>7} {'ratio':>6} {'(of medians)':>12} {'goal':>7} "
+        f"{'comparison':<52} {'ours_s':>7} {'base_s':>7} {'ratio':>6} {'(of medians)':>12} {'goal':>7} "
         f"{'tokens':>6}  result"
     )
     lines = [
@@ -157,7 +184,7 @@ def report(config: BenchConfig, results: list[Comparison]) -> str:
     ]
     for r in results:
         lines.append(
-            f"{r.name:<46} {statistics.median(r.ours):7.3f} {statistics.median(r.baseline):7.3f} "
+            f"{r.name:<52} {statistics.median(r.ours):7.3f} {statistics.median(r.baseline):7.3f} "
             f"{r.ratio:6.3f} {r.ratio_of_medians:12.3f} {'<= ' + format(r.goal, '.2f'):>7} "
             f"{'equal' if r.tokens_equal else 'DIFFER':>6}  {'ok' if r.met else 'MISSED'}"
         )
@@ -173,10 +200,10 @@ def fmt(samples: list[float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run both comparisons and print the table; exit 1 if tokens differ (--strict: or a goal is missed)."""
+    """Run the comparisons and print the table; exit 1 if tokens differ (--strict: or a goal is missed)."""
     parser = argparse.ArgumentParser(prog="python -m workers.measure.bench", description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--repetitions", type=int, default=BenchConfig.repetitions, help="LLaDA measured rounds"
+        "--repetitions", type=int, default=BenchConfig.repetitions, help="LLaDA's and Dream's measured rounds"
     )
     parser.add_argument(
         "--ar-repetitions", type=int, default=BenchConfig.ar_repetitions, help="AR measured rounds"
@@ -190,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(config.threads or len(os.sched_getaffinity(0)))
     ids, mask = prompts(config)
-    results = [compare_llada(config, ids, mask), compare_ar(config, ids, mask)]
+    results = [compare_llada(config, ids, mask), compare_ar(config, ids, mask), compare_dream(config, ids, mask)]
     print(report(config, results))
     if not all(r.tokens_equal for r in results):
         return 1
