@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from specs.frozen import Frozen, Remasking, distinct, safe_name
-from specs.registry import Arch, SamplerName, family
+from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
 
 
@@ -194,8 +194,8 @@ DreamAlg = Literal["origin", "maskgit_plus", "topk_margin", "entropy"]
 class DreamSampling(Frozen):
     """One setting of Dream's sampler (`diffusion_generate`), besides its steps and the controls' temperature.
 
-    `alg`: which masked positions a step commits: `origin` commits each with probability 1/t-fraction at
-    random; `maskgit_plus` the most confident (top probability), `topk_margin` those with the largest margin
+    `alg`: which masked positions a step commits: `origin` reveals each at random with the schedule's
+    probability (1 - s/t from time t to s); `maskgit_plus` the most confident (top probability), `topk_margin` those with the largest margin
     between the top two probabilities, `entropy` those of lowest entropy. `alg_temp` > 0 samples that order
     instead of taking it greedily (confidence algs only). `top_p` and `top_k` filter each position's token
     distribution before sampling (with the controls' temperature > 0).
@@ -307,6 +307,13 @@ class ModelSpec(Frozen):
                 "attention and logits_to_keep of the package's own loading, which the checkpoint's modeling code "
                 f"does not give; drop it: {entry.title} checkpoints load without remote code"
             )
+        if isinstance(self.source, SyntheticSource) and isinstance(self.source.synthetic, ModelShape):
+            bias = LAYOUT_QKV_BIAS[entry.layout]
+            if self.source.synthetic.attention_bias != bias:
+                raise ValueError(
+                    f"source.synthetic.attention_bias: {self.arch} models have the {entry.layout} layout, whose q, k "
+                    f"and v projections {'always' if bias else 'never'} carry a bias; allowed: {str(bias).lower()}"
+                )
         if isinstance(self.source, SyntheticSource) and isinstance(self.source.synthetic, str):
             if self.source.synthetic not in entry.presets:
                 raise ValueError(

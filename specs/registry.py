@@ -27,6 +27,9 @@ SamplerName = Literal["llada", "dream", "autoregressive"]
 # The transformers class the weights load into: LlamaForCausalLM (no biases) or Qwen2ForCausalLM (QKV bias).
 Layout = Literal["llama", "qwen2"]
 
+# Whether a layout's q, k and v projections carry a bias (Qwen2's always do; LLaMA's never do here).
+LAYOUT_QKV_BIAS: dict[str, bool] = {"llama": False, "qwen2": True}
+
 ARCHS: tuple[str, ...] = get_args(Arch)
 PARADIGMS: tuple[str, ...] = get_args(Paradigm)
 

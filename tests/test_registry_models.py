@@ -127,6 +127,11 @@ CASES = [
      "grid.dream.algs.0: allowed: 'origin', 'maskgit_plus', 'topk_margin' or 'entropy'"),
     ("dream steps over the generation", lambda d: _with_dream(d)["grid"]["dream"].update(steps=[128]),
      "grid.dream.steps: 128 steps exceed generation length"),
+    ("dream shape without the QKV bias",
+     lambda d: _with_dream(d)["models"][2]["source"].update(synthetic=family("dream").preset("tiny").model_dump()
+                                                             | {"attention_bias": False}),
+     "models.2.source.synthetic.attention_bias: dream models have the qwen2 layout, whose q, k and v projections "
+     "always carry a bias; allowed: true"),
     ("dream evaluator", lambda d: (_with_dream(d), d["quality"]["perplexity"].update(evaluator="dream-tiny")),
      "quality.perplexity.evaluator: 'dream-tiny' is a dream model"),
 ]

@@ -24,7 +24,7 @@ from transformers import (
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
-from specs.registry import Family
+from specs.registry import LAYOUT_QKV_BIAS, Family
 from specs.shapes import ModelShape
 from workers.models.dream_checkpoint import dream_to_qwen2_name, is_dream_config, qwen2_config_from_dream
 from workers.models.dream_model import make_dream_bidirectional
@@ -94,8 +94,10 @@ class Layout:
 
 
 LAYOUTS: dict[str, Layout] = {
-    "llama": Layout(LlamaConfig, llama_config_for_shape, LlamaForCausalLM, LlamaRotaryEmbedding, attention_bias=False),
-    "qwen2": Layout(Qwen2Config, qwen2_config_for_shape, Qwen2ForCausalLM, Qwen2RotaryEmbedding, attention_bias=True),
+    "llama": Layout(LlamaConfig, llama_config_for_shape, LlamaForCausalLM, LlamaRotaryEmbedding,
+                    attention_bias=LAYOUT_QKV_BIAS["llama"]),
+    "qwen2": Layout(Qwen2Config, qwen2_config_for_shape, Qwen2ForCausalLM, Qwen2RotaryEmbedding,
+                    attention_bias=LAYOUT_QKV_BIAS["qwen2"]),
 }
 
 # A diffusion sampler's model: the in-place conversion that makes the layout's causal decoder its mask predictor.
