@@ -69,7 +69,8 @@ def _check_llada_combination(field: str, generation: int, axes: LladaAxes) -> No
 
 
 def _check_dream_combination(field: str, generation: int, axes: DreamAxes) -> None:
-    """Dream's sampler commits at least one token per step: more steps than tokens would leave steps idle."""
+    """More Dream steps than generated tokens would spend forwards on steps that commit nothing (refused, as
+    LLaDA's are)."""
     for steps in axes.steps:
         if steps > generation:
             raise ValueError(
