@@ -14,7 +14,7 @@ from typing import Literal
 from transformers import LlamaConfig
 
 from specs.shapes import ModelShape
-from workers.models.loading import llama_config_for_shape
+from workers.models.layouts import llama_config_for_shape
 
 Arch = Literal["llama", "llada"]
 
