@@ -252,15 +252,16 @@ def test_the_options_added_later_still_separate_runs_when_set() -> None:
 
 def test_naming_the_sampler_or_a_default_shape_field_changes_no_run_id() -> None:
     """The registry's fields enter the id only when they say something: a spec that names its models'
-    samplers, or writes an explicit shape without a QKV bias, plans the same runs as before."""
+    samplers, or writes an explicit shape without a QKV bias, plans the same runs as before they existed."""
     spec = load_spec(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "spec.yaml")
     run = plan_runs(spec)[0]
     sampler = family(run.config.model.arch).sampler
     named = run.config.model_copy(update={"model": run.config.model.model_copy(update={"sampler": sampler})})
     assert run_id_for(named) == run.run_id
-    shape = preset_shape("llama", "tiny")
-    explicit = ModelSpec(name="m", arch="llama", source={"synthetic": shape.model_dump()})
-    biased = ModelSpec(name="m", arch="llama", source={"synthetic": {**shape.model_dump(), "attention_bias": True}})
+    explicit = ModelSpec(name="m", arch="llama", source={"synthetic": preset_shape("llama", "tiny").model_dump()})
     config = run.config.model_copy(update={"model": explicit, "steps": None, "block_length": None, "remasking": None,
                                            "cfg_scale": 0.0, "llada_impl": None, "llama_impl": None})
-    assert run_id_for(config) != run_id_for(config.model_copy(update={"model": biased}))
+    # The id this config had at 1eb8a13, before ModelShape.attention_bias existed.
+    assert (run.run_id, run_id_for(config)) == ("a286390f05fa", "70a449e6d269")
+    dream = ModelSpec(name="m", arch="dream", source={"synthetic": preset_shape("dream", "tiny").model_dump()})
+    assert run_id_for(config.model_copy(update={"model": dream})) != run_id_for(config)

@@ -7,6 +7,7 @@ import torch
 
 from specs.registry import preset_shape
 from specs.schema import Controls, ModelSpec
+from tests.worker_fixtures import one_thread  # noqa: F401 (a fixture: usefixtures finds it by name)
 from workers.errors import SpecMismatchError
 from workers.measure.memory import current_rss_bytes
 from workers.models.llada_model import BidirectionalAttention, Float32RotaryEmbedding, is_bidirectional
