@@ -15,7 +15,7 @@ from typing import Any
 
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.paths import resolve_path
-from specs.registry import FAMILIES, family, family_for_model_type
+from specs.registry import FAMILIES, family, loads_model_type
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
 
@@ -194,7 +194,7 @@ def _check_format(field: str, name: str, directory: Path, config: dict[str, Any]
     """What the workers load without remote code: a config.json model_type the arch's registry entry lists
     (LLaMA's for llama or llada, LLaDA's own, Qwen2's, Dream's), with safetensors weights."""
     model_type = config.get("model_type")
-    if not family_for_model_type(model_type, arch):
+    if not loads_model_type(arch, model_type):
         owners = [f.name for f in FAMILIES.values() if model_type in f.checkpoint_model_types]
         if owners:
             return (

@@ -184,6 +184,6 @@ def full_shape(arch: str) -> ModelShape:
     return family(arch).full_shape
 
 
-def family_for_model_type(model_type: str | None, arch: str) -> bool:
+def loads_model_type(arch: str, model_type: str | None) -> bool:
     """Whether a checkpoint's config.json model_type loads as `arch` without remote code."""
     return model_type in family(arch).checkpoint_model_types

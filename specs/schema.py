@@ -106,15 +106,15 @@ class ExperimentSpec(Frozen):
         if self.controls.extrapolation is not None:
             self._check_extrapolation(self.controls.extrapolation)
         for index, m in enumerate(self.models):
-            sampler = family(m.arch).sampler
-            own = getattr(m, SAMPLER_AXES[sampler], None) if sampler != "autoregressive" else None
-            if sampler != "autoregressive" and own is None and getattr(self.grid, SAMPLER_AXES[sampler]) is None:
-                field = SAMPLER_AXES[sampler]
+            entry = family(m.arch)
+            axes_field = SAMPLER_AXES[entry.sampler]
+            own = getattr(m, axes_field, None)  # a model may carry its own diffusion axes; the AR loop's are the grid's
+            if entry.is_diffusion and own is None and getattr(self.grid, axes_field) is None:
                 raise ValueError(
-                    f"grid.{field}: model {m.name!r} generates with the {sampler} sampler but neither grid.{field} nor "
-                    f"models.{index}.{field} is given"
+                    f"grid.{axes_field}: model {m.name!r} generates with the {entry.sampler} sampler but neither "
+                    f"grid.{axes_field} nor models.{index}.{axes_field} is given"
                 )
-            field = f"models.{index}.{SAMPLER_AXES[sampler]}" if own is not None else f"grid.{SAMPLER_AXES[sampler]}"
+            field = f"models.{index}.{axes_field}" if own is not None else f"grid.{axes_field}"
             llada, dream = self.llada_axes(m), self.dream_axes(m)
             for pair in self.grid.length_pairs():
                 if llada is not None:

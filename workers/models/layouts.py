@@ -18,6 +18,7 @@ from transformers import (
     LlamaForCausalLM,
     PretrainedConfig,
     PreTrainedModel,
+    PreTrainedTokenizerBase,
     Qwen2Config,
     Qwen2ForCausalLM,
 )
@@ -26,9 +27,19 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 from specs.registry import LAYOUT_QKV_BIAS, Family
 from specs.shapes import ModelShape
-from workers.models.dream_checkpoint import dream_to_qwen2_name, is_dream_config, qwen2_config_from_dream
+from workers.models.dream_checkpoint import (
+    dream_mask_token_id,
+    dream_to_qwen2_name,
+    is_dream_config,
+    qwen2_config_from_dream,
+)
 from workers.models.dream_model import make_dream_bidirectional
-from workers.models.llada_checkpoint import is_llada_config, llada_to_llama_name, llama_config_from_llada
+from workers.models.llada_checkpoint import (
+    is_llada_config,
+    llada_mask_token_id,
+    llada_to_llama_name,
+    llama_config_from_llada,
+)
 from workers.models.llada_model import make_bidirectional
 
 Rename = Callable[[str], "str | None"]
@@ -100,10 +111,18 @@ LAYOUTS: dict[str, Layout] = {
                     attention_bias=LAYOUT_QKV_BIAS["qwen2"]),
 }
 
-# A diffusion sampler's model: the in-place conversion that makes the layout's causal decoder its mask predictor.
-BIDIRECTIONAL: dict[str, Callable[[PreTrainedModel], object]] = {
-    "llada": make_bidirectional,  # type: ignore[dict-item]
-    "dream": make_dream_bidirectional,  # type: ignore[dict-item]
+@dataclass(frozen=True)
+class DiffusionModel:
+    """What a diffusion sampler needs of its model: the in-place conversion that makes the layout's causal decoder
+    its mask predictor, and where a checkpoint's [MASK] id is read (its config, else its tokenizer)."""
+
+    make_bidirectional: Callable[[PreTrainedModel], object]
+    mask_token_id: Callable[[dict, PreTrainedTokenizerBase | None, int | None], int]
+
+
+DIFFUSION_MODELS: dict[str, DiffusionModel] = {
+    "llada": DiffusionModel(make_bidirectional, llada_mask_token_id),  # type: ignore[arg-type]
+    "dream": DiffusionModel(make_dream_bidirectional, dream_mask_token_id),  # type: ignore[arg-type]
 }
 
 

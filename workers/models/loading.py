@@ -27,14 +27,12 @@ from specs.shapes import ModelShape
 from workers.errors import CheckpointFormatError, SpecMismatchError
 from workers.models.attention import make_sync_free
 from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
-from workers.models.dream_checkpoint import dream_mask_token_id
 from workers.models.layouts import (
-    BIDIRECTIONAL,
+    DIFFUSION_MODELS,
     LAYOUTS,
     checkpoint_format,
     layout_of,
 )
-from workers.models.llada_checkpoint import llada_mask_token_id
 from workers.models.tokenization import checkpoint_tokenizer, eos_token_ids, synthetic_tokenizer
 
 DTYPES: dict[str, torch.dtype] = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -116,7 +114,7 @@ def build_on_meta(config: PretrainedConfig, attention: str, dtype: torch.dtype, 
         model = layout_of(entry).model_class(config)
     model.to(dtype)
     if entry.is_diffusion:
-        BIDIRECTIONAL[entry.sampler](model)
+        DIFFUSION_MODELS[entry.sampler].make_bidirectional(model)
     else:
         make_sync_free(model)
     return model
@@ -197,12 +195,8 @@ def _load_synthetic(
             f"models.{spec.name}.source.synthetic.vocab_size: {shape.vocab_size} is smaller than the synthetic "
             f"tokenizer's {len(tokenizer)} tokens; use at least {len(tokenizer)}"
         )
-    entry = family(spec.arch)
-    try:
-        config = layout_of(entry).config_for_shape(shape)
-    except ValueError as exc:
-        raise SpecMismatchError(f"models.{spec.name}.source.synthetic.{exc}") from None
-    model = build_on_meta(config, attention, dtype, entry)
+    entry = family(spec.arch)  # the spec fits the shape's QKV bias to the family's layout (ModelSpec)
+    model = build_on_meta(layout_of(entry).config_for_shape(shape), attention, dtype, entry)
     materialise(model, device, seed=source.seed)
     mask = None
     if entry.is_diffusion:
@@ -234,14 +228,12 @@ def _load_checkpoint(
         model = build_on_meta(found.config(raw, directory), attention, dtype, entry)
         materialise(model, device, seed=None)
         load_safetensors_into(model, directory, device, found.rename)
-    mask = _MASK_TOKEN[entry.sampler](raw, tokenizer, spec.mask_token_id) if entry.is_diffusion else None
+    mask = None
+    if entry.is_diffusion:
+        mask = DIFFUSION_MODELS[entry.sampler].mask_token_id(raw, tokenizer, spec.mask_token_id)
     eos = eos_token_ids(tokenizer, _config_eos(raw, directory))
     eos = tuple(t for t in eos if t != mask)
     return _loaded(spec, model, tokenizer, device, dtype, mask, eos, "real", read_provenance(directory))
-
-
-# Where each diffusion sampler's mask token id is read from a checkpoint (its config, else its tokenizer).
-_MASK_TOKEN = {"llada": llada_mask_token_id, "dream": dream_mask_token_id}
 
 
 def read_provenance(directory: Path) -> ModelProvenance | None:
