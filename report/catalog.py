@@ -1,5 +1,6 @@
-"""The report's figures in the study's order: number, file name, section, what each shows, and how each is made
-from one hardware kind's runs."""
+"""The report's figures in the order the report shows them (report/sections/order.py): an id, file name, section,
+what each shows, and how each is made from one hardware kind's runs. The report numbers what it draws in reading
+order; the id only keys an entry."""
 
 from __future__ import annotations
 
@@ -233,6 +234,19 @@ FIGURES: tuple[FigureEntry, ...] = (
     _single(6, "block_length_ablation", "Block-length ablation", "quality",
             "{dllm} latency and quality against block length at fixed step counts.",
             lambda c: block_length_ablation(c.table, c.quality.by_setting, _metric_for_ablation(c))),
+    FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
+                "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
+                "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",
+                _variant_speedup),
+    FigureEntry(13, "variant_pareto", "Latency-quality Pareto frontier with every variant", "variants",
+                "Median latency against quality for vanilla and every variant, one panel per generation length and "
+                "batch size, the Pareto frontier dashed; one figure per metric.",
+                _variant_pareto),
+    FigureEntry(14, "variant_quality_vs_tokens_per_forward", "Quality vs tokens per forward with every variant",
+                "variants",
+                "Quality against tokens per forward pass (N_out over the forwards that ran) for vanilla and every "
+                "variant at its smallest batch size, one panel per metric.",
+                _variant_tokens_per_forward),
     _single(8, "roofline", "Roofline with measured operating points", "roofline",
             "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
             "a {ar} prefill, a decode pass and a {dllm} step, and each run's measured operating point.",
@@ -247,19 +261,6 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "count, from the counter read around the measured repetitions (NVML's board, RAPL's packages); "
                 "points scaled from extrapolated steps hollow.",
                 _energy),
-    FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
-                "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
-                "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",
-                _variant_speedup),
-    FigureEntry(13, "variant_pareto", "Latency-quality Pareto frontier with every variant", "variants",
-                "Median latency against quality for vanilla and every variant, one panel per generation length and "
-                "batch size, the Pareto frontier dashed; one figure per metric.",
-                _variant_pareto),
-    FigureEntry(14, "variant_quality_vs_tokens_per_forward", "Quality vs tokens per forward with every variant",
-                "variants",
-                "Quality against tokens per forward pass (N_out over the forwards that ran) for vanilla and every "
-                "variant at its smallest batch size, one panel per metric.",
-                _variant_tokens_per_forward),
 )
 
 # A figure's file: its stem (a slug, or slug_metric), then `--<hardware>` when a sweep ran on several kinds.
