@@ -329,6 +329,43 @@ def test_measured_vs_predicted(sweep, a100) -> None:
 
 
 
+def drawn_points(fig) -> list[tuple[float, float]]:
+    """Every marker and line vertex of every panel, in display pixels (the figure drawn once)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    points = []
+    for ax in fig.axes:
+        for collection in ax.collections:
+            offsets = np.asarray(collection.get_offsets())
+            if offsets.size:
+                points += [tuple(p) for p in collection.get_offset_transform().transform(offsets)]
+        for line in ax.lines:
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            xy = xy[np.isfinite(xy).all(axis=1)] if xy.size else xy
+            if xy.size:
+                points += [tuple(p) for p in line.get_transform().transform(xy)]
+    return points
+
+
+def legends(fig) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+@pytest.mark.parametrize("name", ["roofline", "measured_vs_predicted"])
+def test_roofline_legends_cover_no_data(sweep, a100, name) -> None:
+    fig = all_figures(sweep, a100)[name]()
+    points = drawn_points(fig)
+    assert points and legends(fig)
+    renderer = fig.canvas.get_renderer()  # the Agg canvas drawn_points attached
+    for legend in legends(fig):
+        box = legend.get_window_extent(renderer)
+        assert not [p for p in points if box.contains(*p)], f"{name}: the legend covers plotted points"
+        # Outside every panel, so no run of another sweep can fall under it either.
+        assert not [ax for ax in fig.axes if box.overlaps(ax.get_window_extent(renderer))]
+
+
 # ------------------------------------------------------------------ figures added with the Findings
 
 

@@ -252,7 +252,7 @@ def steps_colors(steps: Iterable[object]) -> dict[object, tuple]:
     return sequential_colors(steps, "YlOrRd", 0.4, 0.95)
 
 
-LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier")
+LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier", "y = x", "roofline violated")
 
 
 def figure_legend(fig: Figure, axes: Sequence, *, columns: int = 1) -> None:

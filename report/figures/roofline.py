@@ -17,6 +17,7 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     caption,
+    figure_legend,
     impl_styles,
     is_autoregressive,
     plain_log_axis,
@@ -63,9 +64,10 @@ def _profile_notes(profile: HardwareProfile) -> tuple[str, ...]:
     return notes + ("Tensor bytes follow each run's dtype.",)
 
 
-def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) -> Figure:
+def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile, *, legend: bool = True) -> Figure:
     """Log-log roofline: each operator at (intensity, attainable FLOP/s) under the bandwidth roof and the
-    tensor-core (matmul) and CUDA-core (elementwise) compute roofs; colour by operator group, marker by phase."""
+    tensor-core (matmul) and CUDA-core (elementwise) compute roofs; colour by operator group, marker by phase. The
+    legend (unless `legend` is off, for a caller that adds points first) stands right of the axes, off the data."""
     fig = Figure(figsize=(8, 6), layout="constrained")
     ax = fig.add_subplot()
     intensities = [p.arithmetic_intensity for p in points] or [1.0]
@@ -98,7 +100,8 @@ def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) ->
     ax.set_ylabel("Attainable performance (FLOP/s)")
     ax.set_title(f"Roofline model ({hardware.name})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="x-small", loc="lower right", ncols=2)
+    if legend:
+        figure_legend(fig, [ax])
     return fig
 
 
@@ -145,7 +148,7 @@ def roofline_figure(
     )
     if not points.height:
         raise FigureSkipped("no successful run has a faithful roofline prediction to place on the roofline")
-    frame.fig = roofline_plot(list(operator_points), profile)
+    frame.fig = roofline_plot(list(operator_points), profile, legend=False)
     frame.axes = frame.fig.axes
     ax = frame.axes[0]
     series = [
@@ -168,7 +171,6 @@ def roofline_figure(
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
     ax.set_xlim(min(low, min(xs) / 2), max(high, max(xs) * 2))
-    ax.legend(fontsize="x-small", loc="lower right", ncols=2)
     frame.panel(ax, f"Roofline of {profile.name} with measured operating points", "arithmetic intensity (FLOP/byte)",
                 "performance (FLOP/s)", "log", "log", series)
     ar, dllm = _operator_titles(operator_points)
@@ -179,7 +181,7 @@ def roofline_figure(
         ),
         *_profile_notes(profile),
     )
-    return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden), legend=False)
+    return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden))
 
 
 def _operator_titles(points: Sequence[OperatorPoint]) -> tuple[str, str]:
@@ -256,7 +258,6 @@ def measured_vs_predicted(
         title = f"{fidelity} model" + (f" ({skipped} runs out of its scope)" if skipped else "")
         frame.panel(ax, title, f"predicted latency on {profile.name} (s)", "measured latency, median (s)", "log",
                     "log", series, title_size=10)
-        ax.legend(fontsize="x-small", loc="upper left")
     notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _profile_notes(profile)
     return frame.finish("Measured vs roofline-predicted end-to-end latency", notes,
-                        _profile_caption(df, frame.hardware, profile, overridden), legend=False)
+                        _profile_caption(df, frame.hardware, profile, overridden))
