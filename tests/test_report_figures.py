@@ -223,6 +223,25 @@ def test_pareto_for_lower_is_better_metric(sweep, a100) -> None:
     assert "lower is better" in data.panels[0].ylabel
 
 
+def test_perplexity_is_drawn_on_a_log_axis_wherever_it_is_plotted(sweep, a100) -> None:
+    quality = sweep[2]
+    figures = {
+        "pareto": pareto_frontier(a100, quality.by_run, "gen_ppl"),
+        "steps": quality_vs_steps(a100, quality.by_setting, "gen_ppl", quality.parity_markers),
+        "per forward": quality_vs_tokens_per_forward(a100, quality.by_setting, ["bertscore_f1", "gen_ppl"]),
+        "ablation": block_length_ablation(a100, quality.by_setting, "gen_ppl"),
+    }
+    for name, fig in figures.items():
+        panels = [p for p in plotted(fig).panels if "perplexity" in p.ylabel]
+        assert panels, name
+        assert all(p.yscale == "log" for p in panels), name
+        drawn = [ax for ax in fig.axes if "perplexity" in ax.get_ylabel()]
+        assert drawn and all(ax.get_yscale() == "log" for ax in drawn), name
+    # BERTScore F1 stays linear (a bounded score).
+    f1 = plotted(figures["per forward"]).panel("BERTScore F1")
+    assert f1.yscale == "linear"
+
+
 def test_quality_figures_are_skipped_without_quality(sweep, h100) -> None:
     quality = sweep[2]
     with pytest.raises(FigureSkipped, match="BERTScore F1"):

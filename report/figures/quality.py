@@ -46,6 +46,20 @@ CI_NOTE = ("Quality: median over prompts, error bars its interval (95% BCa boots
            "the range); a continuation too short for the metric ranks worst.")
 
 
+# Metrics drawn on a log axis: perplexity is the exponential of a loss, so a linear axis squeezes every point near
+# the good end (where parity is decided) under the few-step points hundreds above them.
+LOG_METRICS = frozenset({"gen_ppl"})
+
+
+def quality_axis(ax, metric: str | None, axis: str = "y") -> str:
+    """Scale a quality axis for `metric` (log with plain labels for LOG_METRICS, else linear); returns the scale
+    name the Panel records."""
+    if metric in LOG_METRICS:
+        plain_log_axis(ax, axis)
+        return "log"
+    return "linear"
+
+
 def metric_label(metric: str) -> str:
     better = "higher" if HIGHER_IS_BETTER.get(metric, True) else "lower"
     return f"{METRIC_LABEL.get(metric, metric)} ({better} is better)"
@@ -104,8 +118,8 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
             _draw_quality_series(ax, s, colors[batch], LINESTYLES[style % len(LINESTYLES)])
         frontier = draw_frontier(ax, sub, "latency_e2e_s_median", higher)
         plain_log_axis(ax, "x")
-        frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log", "linear",
-                    (*(s for s, _, _ in series), frontier))
+        frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log",
+                    quality_axis(ax, metric), (*(s for s, _, _ in series), frontier))
     notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; circled points are on the "
              "frontier.",)
     return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier",
@@ -202,7 +216,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                                block_colors if multi_block else None, max(sub_llada["steps"].to_list()),
                                alg_colors if len(algs) > 1 else None)
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
-        frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", "linear", series)
+        frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
              "matches the reference at every larger step, against the metric's headline reference.",)
     return frame.finish(f"{sides.dllm} quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
@@ -306,13 +320,15 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
         q_series: list[Series] = []
         label_metric = metric_label(metric) if metric else "quality"
         right_title = f"{model}: {METRIC_LABEL.get(metric or '', 'quality')}, N_out = {gen}"
+        right_scale = "linear"
         if q.height:
             q_series = _over_blocks(right, q, model, colors, "value", "interval_low", "interval_high")
             note = None
+            right_scale = quality_axis(right, metric)
         else:
             note = "no quality data for these runs"
             empty_panel(right, note)
-        frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", "linear", q_series,
+        frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", right_scale, q_series,
                     title_size=10, note=note)
     notes = ("Latency: median over repetitions, error bars IQR. " + CI_NOTE,)
     return frame.finish("LLaDA block-length ablation at fixed step counts", notes + _quality_notes(df), llada,
@@ -365,8 +381,8 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
             _draw_quality_series(ax, s, color)
         values = sorted({x for s in series for x in s.x})
         power_of_two_axis(ax, "x", values)
-        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
-                    series)
+        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2",
+                    quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; {sides.ar} generates one token "
              "per forward.",)
     notes += (block_note,) if block_note else ()
