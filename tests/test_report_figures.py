@@ -458,3 +458,84 @@ def test_an_unlearned_llada_model_gets_a_warning_on_every_quality_figure(tmp_pat
         drawn = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any("WARNING" in t for t in drawn), "the warning is drawn across the panels"
         assert any("trained here" in n and "tokens seen" in n for n in data.notes)  # provenance in the caption
+
+
+# ------------------------------------------------------------------ each family its own colour and marker
+
+
+def drawn_styles(fig) -> dict[str, tuple[str, str]]:
+    """Each legend label's (colour, marker shape) as drawn: a line's, an error-bar plot's data line, a scatter's;
+    a marker is known by its path's vertices, so a scatter's and a line's compare ('None': no marker)."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.markers import MarkerStyle
+
+    def shape(path) -> str:
+        return path.vertices.round(3).tobytes().hex()
+
+    styles = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if isinstance(handle, ErrorbarContainer):
+                handle = handle.lines[0]
+            if isinstance(handle, PathCollection):
+                colors = handle.get_facecolor() if len(handle.get_facecolor()) else handle.get_edgecolor()
+                styles[label] = (to_hex(colors[0]), shape(handle.get_paths()[0]))
+            elif hasattr(handle, "get_marker"):
+                marker = MarkerStyle(handle.get_marker())
+                drawn = "None" if handle.get_marker() in ("None", None, "") else shape(
+                    marker.get_path().transformed(marker.get_transform()))
+                styles[label] = (to_hex(handle.get_color()), drawn)
+    return styles
+
+
+@pytest.fixture(scope="module")
+def four_families(tmp_path_factory: pytest.TempPathFactory):
+    from dataclasses import replace
+
+    from report_fixtures import HardwareKind
+
+    cpu = HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True)
+    grid = replace(SMOKE_LIKE, name="four", batch_sizes=(1, 4, 16), generation_lengths=(64,), hardware=(cpu,),
+                   families=("llama", "llada", "qwen2", "dream"), family_speed=(("qwen2", 0.7),))
+    results = load_results(SweepLayout(write_sweep(tmp_path_factory.mktemp("four"), grid)))
+    table = results_table(results)
+    return results, table, analyse_quality(results, table)
+
+
+def test_four_families_get_four_colours_and_markers_in_every_figure(four_families) -> None:
+    results, table, quality = four_families
+    profile = choose_profile("cpu", CPU_ROOFS).profile
+    shapes = model_shapes(results)
+    pred = prediction_table(results, table, profile)
+    figures = {
+        "findings": findings_throughput(table, predicted_throughput(table, {"cpu": profile}, shapes),
+                                        crossover_table(table, {"cpu": profile}, shapes)),
+        "measured_vs_predicted": measured_vs_predicted(table, pred, profile),
+        "quality_vs_steps": quality_vs_steps(table, quality.by_setting, "bertscore_f1", quality.parity_markers),
+        "pareto": pareto_frontier(table, quality.by_run, "bertscore_f1"),
+    }
+    models = {"llama": "llama-tiny", "llada": "llada-tiny", "qwen2": "qwen2-tiny", "dream": "dream-tiny"}
+    for name, fig in figures.items():
+        styles = drawn_styles(fig)
+        by_family = {arch: {style for label, style in styles.items() if label.startswith(model)}
+                     for arch, model in models.items()}
+        assert all(by_family.values()), (name, styles)
+        # No two families share a marker (a level drawn as a plain line has none: its colour tells it).
+        markers = {arch: {m for _, m in found} - {"None"} for arch, found in by_family.items()}
+        for a in models:
+            for b in models:
+                if a < b:
+                    assert not markers[a] & markers[b], (name, a, b, markers)
+        if name != "pareto":  # the Pareto frontier colours by batch size; its families differ by marker
+            colors = {arch: {c for c, _ in found} for arch, found in by_family.items()}
+            for a in models:
+                for b in models:
+                    if a < b:
+                        assert not colors[a] & colors[b], (name, a, b, colors)
+    # Each figure draws a family the same way: its AR models' measured points in one colour and marker.
+    throughput = drawn_styles(figures["findings"])
+    latency = drawn_styles(figures["measured_vs_predicted"])
+    assert throughput["qwen2-tiny"] == latency["qwen2-tiny (Qwen2.5) + dispatch"]
+    assert throughput["llama-tiny"] == latency["llama-tiny (LLaMA) + dispatch"]

@@ -20,15 +20,38 @@ from specs.registry import FAMILIES
 
 PLOT_DATA_ATTR = "_llada_bench_data"
 
-# Each paradigm's colour and marker; a family takes its paradigm's (LLaMA and Qwen2.5 blue squares, LLaDA and
-# Dream orange circles) and is told apart by its name in the legend.
-PARADIGM_COLOR = {"autoregressive": "#1f5fa8", "diffusion": "#c8511c"}
-PARADIGM_MARKER = {"autoregressive": "s", "diffusion": "o"}
-AR_COLOR, DLLM_COLOR = PARADIGM_COLOR["autoregressive"], PARADIGM_COLOR["diffusion"]
-AR_MARKER, DLLM_MARKER = PARADIGM_MARKER["autoregressive"], PARADIGM_MARKER["diffusion"]
+@dataclass(frozen=True)
+class FamilyStyle:
+    """How one model family is drawn in every figure: its colour and marker, and the colour map whose shades tell
+    a diffusion family's settings apart (step counts, block lengths, algs), from `lo` to `hi` of the map."""
+
+    color: str
+    marker: str
+    shades: str
+    lo: float = 0.4
+    hi: float = 0.95
+
+
+# Each family its own colour and marker, the same in every figure, so a sweep of several pairs can be read: LLaMA
+# blue squares and LLaDA vermilion circles (how a LLaMA/LLaDA sweep has always looked), Qwen2.5 green pentagons and
+# Dream wine hexagons. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
+# here is drawn grey.
+FAMILY_STYLES: dict[str, FamilyStyle] = {
+    "llama": FamilyStyle("#1f5fa8", "s", "Blues"),
+    "llada": FamilyStyle("#c8511c", "o", "YlOrRd"),
+    "qwen2": FamilyStyle("#117733", "p", "Greens"),
+    "dream": FamilyStyle("#882255", "h", "RdPu"),
+}
+_UNSTYLED = FamilyStyle("#6b6b6b", "8", "Greys")
+
+
+def family_style(arch: str | None) -> FamilyStyle:
+    return FAMILY_STYLES.get(arch or "", _UNSTYLED)
+
+
 ARCH_LABEL = {name: f.title for name, f in FAMILIES.items()}
-ARCH_COLOR = {name: PARADIGM_COLOR[f.paradigm] for name, f in FAMILIES.items()}
-ARCH_MARKER = {name: PARADIGM_MARKER[f.paradigm] for name, f in FAMILIES.items()}
+ARCH_COLOR = {name: family_style(name).color for name in FAMILIES}
+ARCH_MARKER = {name: family_style(name).marker for name in FAMILIES}
 # A diffusion model's knobs that may vary between series; a label names only those that do.
 LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
 AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
@@ -247,9 +270,23 @@ def sequential_colors(
     return {v: mcolors.to_rgba(mapper(lo + (hi - lo) * i / (len(ordered) - 1))) for i, v in enumerate(ordered)}
 
 
-def steps_colors(steps: Iterable[object]) -> dict[object, tuple]:
-    """LLaDA's step counts: warm colours darkening with more steps (LLaMA keeps the blue)."""
-    return sequential_colors(steps, "YlOrRd", 0.4, 0.95)
+def shades(arch: str | None, values: Iterable[object]) -> dict[object, tuple]:
+    """One colour per setting of a family (a diffusion family's step counts, blocks or algs): shades of its own map,
+    darkening with the value; an autoregressive family's settings all take its colour."""
+    style = family_style(arch)
+    if is_autoregressive(arch):
+        return {v: mcolors.to_rgba(style.color) for v in values}
+    return sequential_colors(values, style.shades, style.lo, style.hi)
+
+
+def steps_colors(df: pl.DataFrame) -> dict[tuple[str, object], tuple]:
+    """The colour of each (arch, step count) in df's rows: each family's shades (`shades`), so two diffusion
+    families never share a colour; an autoregressive model's key is (arch, None)."""
+    colors: dict[tuple[str, object], tuple] = {}
+    for arch in sorted(df["arch"].drop_nulls().unique().to_list()):
+        steps = df.filter(pl.col("arch") == arch)["steps"].to_list()
+        colors.update({(arch, k): c for k, c in shades(arch, steps).items()})
+    return colors
 
 
 LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier", "y = x", "roofline violated")

@@ -8,9 +8,7 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_COLOR,
-    AR_MARKER,
-    DLLM_MARKER,
+    ARCH_MARKER,
     FigureSkipped,
     Series,
     at_primary_block,
@@ -39,9 +37,10 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     if not runs.height or runs["arch"].n_unique() < 2:
         raise FigureSkipped("no successful runs of both models")
     lengths = length_panels(runs)
-    colors = steps_colors(runs["steps"].drop_nulls().to_list())
-    # Dream's algs share their step count's colour and differ by marker.
-    alg_markers = dict(zip(sorted(runs["dream_alg"].drop_nulls().unique().to_list()), (DLLM_MARKER, "^", "v", "D")))
+    colors = steps_colors(runs)
+    arch_of = dict(runs.select("model", "arch").unique().iter_rows())
+    # Dream's algs share their step count's colour and differ by marker (the first keeps its family's).
+    algs = sorted(runs["dream_alg"].drop_nulls().unique().to_list())
     axes = frame.draw(len(lengths), columns=2, panel_size=(6.0, 4.4))
     profile = None
     for ax, at in zip(axes, lengths):
@@ -55,11 +54,12 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             label = model if steps is None else f"{model}: {steps} step{'' if steps == 1 else 's'}"
             label += f", {alg}" if alg else ""
             autoregressive = is_autoregressive(arch)
-            color = AR_COLOR if autoregressive else colors[steps]
+            color = colors[(arch, steps)]
             s = Series(label, "line", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
                        tuple_of(rows["tokens_per_s_p25"]), tuple_of(rows["tokens_per_s_p75"]), arch=arch, model=model)
             series.append(s)
-            marker = AR_MARKER if autoregressive else alg_markers.get(alg, DLLM_MARKER)
+            marker = ([ARCH_MARKER.get(arch, "o"), "^", "v", "D"][algs.index(alg) % 4] if alg in algs
+                      else ARCH_MARKER.get(arch, "o"))
             ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker=marker,
                         markersize=4, linewidth=2.0 if autoregressive else 1.4, capsize=2, label=label, zorder=3)
             line = pred.filter((pl.col("model") == model) & pl.col("dream_alg").eq_missing(alg)
@@ -78,7 +78,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             y = row["b_star_tokens_per_s"]
             mark = Series(f"B* at {row['steps']} steps = {row['b_star']:.3g}", "vline", (row["b_star"],), (y,))
             series.append(mark)
-            ax.scatter([row["b_star"]], [y], marker="X", s=80, color=colors[row["steps"]], edgecolors="black",
+            ax.scatter([row["b_star"]], [y], marker="X", s=80, color=colors[(arch_of[row["llada_model"]], row["steps"])],
+                       edgecolors="black",
                        zorder=5)
             ax.annotate(f"B*={row['b_star']:.2g}", (row["b_star"], y), xytext=(4, 6), textcoords="offset points",
                         fontsize=7)

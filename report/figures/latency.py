@@ -7,7 +7,7 @@ from matplotlib.figure import Figure
 
 from report.analysis import itl_by_context, step_time_by_length
 from report.figures.common import (
-    AR_COLOR,
+    ARCH_COLOR,
     ARCH_MARKER,
     FigureSkipped,
     Series,
@@ -44,12 +44,12 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     runs, block_note = at_primary_block(runs)
     batches = sorted(runs["batch_size"].unique().to_list())
     crossed = int(runs.group_by("generation_length").agg(pl.col("prompt_length").n_unique())["prompt_length"].max()) > 1
-    colors = steps_colors(runs["steps"].drop_nulls().to_list())
+    colors = steps_colors(runs)
     for ax, batch in zip(frame.draw(len(batches), panel_size=(4.2, 3.6)), batches):
         sub = runs.filter(pl.col("batch_size") == batch)
         series = _latency_series(sub, crossed)
         for s, steps in series:
-            draw_series(ax, s, colors.get(steps, AR_COLOR))
+            draw_series(ax, s, colors.get((s.arch, steps), ARCH_COLOR.get(s.arch or "", "black")))
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
         yscale = value_axis(ax, [y for s, _ in series for y in s.y])
         frame.panel(ax, f"batch {batch}", "generation length N_out (tokens)", "latency (s)", "log2", yscale,

@@ -9,11 +9,9 @@ from matplotlib.figure import Figure
 
 from report.analysis import pareto_front
 from report.figures.common import (
-    AR_COLOR,
-    AR_MARKER,
+    ARCH_COLOR,
     ARCH_LABEL,
-    DLLM_COLOR,
-    DLLM_MARKER,
+    ARCH_MARKER,
     LLADA_AXES,
     FigureSkipped,
     Series,
@@ -26,6 +24,7 @@ from report.figures.common import (
     plain_log_axis,
     power_of_two_axis,
     sequential_colors,
+    shades,
     steps_colors,
     tuple_of,
     value_axis,
@@ -168,10 +167,11 @@ LINESTYLES = ("-", "--", ":", "-.")
 def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
     yerr = error_bars(s)
     if s.kind == "points":
-        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=AR_MARKER, markersize=8,
+        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER.get(s.arch or "", "s"),
+                    markersize=8,
                     markeredgecolor="black", linestyle="none", capsize=2, zorder=3)
         return
-    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=DLLM_MARKER, markersize=5,
+    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=5,
                 linestyle=linestyle, linewidth=1.3, capsize=2, zorder=2)
     for x, y, mark in zip(s.x, s.y, s.markers):
         ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=7, color="#333333")
@@ -194,10 +194,11 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     if not llada.height:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
-    block_colors = sequential_colors(llada["block_length"].to_list(), "YlOrRd", 0.45, 0.95)
-    # Dream's algs: one colour each (it has no blocks to colour by).
-    algs = llada["dream_alg"].drop_nulls().unique().to_list()
-    alg_colors = sequential_colors(algs, "YlOrRd", 0.45, 0.95) if algs else {}
+    # Blocks in the blockwise family's shades; Dream's algs (it has no blocks to colour by) in its own.
+    blockwise, dream = llada.filter(pl.col("block_length").is_not_null()), llada.filter(pl.col("dream_alg").is_not_null())
+    block_colors = shades(blockwise["arch"][0], blockwise["block_length"].to_list()) if blockwise.height else {}
+    algs = dream["dream_alg"].unique().to_list()
+    alg_colors = shades(dream["arch"][0], algs) if algs else {}
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
@@ -210,7 +211,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                        arch=rows["arch"][0], model=key["model"])
             series.append(s)
             _draw_quality_series(ax, s, alg_colors.get(rows["dream_alg"][0])
-                                 or block_colors.get(rows["block_length"][0], DLLM_COLOR))
+                                 or block_colors.get(rows["block_length"][0], ARCH_COLOR.get(s.arch or "", "black")))
         multi_block = sub_llada["block_length"].n_unique() > 1
         series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
                                block_colors if multi_block else None, max(sub_llada["steps"].to_list()),
@@ -233,10 +234,11 @@ def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
         s = Series(label, "hline", (), (row["value"],), (row["interval_low"],), (row["interval_high"],),
                    arch=row["arch"], model=row["model"])
         out.append(s)
-        ax.axhline(row["value"], color=AR_COLOR, linewidth=1.5, linestyle=":" if sampled else "-",
+        color = ARCH_COLOR.get(row["arch"], "black")
+        ax.axhline(row["value"], color=color, linewidth=1.5, linestyle=":" if sampled else "-",
                    label=label)
         if not sampled and row["interval_low"] is not None and row["interval_high"] is not None:
-            ax.axhspan(row["interval_low"], row["interval_high"], color=AR_COLOR, alpha=0.15, linewidth=0)
+            ax.axhspan(row["interval_low"], row["interval_high"], color=color, alpha=0.15, linewidth=0)
     return out
 
 
@@ -302,7 +304,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
                                         & (pl.col("continuation") == "generated"))
     if metric is not None:
         quality = quality.filter(pl.col("metric") == metric)
-    colors = steps_colors(llada["steps"].to_list())
+    colors = steps_colors(llada)
     axes = frame.draw(2 * swept.height, columns=2, panel_size=(5.0, 3.6))
     for i, (model, prompt, gen, _) in enumerate(swept.iter_rows()):
         left, right = axes[2 * i], axes[2 * i + 1]
@@ -345,8 +347,8 @@ def _over_blocks(ax, rows: pl.DataFrame, model: str, colors: dict, value: str, l
                                        arch=rows["arch"][0] if "arch" in rows.columns else None, model=model)))
     lines.sort(key=lambda pair: pair[0])
     for steps, s in lines:
-        ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[steps], marker="o", markersize=4, capsize=2,
-                    label=s.label)
+        ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[(s.arch, steps)],
+                    marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=4, capsize=2, label=s.label)
     power_of_two_axis(ax, "x", rows["block_length"].unique().to_list())
     return [s for _, s in lines]
 
@@ -368,7 +370,8 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
     if not setting.filter(is_dllm()).height:
         raise FigureSkipped(f"no {sides.dllm} run has a quality value")
     setting, block_note = at_primary_block(setting)
-    gen_colors = sequential_colors(setting["generation_length"].to_list(), "YlOrRd", 0.45, 0.95)
+    gen_colors = {(arch, gen): color for arch in setting["arch"].unique().to_list() for gen, color in
+                  shades(arch, setting.filter(pl.col("arch") == arch)["generation_length"].to_list()).items()}
     for ax, metric in zip(frame.draw(len(metrics), columns=2, panel_size=(5.2, 4.0)), metrics):
         sub = setting.filter(pl.col("metric") == metric)
         series = []
@@ -377,7 +380,7 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
             s = quality_series(f"{key['model']}, N_out = {key['generation_length']}", key["arch"], key["model"], rows,
                                "tokens_per_forward")
             series.append(s)
-            color = AR_COLOR if is_autoregressive(key["arch"]) else gen_colors[key["generation_length"]]
+            color = gen_colors[(key["arch"], key["generation_length"])]
             _draw_quality_series(ax, s, color)
         values = sorted({x for s in series for x in s.x})
         power_of_two_axis(ax, "x", values)

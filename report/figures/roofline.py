@@ -10,16 +10,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_MARKER,
     ARCH_COLOR,
     ARCH_LABEL,
-    DLLM_MARKER,
+    ARCH_MARKER,
     FigureSkipped,
     Series,
     caption,
     figure_legend,
     impl_styles,
-    is_autoregressive,
     plain_log_axis,
     tuple_of,
 )
@@ -28,8 +26,6 @@ from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
 from specs.registry import ARCHS, family
 
-# A measured run's marker by paradigm: AR a diamond, diffusion a star.
-MEASURED_MARKER = {name: "D" if family(name).paradigm == "autoregressive" else "*" for name in ARCHS}
 _STAGE_MARKERS = {"prefill": "x", "decode": "+", "step": "o"}
 _GROUP_COLORS = {
     "qkv/o proj": "tab:blue",
@@ -39,10 +35,6 @@ _GROUP_COLORS = {
     "nonlinear": "tab:gray",
     "sampler": "tab:brown",
 }
-# The roofline CLI's predicted-latency figure: one colour per family in registry order, a paradigm's marker.
-_FAMILY_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:olive", "tab:cyan")
-_ARCH_STYLE = {name: (family(name).title, _FAMILY_COLORS[i % len(_FAMILY_COLORS)],
-                      "o" if family(name).paradigm == "autoregressive" else "s") for i, name in enumerate(ARCHS)}
 
 
 def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, overridden: bool) -> str:
@@ -112,11 +104,11 @@ def predicted_latency_figure(points: Sequence[LatencyPoint], hardware: HardwareP
     fig = Figure(figsize=(5 * max(len(fidelities), 1), 4.5), layout="constrained")
     axes = fig.subplots(1, max(len(fidelities), 1), sharey=True, squeeze=False)[0]
     for ax, fidelity in zip(axes, fidelities, strict=False):
-        for arch, (label, color, marker) in _ARCH_STYLE.items():
+        for arch in ARCHS:  # each family in its colour and marker, as in every figure of the report
             series = sorted((p for p in points if p.fidelity == fidelity and p.arch == arch), key=lambda p: p.gen_len)
             if series:
-                ax.plot([p.gen_len for p in series], [p.latency_s for p in series], marker=marker, color=color,
-                        label=label)
+                ax.plot([p.gen_len for p in series], [p.latency_s for p in series], marker=ARCH_MARKER[arch],
+                        color=ARCH_COLOR[arch], label=ARCH_LABEL[arch])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("Generation length (tokens)")
@@ -166,7 +158,7 @@ def roofline_figure(
         s = Series(label, "points", tuple_of(rows["arithmetic_intensity"]), tuple_of(rows["measured_flops_per_s"]),
                    arch=arch, model=model, markers=tuple(rows["run_id"].to_list()))
         series.append(s)
-        ax.scatter(s.x, s.y, marker=styles[impl][1] or MEASURED_MARKER.get(arch, "o"), s=70,
+        ax.scatter(s.x, s.y, marker=styles[impl][1] or ARCH_MARKER.get(arch, "o"), s=70,
                    color=ARCH_COLOR.get(arch, "black"), edgecolors="black", linewidths=0.6, label=label, zorder=5)
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
@@ -223,7 +215,7 @@ def measured_vs_predicted(
         series = []
         styles = impl_styles(sub["impl"].to_list())
         for (arch, model, impl), group in _by_implementation(sub):
-            marker = styles[impl][1] or (AR_MARKER if is_autoregressive(arch) else DLLM_MARKER)
+            marker = styles[impl][1] or ARCH_MARKER.get(arch, "o")
             variants = [("predicted_latency_s", floor_label if dispatch else "", True)]
             if dispatch:
                 variants.append(("predicted_latency_roofs_s", ", roofs only", False))

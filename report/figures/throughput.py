@@ -7,11 +7,9 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_COLOR,
     FigureSkipped,
     Series,
     at_primary_block,
-    is_autoregressive,
     llada_settings,
     steps_colors,
     tuple_of,
@@ -33,7 +31,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
     if not ok.height:
         raise FigureSkipped("no successful runs with throughput samples")
     lengths = length_panels(ok)
-    colors = steps_colors(ok["steps"].drop_nulls().to_list())
+    colors = steps_colors(ok)
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(6.0, 3.8)), lengths):
         sub = at.of(runs)
         batches = sorted(sub["batch_size"].unique().to_list())
@@ -45,7 +43,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
             good = _goodput_series(label, arch, model, rows, batches)
             series += [s, good]
             positions = np.arange(len(batches)) + (i - (len(variants) - 1) / 2) * width
-            color = AR_COLOR if is_autoregressive(arch) else colors[steps]
+            color = colors[(arch, steps)]
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
             ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
