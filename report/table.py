@@ -29,11 +29,13 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 # counts tokens nobody reads.
 USEFUL_FRACTION_FLAG = 0.9
 
-# Per-repetition quantities summarised with an interval (CI or range), mean, sd and CV; and with quartiles only.
+# Per-repetition quantities, each with its median, quartiles and the interval of its median (CI or range, with its
+# kind and n: what a figure's error bars show); the first three also with mean, sd and CV. itl_s is the study's
+# (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_per_s")
-_INTERVAL_PARTS = ("median", "p25", "p75", "interval_low", "interval_high", "mean", "sd", "cv")
-# itl_s is the study's (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
+_SUMMARY_PARTS = ("median", "p25", "p75", "interval_low", "interval_high")
+_SPREAD_PARTS = ("mean", "sd", "cv")
 # Percentiles over every per-token (LLaMA decode pass) and per-step (LLaDA) sample of every repetition.
 _TAILS = ("itl_token_s", "step_s")
 
@@ -49,14 +51,12 @@ SCHEMA: dict[str, pl.DataType] = {
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
     "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
-    **{
-        f"{name}_{part}": _F64
-        for name in _SUMMARISED_WITH_INTERVAL
-        for part in _INTERVAL_PARTS
-    },
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED_WITH_INTERVAL for part in (*_SUMMARY_PARTS, *_SPREAD_PARTS)},
     **{f"{name}_n": _I64 for name in _SUMMARISED_WITH_INTERVAL},
     **{f"{name}_interval": _STR for name in _SUMMARISED_WITH_INTERVAL},
-    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in _SUMMARY_PARTS},
+    **{f"{name}_n": _I64 for name in _SUMMARISED},
+    **{f"{name}_interval": _STR for name in _SUMMARISED},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
@@ -245,20 +245,15 @@ def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, A
         "step_s": [_mean(p) for p in steps if p],
     }
     row: dict[str, Any] = {}
-    for name in _SUMMARISED_WITH_INTERVAL:
+    for name in (*_SUMMARISED_WITH_INTERVAL, *_SUMMARISED):
         summary = stats.summarize(per_rep[name])
         row.update({
             f"{name}_n": summary.n, f"{name}_median": summary.median, f"{name}_p25": summary.p25,
             f"{name}_p75": summary.p75, f"{name}_interval_low": summary.low, f"{name}_interval_high": summary.high,
-            f"{name}_interval": summary.interval, f"{name}_mean": summary.mean, f"{name}_sd": summary.sd,
-            f"{name}_cv": summary.cv,
+            f"{name}_interval": summary.interval,
         })
-    for name in _SUMMARISED:
-        values = per_rep[name]
-        row.update({
-            f"{name}_median": stats.median(values), f"{name}_p25": stats.quantile(values, 0.25),
-            f"{name}_p75": stats.quantile(values, 0.75),
-        })
+        if name in _SUMMARISED_WITH_INTERVAL:
+            row.update({f"{name}_mean": summary.mean, f"{name}_sd": summary.sd, f"{name}_cv": summary.cv})
     for name, raw in (("itl_token_s", passes), ("step_s", steps)):
         tails = stats.percentiles([value for rep in raw for value in rep])
         row.update({f"{name}_p{p}": value for p, value in tails.items()})

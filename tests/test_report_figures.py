@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from report_fixtures import A100, CPU_ROOFS, H100, SMOKE_LIKE, write_sweep
@@ -417,6 +418,74 @@ def test_findings_figure_overlays_the_roofline_and_marks_the_crossover(sweep, a1
     for row in crossings.iter_rows(named=True):
         mark = marks[f"B* at {row['steps']} steps = {row['b_star']:.3g}"]
         assert mark.x == (row["b_star"],) and 1 < row["b_star"] < 32
+
+
+def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep, a100) -> None:
+    import math
+
+    results = sweep[0]
+    profiles, shapes = {A100: A100_PROFILE}, model_shapes(results)
+    crossovers = crossover_table(a100, profiles, shapes)
+    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), crossovers)
+    panel = plotted(fig).panel("N_out = 64")
+    # Measured medians are points with the interval the tables give, and nothing solid joins them.
+    measured = panel.get("llada-8b: 16 steps")
+    assert measured.kind == "points"
+    rows = a100.filter((pl.col("arch") == "llada") & (pl.col("generation_length") == 64) & (pl.col("steps") == 16)
+                       & (pl.col("block_length") == 32) & (pl.col("status") == "ok")).sort("batch_size")
+    assert list(measured.y_low) == pytest.approx(rows["tokens_per_s_interval_low"].to_list())
+    assert list(measured.y_high) == pytest.approx(rows["tokens_per_s_interval_high"].to_list())
+    for ax in fig.axes:
+        for line in ax.lines:
+            if len(line.get_xdata()) > 1:
+                assert line.get_linestyle() != "-", f"a solid line joins measured points: {line.get_label()}"
+    # B* lies where the two interpolated segments cross, in log B and log throughput (as measured_crossover reads it).
+    def at(series, x: float) -> float:
+        logs = [(math.log(a), math.log(b)) for a, b in zip(series.x, series.y)]
+        return math.exp(float(np.interp(math.log(x), *zip(*logs))))
+
+    row = crossovers.filter((pl.col("generation_length") == 64) & (pl.col("b_star_bound") == "=")
+                            & (pl.col("block_length") == 32)).row(0, named=True)
+    ar = panel.get("llama-8b (interpolated in log B)")
+    dllm = panel.get(f"llada-8b: {row['steps']} steps (interpolated in log B)")
+    assert ar.kind == dllm.kind == "interpolation"
+    assert at(ar, row["b_star"]) == pytest.approx(at(dllm, row["b_star"]), rel=1e-6)
+    assert any("not measured" in t for t in fig.axes[0].get_legend_handles_labels()[1])
+    assert any("Dotted" in n and "interpolated" in n for n in plotted(fig).notes)
+    # An interval around B*, where the crossover carries one, is drawn with it.
+    banded = crossovers.with_columns((pl.col("b_star") * 0.8).alias("b_star_low"),
+                                     (pl.col("b_star") * 1.25).alias("b_star_high"))
+    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), banded)
+    mark = plotted(fig).panel("N_out = 64").get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
+    assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star"] * 0.8, row["b_star"] * 1.25))
+    assert fig.axes[0].patches  # the band across it
+
+
+def test_error_bars_are_the_tables_intervals_with_their_kind_in_the_caption(sweep, a100) -> None:
+    throughput = plotted(throughput_by_batch(a100))
+    bars = throughput.panel("N_out = 128").get("llama-8b")
+    rows = a100.filter((pl.col("arch") == "llama") & (pl.col("generation_length") == 128)).sort("batch_size")
+    assert list(bars.y_low) == pytest.approx(rows["tokens_per_s_interval_low"].to_list())
+    assert list(bars.y_high) == pytest.approx(rows["tokens_per_s_interval_high"].to_list())
+    assert set(rows["tokens_per_s_interval"].to_list()) == {"range"}  # five repetitions: a range, not a CI
+    assert any("range, n = 5" in n for n in throughput.notes)
+    latency = plotted(latency_vs_generation_length(a100))
+    ttft = latency.panel("batch 1").get("llama-8b: TTFT (prefill)")
+    llama = a100.filter((pl.col("arch") == "llama") & (pl.col("batch_size") == 1)).sort("generation_length")
+    assert list(ttft.y_low) == pytest.approx(llama["ttft_s_interval_low"].to_list())
+    assert any("range, n = 5" in n and "IQR" not in n for n in latency.notes)
+    steps = plotted(step_time_vs_length(a100)).panels[0].get("llada-8b, batch 1")
+    assert all(lo <= y <= hi for lo, y, hi in zip(steps.y_low, steps.y, steps.y_high))
+
+
+def test_six_repetitions_give_ci_error_bars_and_say_so(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    grid = replace(SMOKE_LIKE, repetitions=6)
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, grid))))
+    data = plotted(throughput_by_batch(table))
+    assert any("95% BCa CI, n = 6" in n for n in data.notes)
+    assert not any("range" in n for n in data.notes)
 
 
 def test_quality_vs_tokens_per_forward(sweep, a100) -> None:

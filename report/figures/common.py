@@ -16,6 +16,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from report.pairs import AUTOREGRESSIVE, is_dllm, paradigm_of
+from report.stats import INTERVAL_LABEL
 from specs.registry import FAMILIES
 
 PLOT_DATA_ATTR = "_llada_bench_data"
@@ -92,6 +93,30 @@ def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: 
                 ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
 
 
+def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The low and high ends of each row's interval of the median of `name` (report.table: a range below
+    report.stats.MIN_CI_SAMPLES repetitions, a BCa CI from there): the error bars every table's interval matches."""
+    return tuple_of(rows[f"{name}_interval_low"]), tuple_of(rows[f"{name}_interval_high"])
+
+
+def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error bars") -> str:
+    """What the error bars of `names` are in the plotted `rows`: the interval of each median over its repetitions,
+    with its kind and the repetitions it rests on ('the range, n = 5' or '95% BCa CI, n = 6–10')."""
+    found: dict[str, set[int]] = {}
+    for name in names:
+        if f"{name}_interval" in rows.columns:
+            for kind, n in rows.select(f"{name}_interval", f"{name}_n").drop_nulls().iter_rows():
+                found.setdefault(kind, set()).add(int(n))
+    if not found:
+        return f"{what}: none (no repetitions)."
+    kinds = []
+    for kind in sorted(found):
+        low, high = min(found[kind]), max(found[kind])
+        kinds.append(f"{INTERVAL_LABEL[kind]}, n = {low if low == high else f'{low}–{high}'}")
+    return (f"{what}: the interval of each median over its repetitions, as the tables give it "
+            f"({'; '.join(kinds)}).")
+
+
 def error_bars(s: Series) -> list[list[float]]:
     """matplotlib's yerr for a series: each point's distance down to its low bound and up to its high bound (none
     below zero); a series without bounds gets bars of zero."""
@@ -116,7 +141,7 @@ class Series:
     """One plotted series: what a reader sees as one legend entry (or one set of marks)."""
 
     label: str
-    kind: str  # "line", "points", "bars", "frontier", "hline", "vline", "span"
+    kind: str  # "line", "points", "bars", "frontier", "hline", "vline", "span", "interpolation" (not measured)
     x: tuple[float, ...] = ()
     y: tuple[float, ...] = ()
     y_low: tuple[float, ...] | None = None  # error bar / band bounds, same length as y

@@ -18,6 +18,7 @@ from report.figures.common import (
     at_primary_block,
     empty_panel,
     error_bars,
+    interval_note,
     is_autoregressive,
     llada_label,
     ok_runs,
@@ -313,7 +314,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
         batch = int(runs["batch_size"].min())
         runs = runs.filter(pl.col("batch_size") == batch)
         lat_series = _over_blocks(left, runs.sort("block_length"), model, colors, "latency_e2e_s_median",
-                                  "latency_e2e_s_p25", "latency_e2e_s_p75")
+                                  "latency_e2e_s_interval_low", "latency_e2e_s_interval_high")
         left_scale = value_axis(left, [y for s in lat_series for y in s.y])
         frame.panel(left, f"{model}: latency, N_out = {gen}, batch {batch}", "block length (tokens)",
                     "end-to-end latency, median (s)", "log2", left_scale, lat_series, title_size=10)
@@ -332,7 +333,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
             empty_panel(right, note)
         frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", right_scale, q_series,
                     title_size=10, note=note)
-    notes = ("Latency: median over repetitions, error bars IQR. " + CI_NOTE,)
+    notes = ("Latency: median over repetitions. " + interval_note(llada, ["latency_e2e_s"]) + " " + CI_NOTE,)
     return frame.finish("LLaDA block-length ablation at fixed step counts", notes + _quality_notes(df), llada,
                         warnings=_warnings(df))
 
