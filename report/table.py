@@ -36,8 +36,9 @@ _SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_pe
 _SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
 _SUMMARY_PARTS = ("median", "p25", "p75", "interval_low", "interval_high")
 _SPREAD_PARTS = ("mean", "sd", "cv")
-# Percentiles over every per-token (LLaMA decode pass) and per-step (LLaDA) sample of every repetition.
-_TAILS = ("itl_token_s", "step_s")
+# Percentiles (p50/p90/p99, as serving benchmarks report them) of TTFT over the repetitions, and over every
+# per-token (an AR decode pass: the inter-token latency) and per-step (diffusion) sample of every repetition.
+_TAILS = ("ttft_s", "itl_token_s", "step_s")
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
@@ -58,6 +59,8 @@ SCHEMA: dict[str, pl.DataType] = {
     **{f"{name}_n": _I64 for name in _SUMMARISED},
     **{f"{name}_interval": _STR for name in _SUMMARISED},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
+    # A diffusion run's decoding under the names serving engines give it (`_decoding_columns`).
+    "committed_tokens_per_s_median": _F64, "tokens_per_step_mean": _F64, "steps_per_block_mean": _F64,
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
     "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
@@ -181,6 +184,7 @@ def _row(result: RunResult) -> dict[str, Any]:
     row["useful_fraction"] = useful_mean / config.generation_length if useful_mean is not None else None
     row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
     row.update(_timing_columns(result, useful_mean))
+    row.update(_decoding_columns(result))
     row.update(_memory_columns(result))
     row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
@@ -254,9 +258,9 @@ def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, A
         })
         if name in _SUMMARISED_WITH_INTERVAL:
             row.update({f"{name}_mean": summary.mean, f"{name}_sd": summary.sd, f"{name}_cv": summary.cv})
-    for name, raw in (("itl_token_s", passes), ("step_s", steps)):
-        tails = stats.percentiles([value for rep in raw for value in rep])
-        row.update({f"{name}_p{p}": value for p, value in tails.items()})
+    for name, values in (("ttft_s", ttft), ("itl_token_s", [v for rep in passes for v in rep]),
+                         ("step_s", [v for rep in steps for v in rep])):
+        row.update({f"{name}_p{p}": value for p, value in stats.percentiles(values).items()})
     row.update({
         "latency_e2e_s_samples": latency,
         "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
@@ -269,6 +273,26 @@ def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, A
         ),
     })
     return row
+
+
+def _decoding_columns(result: RunResult) -> dict[str, Any]:
+    """A diffusion run's decoding as serving engines report it (empty for an autoregressive run): committed tokens
+    per second, what the timed steps committed (whole batch) over those steps' time, median over repetitions; tokens
+    committed per step per sequence, the mean over every timed step; and steps per block, the mean over repetitions
+    of the steps a block took (a confidence rule ends blocks early; None for a sampler without blocks)."""
+    samples, config = result.samples, result.config
+    if samples is None or not samples.step_s or not samples.tokens_committed:
+        return {}
+    rates = [sum(committed) / sum(times)
+             for times, committed in zip(samples.step_s, samples.tokens_committed) if times and sum(times) > 0]
+    per_step = [count / config.batch_size for rep in samples.tokens_committed for count in rep]
+    # An extrapolated run timed its first steps only: its generation ran the schedule's.
+    ran = [config.steps if samples.extrapolated is not None else len(rep) for rep in samples.step_s]
+    return {
+        "committed_tokens_per_s_median": stats.median(rates),
+        "tokens_per_step_mean": stats.mean(per_step),
+        "steps_per_block_mean": stats.mean([n / config.num_blocks for n in ran]) if config.num_blocks else None,
+    }
 
 
 def _memory_columns(result: RunResult) -> dict[str, Any]:

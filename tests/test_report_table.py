@@ -70,6 +70,41 @@ def test_llama_and_llada_specific_columns(results, table) -> None:
     assert llada["nfe"] == llada["steps"] and llada["num_blocks"] == llada["generation_length"] // llada["block_length"]
 
 
+def test_ttft_percentiles_beside_its_median(results, table) -> None:
+    llama = table.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok")).row(0, named=True)
+    ttft = next(r for r in results if r.run_id == llama["run_id"]).samples.ttft_s
+    assert [llama[f"ttft_s_p{p}"] for p in (50, 90, 99)] == pytest.approx(list(np.percentile(ttft, [50, 90, 99])))
+    assert llama["ttft_s_p50"] == pytest.approx(llama["ttft_s_median"])
+    assert llama["ttft_s_interval"] == "range" and llama["ttft_s_n"] == len(ttft)
+
+
+def test_diffusion_decoding_under_serving_names(results, table) -> None:
+    llada = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok"))
+    for row in llada.iter_rows(named=True):
+        run = next(r for r in results if r.run_id == row["run_id"])
+        # The fixture's schedule commits B x N_out / steps tokens a step: N_out / steps a sequence.
+        assert row["tokens_per_step_mean"] == pytest.approx(row["generation_length"] / row["steps"])
+        assert row["steps_per_block_mean"] == pytest.approx(row["steps"] / row["num_blocks"])
+        rates = [sum(c) / sum(t) for t, c in zip(run.samples.step_s, run.samples.tokens_committed)]
+        assert row["committed_tokens_per_s_median"] == pytest.approx(float(np.median(rates)))
+        # Every step is timed here, so it is the end-to-end throughput.
+        assert row["committed_tokens_per_s_median"] == pytest.approx(row["tokens_per_s_median"], rel=1e-9)
+    llama = table.filter(pl.col("arch") == "llama")
+    assert llama["tokens_per_step_mean"].null_count() == llama["committed_tokens_per_s_median"].null_count() \
+        == llama.height
+
+
+def test_a_confidence_rule_takes_fewer_steps_per_block(tmp_path: Path) -> None:
+    from report_fixtures import VARIANTS
+
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, VARIANTS))))
+    rule = table.filter((pl.col("impl") == "prefix-t09") & (pl.col("steps") == 32)).row(0, named=True)
+    forwards = rule["forwards_samples"]
+    assert rule["steps_per_block_mean"] == pytest.approx(float(np.mean(forwards)) / rule["num_blocks"])
+    assert rule["steps_per_block_mean"] < 32 / rule["num_blocks"]
+    assert rule["tokens_per_step_mean"] > rule["generation_length"] / 32
+
+
 def test_failures_are_rows_without_numbers(table) -> None:
     oom = table.filter(pl.col("status") == "oom")
     assert oom.height == 12  # LLaDA at batch 32, N_out 128: 3 steps x 2 blocks x 2 GPUs

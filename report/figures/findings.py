@@ -80,9 +80,9 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         blocks = sub["block_length"].drop_nulls().unique().to_list()
         cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
                                          & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
-        for row in cross.iter_rows(named=True):
+        for i, row in enumerate(cross.sort("b_star").iter_rows(named=True)):
             pair = f" {row['llada_model']} vs {row['llama_model']}" if several_pairs else ""
-            series.append(_draw_b_star(ax, row, colors[(arch_of[row["llada_model"]], row["steps"])], pair))
+            series.append(_draw_b_star(ax, row, colors[(arch_of[row["llada_model"]], row["steps"])], pair, i))
         power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())
         plain_log_axis(ax, "y")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", series)
@@ -104,9 +104,10 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
 
-def _draw_b_star(ax, row: dict, color, pair: str) -> Series:
-    """B* of one crossover row: an X where the two interpolated segments cross; where the row carries an interval
-    (`b_star_low`, `b_star_high`), a bar across it and a light band, so the interval is read with the point."""
+def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
+    """B* of one crossover row: an X where the two interpolated segments cross, its label stacked above the panel's
+    earlier ones (`nth`); where the row carries an interval (`b_star_low`, `b_star_high`), a bar across it and a
+    light band, so the interval is read with the point."""
     b_star, y = row["b_star"], row["b_star_tokens_per_s"]
     low, high = row.get("b_star_low"), row.get("b_star_high")
     ranged = low is not None and high is not None
@@ -115,6 +116,6 @@ def _draw_b_star(ax, row: dict, color, pair: str) -> Series:
         ax.errorbar([b_star], [y], xerr=[[max(b_star - low, 0.0)], [max(high - b_star, 0.0)]], color="black",
                     linestyle="none", capsize=3, linewidth=1.0, zorder=5)
     ax.scatter([b_star], [y], marker="X", s=80, color=color, edgecolors="black", zorder=6)
-    ax.annotate(f"B*={b_star:.2g}", (b_star, y), xytext=(4, 6), textcoords="offset points", fontsize=7)
+    ax.annotate(f"B*={b_star:.2g}", (b_star, y), xytext=(4, 6 + 9 * nth), textcoords="offset points", fontsize=7)
     return Series(f"B*{pair} at {row['steps']} steps = {b_star:.3g}", "vline", (b_star,), (y,),
                   (low,) if ranged else None, (high,) if ranged else None)
