@@ -63,7 +63,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "committed_tokens_per_s_median": _F64, "tokens_per_step_mean": _F64, "steps_per_block_mean": _F64,
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
-    "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
+    "peak_tensor_bytes": _I64, "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
     "timed_steps": _I64, "extrapolated": _BOOL,
     "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "preparation_s": _F64,
     "model_load_s": _F64,
@@ -299,9 +299,12 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
     memory = result.memory
     if memory is None:
         return {"peak_memory_kind": None}
-    # The heatmap's one number per run: reserved memory on a GPU, the process's RSS growth on CPU.
+    # The heatmap's one number per run: reserved memory on a GPU; on CPU the tensors' peak, else (older artifacts)
+    # the process's RSS growth, which the heatmap refuses to draw.
     if memory.peak_reserved_bytes is not None:
         peak, kind = memory.peak_reserved_bytes, "reserved"
+    elif memory.peak_tensor_bytes is not None:
+        peak, kind = memory.peak_tensor_bytes, "tensors"
     elif memory.peak_rss_delta_bytes is not None:
         peak, kind = memory.peak_rss_delta_bytes, "rss_delta"
     else:
@@ -312,7 +315,7 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
         "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
         # CUDA graphs' pools: replays write them without allocating (workers/measure/memory.py)
         "graph_pool_bytes": memory.graph_pool_bytes, "peak_in_use_bytes": memory.peak_in_use_bytes,
-        "peak_memory_bytes": peak, "peak_memory_kind": kind,
+        "peak_tensor_bytes": memory.peak_tensor_bytes, "peak_memory_bytes": peak, "peak_memory_kind": kind,
     }
 
 

@@ -189,10 +189,24 @@ def test_memory_heatmap_cells_and_shared_scale(a100) -> None:
     assert "reserved" in fig.axes[-1].get_ylabel()  # the one colour bar
 
 
-def test_memory_heatmap_on_cpu_shows_rss(tmp_path: Path) -> None:
-    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+def test_memory_heatmap_on_cpu_draws_the_tensors_peak_never_the_rss(tmp_path: Path) -> None:
+    results = load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE)))
+    table = results_table(results)
     fig = memory_heatmap(table)
-    assert "RSS" in fig.axes[-1].get_ylabel() and "MiB" in fig.axes[-1].get_ylabel()
+    assert "live tensors" in fig.axes[-1].get_ylabel() and "MiB" in fig.axes[-1].get_ylabel()
+    # One LLaDA cell holds every step count: the tensors' peak is the same for all of them, the RSS growth is not.
+    cell_runs = table.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 4)
+                             & (pl.col("sequence_length") == 64))
+    assert cell_runs["steps"].n_unique() == 3
+    assert cell_runs["peak_tensor_bytes"].n_unique() == 1 and cell_runs["peak_rss_delta_bytes"].n_unique() == 3
+    cell = {(c.x, c.y): c for c in plotted(fig).panel("LLaDA").cells}[(4, 64)]
+    assert cell.value == pytest.approx(cell_runs["peak_tensor_bytes"][0] / 2**20)
+    assert any("repeats" in n for n in plotted(fig).notes)
+    # Artifacts that recorded only the RSS growth: no heatmap, and the report says why.
+    rss_only = results_table([r.model_copy(update={"memory": r.memory.model_copy(update={"peak_tensor_bytes": None})})
+                              for r in results])
+    with pytest.raises(FigureSkipped, match="only the process's RSS growth.*not the model's memory"):
+        memory_heatmap(rss_only)
 
 
 # ------------------------------------------------------------------ 1, 2, 6: quality

@@ -129,10 +129,15 @@ def test_hardware_memory_and_quality_columns(table) -> None:
     assert {f"{m}_samples" for m in QUALITY_METRICS} <= set(table.columns)
 
 
-def test_cpu_runs_use_the_rss_growth(tmp_path: Path) -> None:
-    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+def test_cpu_runs_use_the_tensors_peak_else_the_rss_growth(tmp_path: Path) -> None:
+    results = load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE)))
+    table = results_table(results)
     assert set(table["hardware"].unique()) == {"cpu"}
-    assert set(table["peak_memory_kind"].unique()) == {"rss_delta"}
+    assert set(table["peak_memory_kind"].unique()) == {"tensors"}
+    assert (table["peak_memory_bytes"] == table["peak_tensor_bytes"]).all()
+    older = results_table([r.model_copy(update={"memory": r.memory.model_copy(update={"peak_tensor_bytes": None})})
+                           for r in results])
+    assert set(older["peak_memory_kind"].unique()) == {"rss_delta"}
     assert table["peak_reserved_bytes"].null_count() == table.height
     assert set(table["weights"].unique()) == {"synthetic"}
 
