@@ -44,7 +44,8 @@ import re
 import resource
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
@@ -170,8 +171,14 @@ def tensor_peak_bytes(run: Callable[[], object]) -> int | None:
     """The most bytes of CPU tensors alive at once while `run` ran, above what was alive when it started, from the
     allocator's own reports under torch's profiler (profile_memory). Call it outside any timed region: the
     profiler slows every operator. None where this torch gives the profiler's events no byte counts."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # its start and stop each print a line to fd 2, which a sweep would show per run
+        prof.start()
+    try:
         run()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
     try:
         events = [e for e in prof.profiler.kineto_results.events() if e.name() == _MEMORY_EVENT]
         events.sort(key=lambda e: e.start_ns())
@@ -183,6 +190,20 @@ def tensor_peak_bytes(run: Callable[[], object]) -> int | None:
         alive += change
         peak = max(peak, alive)
     return peak
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the duration (the C++ side writes to it directly, past sys.stderr)."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; every other id is a private (CUDA graph) pool
