@@ -198,8 +198,10 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 FIGURES: tuple[FigureEntry, ...] = (
     _single(10, "findings_throughput", "Throughput vs batch size, and where {ar} overtakes {dllm}", "findings",
-            "Measured tokens/s against batch size for {ar} and {dllm} at each step count, the faithful "
-            "roofline's prediction for the same device dashed, and B* (where {ar} overtakes) marked.",
+            "Measured median tokens/s against batch size for {ar} and {dllm} at each step count, as points with "
+            "their intervals; dotted between measured batches, the log-B interpolation B* is read from (not "
+            "measured); the faithful roofline's prediction for the same device dash-dotted; and B* (where {ar} "
+            "overtakes) marked.",
             lambda c: findings_throughput(c.table, c.predicted_throughput, c.crossovers)),
     _single(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
             "Median end-to-end latency against N_out for both models, one panel per batch size; {ar}'s "
@@ -210,13 +212,14 @@ FIGURES: tuple[FigureEntry, ...] = (
             "against the context each decode pass attends, one line per batch size.",
             lambda c: step_time_vs_length(c.table)),
     _single(3, "throughput_by_batch", "Throughput by batch size", "throughput",
-            "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
-            "bars over repetitions, goodput (useful tokens only) as black ticks; batches that ran out of memory "
-            "are marked OOM.",
+            "Generation throughput (B x N_out / latency) per batch size, both models side by side, each bar with "
+            "the interval of its median, goodput (useful tokens only) as black ticks; batches that ran out of "
+            "memory are marked OOM.",
             lambda c: throughput_by_batch(c.table)),
     _single(4, "memory_heatmap", "Memory heatmap", "memory",
-            "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
-            "on a shared colour scale, out-of-memory cells hatched.",
+            "Peak reserved memory (on CPU: the peak bytes of live tensors above the weights, from an untimed "
+            "profiled generation) over sequence length x batch size, one heatmap per model on a shared colour "
+            "scale, out-of-memory cells hatched.",
             lambda c: memory_heatmap(c.table)),
     FigureEntry(1, "pareto_frontier", "Latency-quality Pareto frontier", "quality",
                 "End-to-end latency (log) against quality: {ar} a point per batch size, {dllm} a curve over "

@@ -99,9 +99,10 @@ def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], t
     return tuple_of(rows[f"{name}_interval_low"]), tuple_of(rows[f"{name}_interval_high"])
 
 
-def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error bars") -> str:
-    """What the error bars of `names` are in the plotted `rows`: the interval of each median over its repetitions,
-    with its kind and the repetitions it rests on ('the range, n = 5' or '95% BCa CI, n = 6–10')."""
+def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error bars",
+                  source: str = "as the tables give it") -> str:
+    """What the error bars of `names` are in the plotted `rows`: the interval of each median over its repetitions
+    (`source` says whose), with its kind and the repetitions it rests on ('range, n = 5' or '95% BCa CI, n = 6–10')."""
     found: dict[str, set[int]] = {}
     for name in names:
         if f"{name}_interval" in rows.columns:
@@ -113,8 +114,7 @@ def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error b
     for kind in sorted(found):
         low, high = min(found[kind]), max(found[kind])
         kinds.append(f"{INTERVAL_LABEL[kind]}, n = {low if low == high else f'{low}–{high}'}")
-    return (f"{what}: the interval of each median over its repetitions, as the tables give it "
-            f"({'; '.join(kinds)}).")
+    return f"{what}: the interval of each median over its repetitions, {source} ({'; '.join(kinds)})."
 
 
 def error_bars(s: Series) -> list[list[float]]:

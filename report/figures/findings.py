@@ -80,9 +80,12 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         blocks = sub["block_length"].drop_nulls().unique().to_list()
         cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
                                          & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
-        for i, row in enumerate(cross.sort("b_star").iter_rows(named=True)):
+        placed: list[float] = []
+        for row in cross.sort("b_star").iter_rows(named=True):
             pair = f" {row['llada_model']} vs {row['llama_model']}" if several_pairs else ""
-            series.append(_draw_b_star(ax, row, colors[(arch_of[row["llada_model"]], row["steps"])], pair, i))
+            near = sum(1 for b in placed if row["b_star"] < b * 1.5)  # labels of B*s this close stack up
+            placed.append(row["b_star"])
+            series.append(_draw_b_star(ax, row, colors[(arch_of[row["llada_model"]], row["steps"])], pair, near))
         power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())
         plain_log_axis(ax, "y")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", series)

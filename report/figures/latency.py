@@ -130,7 +130,8 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
     notes = (
         (
             f"{sides.dllm}: median of the repetitions' mean step times, over every run sharing batch and length. "
-            + interval_note(steps, ["step_s"]) + f" {sides.ar}: each decode pass of the longest run per batch, median "
+            + interval_note(steps, ["step_s"], source="those runs' repetitions pooled")
+            + f" {sides.ar}: each decode pass of the longest run per batch, median "
             "over repetitions."
         ),
     )

@@ -15,7 +15,7 @@ from report.figures.frame import Frame
 from report.pairs import is_ar
 
 GIB, MIB = float(1 << 30), float(1 << 20)
-KIND_LABEL = {"reserved": "peak reserved memory", "tensors": "peak bytes of live tensors above the weights, CPU"}
+KIND_LABEL = {"reserved": "peak reserved memory", "tensors": "peak live tensors above weights"}
 KIND_TITLE = {"reserved": "Peak reserved memory", "tensors": "Peak bytes of live tensors (CPU, untimed pass)"}
 # Why a CPU sweep that recorded only the process's RSS growth gets no heatmap: it does not measure the model.
 RSS_ONLY = ("these CPU runs recorded only the process's RSS growth, which follows what malloc keeps or returns "
