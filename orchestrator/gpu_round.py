@@ -14,6 +14,8 @@ that export (`--resume`), goes on without redoing them (orchestrator/round_state
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib.util
 import json
 import os
@@ -52,6 +54,7 @@ TEST_TIMEOUT_S = 120  # one device test: the slowest compiles two shapes, about 
 TERM_GRACE_S = 15.0  # between a piece's SIGTERM and its SIGKILL
 PACK_S = 5.0  # kept before the deadline to pack the last piece and score the goals
 FINDINGS_ENV = "LLADA_GPU_FINDINGS"  # where the device tests append their findings (tests/gpu/findings.py)
+PR_SET_PDEATHSIG = 1  # prctl(2)
 PROBE = "import torch\nif torch.cuda.is_available(): print(torch.cuda.get_device_name(0))"
 
 # The pieces whose artifacts answer each goal of orchestrator/round_goals.py.
@@ -83,14 +86,22 @@ class Machine:
         with open(log, "a", encoding="utf-8") as out:
             out.write(f"--- {label}: {shlex.join(command)}\n")
             out.flush()
+            # preexec_fn: the runner starts no thread, so the fork it runs in is safe.
             process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True)  # fmt: skip
+                                       start_new_session=True, preexec_fn=_end_with_parent)  # noqa: PLW1509
             try:
                 return process.wait(timeout=max(timeout_s, 0.0))
             except subprocess.TimeoutExpired:
                 return None
             finally:
                 _stop(process)
+
+
+def _end_with_parent() -> None:
+    """In a piece's process, before it runs: SIGTERM when the call's process dies, so a call killed outright
+    (SIGKILL) leaves no sweep on the GPU holding its lock for the next call (Linux's PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _stop(process: subprocess.Popen) -> None:

@@ -12,6 +12,7 @@ import io
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tarfile
 import time
@@ -256,6 +257,31 @@ def test_a_command_past_its_timeout_is_stopped_with_its_process_group(tmp_path: 
                              log=tmp_path / "piece.log", timeout_s=1.0)  # fmt: skip
     assert code is None and time.monotonic() - started < gpu_round.TERM_GRACE_S
     assert "--- sleeper:" in (tmp_path / "piece.log").read_text()
+
+
+def test_a_call_killed_outright_leaves_no_piece_running(tmp_path: Path) -> None:
+    """SIGKILL to the call's process (a lease's hard limit): its piece gets SIGTERM (PR_SET_PDEATHSIG), so no sweep
+    keeps the GPU and its lock for the next call."""
+    pid_file = tmp_path / "piece.pid"
+    piece = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    call = (f"import os, sys; from pathlib import Path; from orchestrator.gpu_round import Machine; "
+            f"Machine().execute([sys.executable, '-c', {piece!r}], label='p', env=dict(os.environ), "
+            f"log=Path({str(tmp_path / 'piece.log')!r}), timeout_s=60)")  # fmt: skip
+    runner = subprocess.Popen([sys.executable, "-c", call], cwd=Path(gpu_round.__file__).parent.parent)
+    for _ in range(200):
+        if pid_file.exists() and pid_file.read_text():
+            break
+        time.sleep(0.1)
+    runner.kill()
+    runner.wait()
+    child = int(pid_file.read_text())
+    for _ in range(50):
+        status = Path(f"/proc/{child}/status")
+        if not status.exists() or "zombie" in status.read_text():
+            return
+        time.sleep(0.1)
+    os.kill(child, 9)
+    pytest.fail("the piece outlived the call")
 
 
 class NoCudaInside(Machine):
