@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import gpu_round, round_state
+from orchestrator import gpu_round, round_report, round_state
 from orchestrator.gpu_round import EXIT_AGAIN, EXIT_OK, EXIT_USAGE, Machine, main
 from orchestrator.round_goals import HOST_FINDING, evaluate_goals
 from orchestrator.round_plan import EXPORT_FILES, PIECES, plan_round
@@ -368,7 +368,7 @@ def test_the_goals_are_read_from_the_artifacts() -> None:
     assert bound.met is True and 0.6 < bound.figure < 1 / 0.9
     slow_host = evaluate_goals([], [{**host, "replayed_median": 2.5}])
     assert [g.met for g in slow_host] == [None, None, False, None, None]
-    assert set(gpu_round.GOAL_PIECES) == set(goals)  # each goal names the piece that answers it
+    assert set(round_report.GOAL_PIECES) == set(goals)  # each goal names the piece that answers it
 
 
 def test_each_goal_is_scored_on_its_piece_s_artifacts(tmp_path: Path) -> None:
