@@ -15,7 +15,7 @@ at run time (orchestrator/gpu_round.py), on the clock.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from orchestrator.plan import plan_runs, predict_plan
@@ -189,7 +189,7 @@ class RoundPlan:
     first: tuple[str, ...]
     second_s: float
     second: tuple[str, ...]
-    left: tuple[str, ...] = field(default=())
+    left: tuple[str, ...] = ()
 
     def piece(self, name: str) -> PlannedPiece:
         return next(p for p in self.pieces if p.name == name)
@@ -250,7 +250,7 @@ def format_plan(plan: RoundPlan) -> str:
         lines.append(f"{piece.name:<15} {call:>4} {piece.count:>10}  {times}  {piece.piece.answers}")
     for number, (names, deadline) in enumerate(((plan.first, plan.budget_s), (plan.second, plan.second_s)), start=1):
         if not names:
-            lines.append(f"call {number}: none (the lease leaves it {max(deadline, 0):.0f} s)")
+            lines.append(f"call {number}: none (no piece fits its {max(deadline, 0):.0f} s deadline)")
             continue
         predicted = ", ".join(f"{plan.call_s(names, p, margin=False):.0f} s on {p}" for p in PROFILES)
         needed = ", ".join(f"{plan.call_s(names, p):.0f} s" for p in PROFILES)

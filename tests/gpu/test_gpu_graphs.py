@@ -40,7 +40,8 @@ def test_a_captured_forward_replays_on_the_inputs_copied_into_it() -> None:
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
-    """Two generations replay one set of graphs (two prompts, so the replay is not the capture's input)."""
+    """Two generations replay one set of graphs (two prompts, so the replay is not the capture's input); the
+    first prompt again, frozen as a timed repetition runs, replays them and captures nothing."""
     from workers.measure.memory import graph_pool_memory
     from workers.samplers import llada_generate
     from workers.samplers.llada_graphs import LladaGraphs
@@ -55,8 +56,8 @@ def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
             eager[seed] = llada_generate(loaded.model, prompt, **kw)
             replayed = llada_generate(loaded.model, prompt, graphs=graphs, **kw)
             assert torch.equal(replayed, eager[seed]), f"seed {seed}: {(replayed != eager[seed]).sum().item()} tokens differ"
-        # A timed repetition (workers/measure/scenario.py) replays a prompt its warm-up prepared, frozen: a capture
-        # there would raise PreparationInTimedRegion.
+        # A timed repetition (workers/measure/scenario.py) replays a prompt a warm-up prepared; a capture inside
+        # it raises PreparationInTimedRegion.
         with graphs.preparation.frozen():
             again = llada_generate(loaded.model, random_prompt(2, 64, 0), graphs=graphs, **kw)
         assert torch.equal(again, eager[0])
