@@ -62,7 +62,7 @@ SCHEMA: dict[str, pl.DataType] = {
     **{f"{name}_n": _I64 for name in _SUMMARISED},
     **{f"{name}_interval": _STR for name in _SUMMARISED},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
-    # A diffusion run's decoding under the names serving engines give it (`_decoding_columns`).
+    # A diffusion run's decoding under the names serving engines give it (`decoding_summaries`).
     "committed_tokens_per_s_median": _F64, "tokens_per_step_mean": _F64, "steps_per_block_mean": _F64,
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
@@ -192,7 +192,12 @@ def _row(result: RunResult) -> dict[str, Any]:
     row["useful_fraction"] = useful_mean / config.generation_length if useful_mean is not None else None
     row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
     row.update(_timing_columns(result, useful_mean))
-    row.update(_decoding_columns(result))
+    samples = result.samples
+    if samples is not None and samples.step_s and samples.tokens_committed:
+        row.update(decoding_summaries(
+            steps=[list(s) for s in samples.step_s], committed=[list(c) for c in samples.tokens_committed],
+            batch_size=config.batch_size, num_blocks=config.num_blocks,
+            schedule_steps=config.steps if samples.extrapolated is not None else None))
     row.update(_memory_columns(result))
     row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
@@ -323,23 +328,23 @@ def timing_summaries(
     return row
 
 
-def _decoding_columns(result: RunResult) -> dict[str, Any]:
-    """A diffusion run's decoding as serving engines report it (empty for an autoregressive run): committed tokens
-    per second, what the timed steps committed (whole batch) over those steps' time, median over repetitions; tokens
-    committed per step per sequence, the mean over every timed step; and steps per block, the mean over repetitions
-    of the steps a block took (a confidence rule ends blocks early; None for a sampler without blocks)."""
-    samples, config = result.samples, result.config
-    if samples is None or not samples.step_s or not samples.tokens_committed:
-        return {}
-    rates = [sum(committed) / sum(times)
-             for times, committed in zip(samples.step_s, samples.tokens_committed) if times and sum(times) > 0]
-    per_step = [count / config.batch_size for rep in samples.tokens_committed for count in rep]
-    # An extrapolated run timed its first steps only: its generation ran the schedule's.
-    ran = [config.steps if samples.extrapolated is not None else len(rep) for rep in samples.step_s]
+def decoding_summaries(
+    *, steps: list[list[float]], committed: list[list[int]], batch_size: int, num_blocks: int | None,
+    schedule_steps: int | None,
+) -> dict[str, Any]:
+    """A diffusion run's decoding as serving engines report it, from its repetitions' step times and committed
+    tokens (or several sessions' pooled): committed tokens per second, what the timed steps committed (whole batch)
+    over those steps' time, median over repetitions; tokens committed per step per sequence, the mean over every
+    timed step; and steps per block, the mean over repetitions of the steps a block took (a confidence rule ends
+    blocks early; None for a sampler without blocks). `schedule_steps`: an extrapolated run's schedule, which its
+    generation ran though only its first steps were timed."""
+    rates = [sum(count) / sum(times) for times, count in zip(steps, committed) if times and sum(times) > 0]
+    per_step = [count / batch_size for rep in committed for count in rep]
+    ran = [schedule_steps or len(rep) for rep in steps]
     return {
         "committed_tokens_per_s_median": stats.median(rates),
         "tokens_per_step_mean": stats.mean(per_step),
-        "steps_per_block_mean": stats.mean([n / config.num_blocks for n in ran]) if config.num_blocks else None,
+        "steps_per_block_mean": stats.mean([n / num_blocks for n in ran]) if num_blocks else None,
     }
 
 

@@ -466,13 +466,15 @@ def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep,
     assert at(ar, row["b_star"]) == pytest.approx(at(dllm, row["b_star"]), rel=1e-6)
     assert any("not measured" in t for t in fig.axes[0].get_legend_handles_labels()[1])
     assert any("Dotted" in n and "interpolated" in n for n in plotted(fig).notes)
-    # An interval around B*, where the crossover carries one, is drawn with it.
-    banded = crossovers.with_columns((pl.col("b_star") * 0.8).alias("b_star_low"),
-                                     (pl.col("b_star") * 1.25).alias("b_star_high"))
-    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), banded)
-    mark = plotted(fig).panel("N_out = 64").get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
-    assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star"] * 0.8, row["b_star"] * 1.25))
-    assert fig.axes[0].patches  # the band across it
+    # B*'s interval (report.intervals) is drawn with it: a band, running to the panel's edge past the measured batches.
+    mark = panel.get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
+    assert row["b_star_low"] is not None and row["b_star_high"] is not None
+    assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star_low"], row["b_star_high"]))
+    assert fig.axes[0].patches  # the band
+    open_low = crossovers.with_columns(pl.lit("<=").alias("b_star_low_bound"))
+    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), open_low)
+    ax = fig.axes[0]
+    assert min(p.get_x() for p in ax.patches) == pytest.approx(ax.get_xlim()[0])
 
 
 def test_error_bars_are_the_tables_intervals_with_their_kind_in_the_caption(sweep, a100) -> None:

@@ -94,6 +94,23 @@ def test_diffusion_decoding_under_serving_names(results, table) -> None:
         == llama.height
 
 
+def test_sessions_pooled_give_the_decoding_columns_of_every_repetition(table) -> None:
+    from report.sessions import pool_sessions
+
+    run = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok")).head(1)
+    slower = [[t * 2 for t in rep] for rep in run["step_s_samples"][0].to_list()]  # a second session at half the speed
+    again = run.with_columns(pl.lit(1, pl.Int64).alias("session"), pl.lit("second-session").alias("run_id"),
+                             pl.Series("step_s_samples", [slower]))
+    pooled = pool_sessions(pl.concat([run, again])).row(0, named=True)
+    committed = run["tokens_committed_samples"][0].to_list() * 2
+    steps = run["step_s_samples"][0].to_list() + slower
+    rates = [sum(c) / sum(t) for t, c in zip(steps, committed)]
+    assert pooled["sessions"] == 2
+    assert pooled["committed_tokens_per_s_median"] == pytest.approx(float(np.median(rates)))
+    assert pooled["committed_tokens_per_s_median"] < run["committed_tokens_per_s_median"][0]
+    assert pooled["tokens_per_step_mean"] == pytest.approx(run["tokens_per_step_mean"][0])
+
+
 def test_a_confidence_rule_takes_fewer_steps_per_block(tmp_path: Path) -> None:
     from report_fixtures import VARIANTS
 

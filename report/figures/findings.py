@@ -102,22 +102,29 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         "interpolated; no batch between them was measured. Dash-dotted: the faithful roofline's prediction"
         + (f" on {profile}" if profile else " (no profile for this device)")
         + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, where its dotted "
-        f"segment crosses {sides.dllm}'s.",
+        f"segment crosses {sides.dllm}'s; shaded, with a bar: its interval (report.intervals), running to the "
+        "panel's edge where it extends past the batches measured.",
     ) + ((block_note,) if block_note else ())
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
 
 def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
     """B* of one crossover row: an X where the two interpolated segments cross, its label stacked above the panel's
-    earlier ones (`nth`); where the row carries an interval (`b_star_low`, `b_star_high`), a bar across it and a
-    light band, so the interval is read with the point."""
+    earlier ones (`nth`). Where the row carries B*'s interval (report.intervals.crossover: `b_star_low`,
+    `b_star_high` with their bounds), a light band and a bar across it, capped at a closed end; an end beyond the
+    measured batches ('<=' the smallest, '>' the largest) runs to the panel's edge, uncapped."""
     b_star, y = row["b_star"], row["b_star_tokens_per_s"]
     low, high = row.get("b_star_low"), row.get("b_star_high")
     ranged = low is not None and high is not None
     if ranged:
-        ax.axvspan(low, high, color=color, alpha=0.12, linewidth=0, zorder=1)
-        ax.errorbar([b_star], [y], xerr=[[max(b_star - low, 0.0)], [max(high - b_star, 0.0)]], color="black",
-                    linestyle="none", capsize=3, linewidth=1.0, zorder=5)
+        left, right = ax.get_xlim()
+        start = left if row.get("b_star_low_bound") == "<=" else low
+        end = right if row.get("b_star_high_bound") == ">" else high
+        ax.axvspan(start, end, color=color, alpha=0.12, linewidth=0, zorder=1)
+        ax.hlines(y, start, end, color="black", linewidth=1.0, zorder=5)
+        closed = [x for x, is_closed in ((start, start == low), (end, end == high)) if is_closed]
+        ax.plot(closed, [y] * len(closed), color="black", marker="|", markersize=8, linestyle="none", zorder=5)
+        ax.set_xlim(left, right)
     ax.scatter([b_star], [y], marker="X", s=80, color=color, edgecolors="black", zorder=6)
     ax.annotate(f"B*={b_star:.2g}", (b_star, y), xytext=(4, 6 + 9 * nth), textcoords="offset points", fontsize=7)
     return Series(f"B*{pair} at {row['steps']} steps = {b_star:.3g}", "vline", (b_star,), (y,),
