@@ -466,15 +466,20 @@ def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep,
     assert at(ar, row["b_star"]) == pytest.approx(at(dllm, row["b_star"]), rel=1e-6)
     assert any("not measured" in t for t in fig.axes[0].get_legend_handles_labels()[1])
     assert any("Dotted" in n and "interpolated" in n for n in plotted(fig).notes)
-    # B*'s interval (report.intervals) is drawn with it: a band, running to the panel's edge past the measured batches.
+    # B*'s interval (report.intervals) is drawn with it: a bar, running to the panel's edge past the measured batches.
+    def bars(ax) -> list[tuple[float, float]]:
+        from matplotlib.collections import LineCollection
+
+        return [tuple(sorted((seg[0][0], seg[1][0]))) for c in ax.collections if isinstance(c, LineCollection)
+                for seg in c.get_segments() if len(seg) == 2 and seg[0][1] == seg[1][1] and seg[0][0] != seg[1][0]]
+
     mark = panel.get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
     assert row["b_star_low"] is not None and row["b_star_high"] is not None
     assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star_low"], row["b_star_high"]))
-    assert fig.axes[0].patches  # the band
+    assert (row["b_star_low"], row["b_star_high"]) in [pytest.approx(b) for b in bars(fig.axes[0])]
     open_low = crossovers.with_columns(pl.lit("<=").alias("b_star_low_bound"))
-    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), open_low)
-    ax = fig.axes[0]
-    assert min(p.get_x() for p in ax.patches) == pytest.approx(ax.get_xlim()[0])
+    ax = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), open_low).axes[0]
+    assert min(low for low, _ in bars(ax)) == pytest.approx(ax.get_xlim()[0])
 
 
 def test_error_bars_are_the_tables_intervals_with_their_kind_in_the_caption(sweep, a100) -> None:

@@ -80,13 +80,13 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         blocks = sub["block_length"].drop_nulls().unique().to_list()
         cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
                                          & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
+        power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())  # before B*: its bar reads the edges
         placed: list[float] = []
         for row in cross.sort("b_star").iter_rows(named=True):
             pair = f" {row['llada_model']} vs {row['llama_model']}" if several_pairs else ""
             near = sum(1 for b in placed if row["b_star"] < b * 1.5)  # labels of B*s this close stack up
             placed.append(row["b_star"])
             series.append(_draw_b_star(ax, row, colors[(arch_of[row["llada_model"]], row["steps"])], pair, near))
-        power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())
         plain_log_axis(ax, "y")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", series)
     ax0 = axes[0]
@@ -96,14 +96,16 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         ax0.plot([], [], color="#555555", linestyle="-.", linewidth=0.9, label="roofline prediction (same colour)")
     ax0.scatter([], [], marker="X", color="#999999", edgecolors="black",
                 label=f"B*: {sides.ar} overtakes {sides.dllm}")
+    if any(s.y_low for p in frame.panels for s in p.series if s.kind == "vline"):
+        ax0.plot([], [], color="#999999", linewidth=2.0, marker="|", markersize=8, label="B*'s interval")
     notes = (
         "Markers: measured median tokens/s (B x N_out / L_e2e) at each batch size. " + interval_note(runs, ["tokens_per_s"])
         + " Dotted: the straight line in log B and log throughput between two measured batches, along which B* is "
         "interpolated; no batch between them was measured. Dash-dotted: the faithful roofline's prediction"
         + (f" on {profile}" if profile else " (no profile for this device)")
         + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, where its dotted "
-        f"segment crosses {sides.dllm}'s; shaded, with a bar: its interval (report.intervals), running to the "
-        "panel's edge where it extends past the batches measured.",
+        f"segment crosses {sides.dllm}'s; the bar through it: its interval (report.intervals), to an arrowhead at "
+        "the panel's edge where it extends past the batches measured.",
     ) + ((block_note,) if block_note else ())
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
@@ -111,19 +113,19 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
 def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
     """B* of one crossover row: an X where the two interpolated segments cross, its label stacked above the panel's
     earlier ones (`nth`). Where the row carries B*'s interval (report.intervals.crossover: `b_star_low`,
-    `b_star_high` with their bounds), a light band and a bar across it, capped at a closed end; an end beyond the
-    measured batches ('<=' the smallest, '>' the largest) runs to the panel's edge, uncapped."""
+    `b_star_high` with their bounds), a bar across it in B*'s colour, capped at a closed end; an end beyond the
+    measured batches ('<=' the smallest, '>' the largest) runs to the panel's edge and ends in an arrowhead. Call it
+    once the x axis has its scale: the edges are read from it."""
     b_star, y = row["b_star"], row["b_star_tokens_per_s"]
     low, high = row.get("b_star_low"), row.get("b_star_high")
     ranged = low is not None and high is not None
     if ranged:
         left, right = ax.get_xlim()
-        start = left if row.get("b_star_low_bound") == "<=" else low
-        end = right if row.get("b_star_high_bound") == ">" else high
-        ax.axvspan(start, end, color=color, alpha=0.12, linewidth=0, zorder=1)
-        ax.hlines(y, start, end, color="black", linewidth=1.0, zorder=5)
-        closed = [x for x, is_closed in ((start, start == low), (end, end == high)) if is_closed]
-        ax.plot(closed, [y] * len(closed), color="black", marker="|", markersize=8, linestyle="none", zorder=5)
+        ends = ((left, "<") if row.get("b_star_low_bound") == "<=" else (low, "|"),
+                (right, ">") if row.get("b_star_high_bound") == ">" else (high, "|"))
+        ax.hlines(y, ends[0][0], ends[1][0], color=color, linewidth=2.0, zorder=5)
+        for x, marker in ends:
+            ax.plot([x], [y], color=color, marker=marker, markersize=8, linestyle="none", zorder=5)
         ax.set_xlim(left, right)
     ax.scatter([b_star], [y], marker="X", s=80, color=color, edgecolors="black", zorder=6)
     ax.annotate(f"B*={b_star:.2g}", (b_star, y), xytext=(4, 6 + 9 * nth), textcoords="offset points", fontsize=7)
