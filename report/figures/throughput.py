@@ -34,7 +34,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
     if not ok.height:
         raise FigureSkipped("no successful runs with throughput samples")
     lengths = length_panels(ok)
-    colors = steps_colors(ok)
+    colors = steps_colors(runs)  # a setting none of whose runs succeeded still gets its status marks
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(6.0, 3.8)), lengths):
         sub = at.of(runs)
         batches = sorted(sub["batch_size"].unique().to_list())
