@@ -100,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", nargs="?", default=DEFAULT_SPEC, help=f"spec file (default {DEFAULT_SPEC})")
     sweep.add_argument("--out", type=Path, help="sweep directory (default artifacts/<spec name>)")
     sweep.add_argument("--force", action="store_true", help="rerun every run, even those already done")
-    sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
+    sweep.add_argument(
+        "--retry-failed", action="store_true",
+        help="rerun runs that ended in error or crashed (one that failed on its model's files: every resume)",
+    )  # fmt: skip
     sweep.add_argument("--actors", type=positive_int, help="workers to start (default: one per GPU, else one)")
     sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
     sweep.add_argument(
@@ -117,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
 
-    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory")
+    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory, its report's included")
     check.add_argument("dir", type=Path, help="sweep directory, e.g. artifacts/smoke")
     check.set_defaults(handler=_verify)
 
@@ -360,7 +363,8 @@ def _verify(args: argparse.Namespace) -> int:
     covered, uncovered = len(report_outputs(layout)) - len(report.uncovered), len(report.uncovered)
     said = [f"the report's {covered} files match"] if covered else [] if uncovered else ["no report rendered"]
     said += [f"{uncovered} report file(s) not covered (named above)"] if uncovered else []
-    print(f"{args.dir}: verified ({len(layout.run_files())} runs, spec and manifest checksums match; {', '.join(said)})")
+    runs = len(layout.run_files())
+    print(f"{args.dir}: verified ({runs} runs, spec and manifest checksums match; {', '.join(said)})")
     return EXIT_OK
 
 

@@ -209,7 +209,9 @@ def _to_rerun(path: Path, retry_failed: bool) -> bool:
         result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
     except (ValidationError, ValueError, OSError):
         return False
-    return (result.status is RunStatus.ERROR and result.input_error) or (retry_failed and result.status in FAILED_STATUSES)
+    if result.status is RunStatus.ERROR and result.input_error:
+        return True
+    return retry_failed and result.status in FAILED_STATUSES
 
 
 def rescue_result(result: RunResult, sweep: str) -> Path | None:
