@@ -65,6 +65,7 @@ from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
 from specs.artifacts import FIGURES_DIR, RESULTS_FILE, Manifest, SweepLayout, read_manifest, verify
+from specs.report_record import forget_report, record_report
 from specs.results import RunResult
 from specs.safefile import (
     RUN_MAX_BYTES,
@@ -158,6 +159,7 @@ def render_report(
             + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
         )
     _refuse_occupied_outputs(layout)
+    forget_report(layout)  # recorded again once every file is written (specs/report_record.py)
     if problems and echo:
         print(f"warning: {unverified_warning(problems)}", file=sys.stderr)
     if hardware is not None and hardware not in HARDWARE:
@@ -211,6 +213,7 @@ def render_report(
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
                                     sides=table_sides(table), missing=missing)
     _atomic_text(json_path, findings_json(findings_record))
+    record_report(layout, [layout.results, html_path, md_path, json_path, *(p for w in written for p in (w.png, w.svg))])
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)

@@ -196,3 +196,22 @@ def full_shape(arch: str) -> ModelShape:
 def loads_model_type(arch: str, model_type: str | None) -> bool:
     """Whether a checkpoint's config.json model_type loads as `arch` without remote code."""
     return model_type in family(arch).checkpoint_model_types
+
+
+def model_type_advice(arch: str, model_type: object) -> str:
+    """Why a config.json whose model_type does not load as `arch` is refused, and what to do. Remote code is
+    offered only to an autoregressive family: a diffusion family's sampler needs the package's own loading, so
+    ModelSpec refuses `trust_remote_code` for it."""
+    entry = family(arch)
+    allowed = " or ".join(repr(t) for t in entry.checkpoint_model_types)
+    if model_type is None:
+        return (f"has a config.json with no model_type, so it names no architecture (a {entry.title} "
+                f"checkpoint's says {allowed}): give the checkpoint's own config.json")
+    owners = [f.name for f in FAMILIES.values() if model_type in f.checkpoint_model_types]
+    if owners:
+        return f"is a {model_type} checkpoint (model_type {model_type!r}); give it arch: {' or '.join(owners)}"
+    if entry.is_diffusion:
+        return (f"has model_type {model_type!r}, which arch {arch} does not load (allowed: {allowed}); give a "
+                f"{entry.title} checkpoint: {entry.title} models never run remote code")
+    return (f"has model_type {model_type!r}, which arch {arch} loads only with the checkpoint's own code (without "
+            f"it: {allowed}); set source.trust_remote_code: true to run that code")

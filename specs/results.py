@@ -220,6 +220,9 @@ class RunResult(Record):
     attempts: int = 1
     error: str | None = None
     traceback: str | None = None
+    # The error is in the model's files (missing, unreadable, a config.json that contradicts its weights): nothing
+    # was measured, so this is no result, and a resume reruns it once the files are fixed.
+    input_error: bool = False
     model_load_s: float | None = None  # this actor's load of the model, 0 when already loaded
     samples: Samples | None = None
     memory: Memory | None = None
