@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from report.document import fmt_float
+from report.extrapolation import trusted
 from report.pairs import is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.quality import FIGURE_METRICS
 from report.table import vanilla_runs, with_dream_alg
@@ -75,7 +76,7 @@ def crossover_table(
     arch's shape (report.predictions.model_shapes)."""
     table = with_dream_alg(vanilla_runs(table))
     pairs = sweep_pairs(table)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+    ok = trusted(table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     autoregressive = ok.filter(is_ar())
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from report import stats
 from report.document import Paragraph, Table
+from report.extrapolation import trusted
 from report.findings import b_star_measured_text, measured_crossover
 from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sides_of, sweep_pairs
 from report.parity import ratio_interval
@@ -170,7 +171,7 @@ def pairing_table(
     pairs = sweep_pairs(table)
     ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null()
                       & pl.col("tokens_per_s_median").is_not_null())
-    ok = full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA)))
+    ok = trusted(full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA))))
     by_id = {r.run_id: r for r in results}
     pairings = [VANILLA_PAIRING] + ([BEST_PAIRING] if (ok["impl"] != VANILLA).any() else [])
     autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())
