@@ -37,9 +37,9 @@ SPEC_FIELDS: dict[str, tuple[str, ...]] = {
 S_PARITY_RULE = "the fewest swept k from which f_llada ≥ Q_llama at k and at every larger swept step"
 S_PARITY_WHY = ("a curve that crosses early and falls back again is noise, not parity: the package takes the step "
                 "from which parity holds (report/parity.py)")
-REFERENCE_WHY = ("perplexity is judged by the LLaMA under test, whose greedy text is its own mode (far below human "
-                 "text in perplexity): perplexity is held to LLaMA's sampled text, else the human continuation "
-                 "(report/parity.py)")
+REFERENCE_WHY = ("perplexity is judged by the autoregressive model under test, whose greedy text is its own mode "
+                 "(far below human text in perplexity): perplexity is held to its sampled text, else the human "
+                 "continuation (report/parity.py)")
 SYNTHETIC_WHY = ("random weights at the models' shapes: latency, throughput, memory and energy need the shapes, not "
                  "trained weights; no quality is measured")
 

@@ -64,5 +64,5 @@ CONTROLS: tuple[StudyControl, ...] = (
     StudyControl("attention", "attention kernel", "4.2.4", "FlashAttention-2 for both models"),
     StudyControl("s_parity", "S_parity", "3.1.4", "min{k : f_llada(k) ≥ Q_llama}"),
     StudyControl("quality_reference", "quality reference Q_llama", "3.1.4, §4.3.2",
-                 "LLaMA's own text at T = 0 (greedy), on every metric"),
+                 "the autoregressive model's own text at T = 0 (greedy), on every metric"),
 )
