@@ -234,7 +234,7 @@ def _crossover_value(row: dict) -> str:
 def findings_text(findings: pl.DataFrame) -> str:
     """The Findings table as plain text for the terminal: the last thing a sweep prints."""
     if not findings.height:
-        return "Findings: none (no successful runs of both models at the same lengths)"
+        return "Findings: none (no autoregressive and diffusion model both ran successfully at the same lengths)"
     multi = findings["hardware"].drop_nulls().n_unique() > 1
     lines = ["Findings"]
     for (hardware, prompt, gen), group in findings.group_by(["hardware", "prompt_length", "generation_length"],

@@ -31,7 +31,7 @@ from report.parity import bracket, replicate_span
 from specs.registry import family
 
 MAX_SENTENCES = 5  # a pair's
-NO_PAIRING = "No verdict: no successful runs of both models at the same lengths."
+NO_PAIRING = "No verdict: no autoregressive and diffusion model both ran successfully at the same lengths."
 ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its best is the vanilla pairing "
                 "(add variants to the spec's grid to compare them).")
 # Without quality at this scale, the answer is given at these shares of N_out (the study's step range ends at N_out).
@@ -194,7 +194,7 @@ def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
     measured = next((p for p in group if p.quality_measured), None)
     if measured is None:
         published = family(pair.dllm_arch).published_quality
-        return (f"Quality was not measured at this scale (no trained weights): "
+        return ("Quality was not measured here: "
                 + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
                 + ".")
     parts = []

@@ -110,7 +110,7 @@ def test_without_quality_it_answers_at_quarter_half_and_full_steps_beside_the_pu
     assert "at K = N_out/2 (128 steps for 256 tokens)" in first and "at K = N_out (256 steps for 256 tokens)" in first
     assert "16 steps" not in first  # a share of N_out the verdict does not speak of
     assert sentences[1] == ONLY_VANILLA
-    assert sentences[2].startswith("Quality was not measured at this scale") and "arXiv:2502.09992" in sentences[2]
+    assert sentences[2].startswith("Quality was not measured here: ") and "arXiv:2502.09992" in sentences[2]
     assert "S_parity" not in sentences[3]
 
 

@@ -37,7 +37,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     predicted, crossovers = with_dream_alg(predicted), with_dream_alg(crossovers)
     runs, block_note = at_primary_block(df.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     if not runs.height or runs["arch"].n_unique() < 2:
-        raise FigureSkipped("no successful runs of both models")
+        raise FigureSkipped("no autoregressive and diffusion model both ran successfully")
     lengths = length_panels(runs)
     colors = steps_colors(runs["steps"].drop_nulls().to_list())
     # Dream's algs share their step count's colour and differ by marker.

@@ -13,8 +13,8 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     """One table (each number links to the table it comes from) and, in the figures, one figure."""
     findings = inputs.findings
     if not findings.height:
-        return Blocks([Paragraph("No finding: the sweep has no successful runs of both models at the same "
-                                 "lengths.")], [])
+        return Blocks([Paragraph("No finding: no autoregressive and diffusion model both ran successfully at the "
+                                 "same lengths.")], [])
     columns = (["hardware"] if multi else []) + ["N_out", "finding", "value"]
     rows, links = [], []
     for r in findings.iter_rows(named=True):

@@ -18,9 +18,8 @@ from specs.registry import family
 _DELTA_LABEL = {"gen_ppl": "perplexity", "bertscore_f1": "BERTScore F1"}
 COMPARISON_CAPTION = (
     "Each variant against vanilla at the same point. Speedup: vanilla's median end-to-end latency over the "
-    f"variant's (> 1: the variant is faster), with a 95% BCa bootstrap CI of the ratio of medians when both "
-    f"runs have {stats.MIN_CI_SAMPLES} repetitions, else the range of the ratio; n counts vanilla + variant "
-    "repetitions. Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
+    "variant's (> 1: the variant is faster), with its interval, its level and what it rests on (sessions x "
+    "vanilla + variant repetitions; report/intervals.py). Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
     "its measured forwards, else at the step cap). Forwards: per generation (a confidence rule's median over "
     "repetitions). Δ quality: variant minus vanilla per prompt, the median over the prompts both ran with a "
     "percentile bootstrap CI over prompts (the range below six); lower perplexity and higher BERTScore are "
