@@ -7,7 +7,7 @@ import io
 import re
 import stat
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -380,7 +380,8 @@ def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
 
 def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
                    sides: Sides) -> list[FigureBlock]:
-    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`."""
+    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`; the document
+    numbers them in its reading order (report/sections/order.py)."""
     entries = {e.number: e for e in FIGURES}
     order = {e.number: i for i, e in enumerate(FIGURES)}
     blocks: list[tuple[tuple, FigureBlock]] = []
@@ -398,9 +399,7 @@ def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: l
         title, shows = entry.words(sides)
         blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
             s.number, _title(title, s.stem, entry.slug), s.hardware, "", shows, reason=s.reason)))
-    ordered = [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
-    numbers = iter(range(1, len(ordered) + 1))
-    return [replace(b, display_number=next(numbers)) if b.png is not None else b for b in ordered]
+    return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
 
 
 def _title(title: str, stem: str, slug: str) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import polars as pl
 
 from report.intervals import Speedup, speedup
-from report.table import SCHEMA, timing_summaries
+from report.table import SCHEMA, decoding_summaries, timing_summaries
 
 _OK = "ok"
 
@@ -56,6 +56,10 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "forwards_samples": [v for r in runs for v in r["forwards_samples"]],
         "repetitions": sum(r["repetitions"] for r in runs),
     })
+    if row["tokens_committed_samples"]:
+        row.update(decoding_summaries(
+            steps=row["step_s_samples"], committed=row["tokens_committed_samples"], batch_size=primary["batch_size"],
+            num_blocks=primary["num_blocks"], schedule_steps=primary["steps"] if primary["extrapolated"] else None))
     return row
 
 

@@ -31,13 +31,16 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 # counts tokens nobody reads.
 USEFUL_FRACTION_FLAG = 0.9
 
-# Per-repetition quantities summarised with an interval (CI or range), mean, sd and CV; and with quartiles only.
+# Per-repetition quantities, each with its median, quartiles and the interval of its median (CI or range, with its
+# kind and n: what a figure's error bars show); the first three also with mean, sd and CV. itl_s is the study's
+# (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_per_s")
-_INTERVAL_PARTS = ("median", "p25", "p75", "interval_low", "interval_high", "mean", "sd", "cv")
-# itl_s is the study's (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
-# Percentiles over every per-token (LLaMA decode pass) and per-step (LLaDA) sample of every repetition.
-_TAILS = ("itl_token_s", "step_s")
+_SUMMARY_PARTS = ("median", "p25", "p75", "interval_low", "interval_high")
+_SPREAD_PARTS = ("mean", "sd", "cv")
+# Percentiles (p50/p90/p99, as serving benchmarks report them) of TTFT over the repetitions, and over every
+# per-token (an AR decode pass: the inter-token latency) and per-step (diffusion) sample of every repetition.
+_TAILS = ("ttft_s", "itl_token_s", "step_s")
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
@@ -52,18 +55,18 @@ SCHEMA: dict[str, pl.DataType] = {
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
     "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
-    **{
-        f"{name}_{part}": _F64
-        for name in _SUMMARISED_WITH_INTERVAL
-        for part in _INTERVAL_PARTS
-    },
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED_WITH_INTERVAL for part in (*_SUMMARY_PARTS, *_SPREAD_PARTS)},
     **{f"{name}_n": _I64 for name in _SUMMARISED_WITH_INTERVAL},
     **{f"{name}_interval": _STR for name in _SUMMARISED_WITH_INTERVAL},
-    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in _SUMMARY_PARTS},
+    **{f"{name}_n": _I64 for name in _SUMMARISED},
+    **{f"{name}_interval": _STR for name in _SUMMARISED},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
+    # A diffusion run's decoding under the names serving engines give it (`decoding_summaries`).
+    "committed_tokens_per_s_median": _F64, "tokens_per_step_mean": _F64, "steps_per_block_mean": _F64,
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
-    "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
+    "peak_tensor_bytes": _I64, "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
     "timed_steps": _I64, "extrapolated": _BOOL,
     # An extrapolated run's median timed step over the full runs' at its shape, and whether that is off by more
     # than the tolerance (report/extrapolation.py; null: not extrapolated, or no full run to check against).
@@ -192,6 +195,12 @@ def _row(result: RunResult) -> dict[str, Any]:
     row["useful_fraction"] = useful_mean / config.generation_length if useful_mean is not None else None
     row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
     row.update(_timing_columns(result, useful_mean))
+    samples = result.samples
+    if samples is not None and samples.step_s and samples.tokens_committed:
+        row.update(decoding_summaries(
+            steps=[list(s) for s in samples.step_s], committed=[list(c) for c in samples.tokens_committed],
+            batch_size=config.batch_size, num_blocks=config.num_blocks,
+            schedule_steps=config.steps if samples.extrapolated is not None else None))
     row.update(_memory_columns(result))
     row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
@@ -303,23 +312,18 @@ def timing_summaries(
         "step_s": [_mean(p) for p in steps if p],
     }
     row: dict[str, Any] = {}
-    for name in _SUMMARISED_WITH_INTERVAL:
+    for name in (*_SUMMARISED_WITH_INTERVAL, *_SUMMARISED):
         summary = stats.summarize(per_rep[name])
         row.update({
             f"{name}_n": summary.n, f"{name}_median": summary.median, f"{name}_p25": summary.p25,
             f"{name}_p75": summary.p75, f"{name}_interval_low": summary.low, f"{name}_interval_high": summary.high,
-            f"{name}_interval": summary.interval, f"{name}_mean": summary.mean, f"{name}_sd": summary.sd,
-            f"{name}_cv": summary.cv,
+            f"{name}_interval": summary.interval,
         })
-    for name in _SUMMARISED:
-        values = per_rep[name]
-        row.update({
-            f"{name}_median": stats.median(values), f"{name}_p25": stats.quantile(values, 0.25),
-            f"{name}_p75": stats.quantile(values, 0.75),
-        })
-    for name, raw in (("itl_token_s", passes), ("step_s", steps)):
-        tails = stats.percentiles([value for rep in raw for value in rep])
-        row.update({f"{name}_p{p}": value for p, value in tails.items()})
+        if name in _SUMMARISED_WITH_INTERVAL:
+            row.update({f"{name}_mean": summary.mean, f"{name}_sd": summary.sd, f"{name}_cv": summary.cv})
+    for name, values in (("ttft_s", ttft), ("itl_token_s", [v for rep in passes for v in rep]),
+                         ("step_s", [v for rep in steps for v in rep])):
+        row.update({f"{name}_p{p}": value for p, value in stats.percentiles(values).items()})
     row.update({
         "latency_e2e_s_samples": latency, "tokens_per_s_samples": per_rep["tokens_per_s"], "ttft_s_samples": ttft,
         "itl_s_samples": passes, "step_s_samples": steps,
@@ -327,13 +331,36 @@ def timing_summaries(
     return row
 
 
+def decoding_summaries(
+    *, steps: list[list[float]], committed: list[list[int]], batch_size: int, num_blocks: int | None,
+    schedule_steps: int | None,
+) -> dict[str, Any]:
+    """A diffusion run's decoding as serving engines report it, from its repetitions' step times and committed
+    tokens (or several sessions' pooled): committed tokens per second, what the timed steps committed (whole batch)
+    over those steps' time, median over repetitions; tokens committed per step per sequence, the mean over every
+    timed step; and steps per block, the mean over repetitions of the steps a block took (a confidence rule ends
+    blocks early; None for a sampler without blocks). `schedule_steps`: an extrapolated run's schedule, which its
+    generation ran though only its first steps were timed."""
+    rates = [sum(count) / sum(times) for times, count in zip(steps, committed) if times and sum(times) > 0]
+    per_step = [count / batch_size for rep in committed for count in rep]
+    ran = [schedule_steps or len(rep) for rep in steps]
+    return {
+        "committed_tokens_per_s_median": stats.median(rates),
+        "tokens_per_step_mean": stats.mean(per_step),
+        "steps_per_block_mean": stats.mean([n / num_blocks for n in ran]) if num_blocks else None,
+    }
+
+
 def _memory_columns(result: RunResult) -> dict[str, Any]:
     memory = result.memory
     if memory is None:
         return {"peak_memory_kind": None}
-    # The heatmap's one number per run: reserved memory on a GPU, the process's RSS growth on CPU.
+    # The heatmap's one number per run: reserved memory on a GPU; on CPU the tensors' peak, else (older artifacts)
+    # the process's RSS growth, which the heatmap refuses to draw.
     if memory.peak_reserved_bytes is not None:
         peak, kind = memory.peak_reserved_bytes, "reserved"
+    elif memory.peak_tensor_bytes is not None:
+        peak, kind = memory.peak_tensor_bytes, "tensors"
     elif memory.peak_rss_delta_bytes is not None:
         peak, kind = memory.peak_rss_delta_bytes, "rss_delta"
     else:
@@ -344,7 +371,7 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
         "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
         # CUDA graphs' pools: replays write them without allocating (workers/measure/memory.py)
         "graph_pool_bytes": memory.graph_pool_bytes, "peak_in_use_bytes": memory.peak_in_use_bytes,
-        "peak_memory_bytes": peak, "peak_memory_kind": kind,
+        "peak_tensor_bytes": memory.peak_tensor_bytes, "peak_memory_bytes": peak, "peak_memory_kind": kind,
     }
 
 

@@ -62,7 +62,8 @@ class Samples(Record):
 
 
 class Memory(Record):
-    """Peak memory of the measured region; on CPU only the process's RSS growth is known."""
+    """Peak memory of the measured region; on CPU the process's RSS growth, and the tensors' own peak from an untimed
+    generation after it."""
 
     device: Literal["cuda", "cpu"]
     weights_bytes: int
@@ -77,6 +78,11 @@ class Memory(Record):
     # artifact written before they were read (workers/measure/memory.py).
     graph_pool_bytes: int | None = None
     graph_pool_allocated_bytes: int | None = None
+    # CPU: the most bytes of tensors alive at once that one more generation of the measured model allocated above
+    # what was alive before it (its weights), as torch's allocator reported them in an untimed pass after the
+    # repetitions (workers/measure/memory.py `tensor_peak_bytes`): the same shapes give the same bytes, where the RSS
+    # growth varies with what malloc kept. None: a GPU run, or an artifact written before it was measured.
+    peak_tensor_bytes: int | None = None
 
     @property
     def peak_in_use_bytes(self) -> int | None:

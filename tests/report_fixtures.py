@@ -294,7 +294,10 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
         memory = Memory(device="cuda", weights_bytes=16 * GIB, peak_allocated_bytes=int(peak * 0.93),
                         peak_reserved_bytes=peak)
     else:
-        memory = Memory(device="cpu", weights_bytes=4 << 20, peak_rss_delta_bytes=int(peak / 4096))
+        # The tensors' peak follows the shapes alone; the RSS growth also drifts with what else ran (here with the
+        # step count), as malloc's does.
+        memory = Memory(device="cpu", weights_bytes=4 << 20, peak_tensor_bytes=(peak - 16 * GIB) // 4096,
+                        peak_rss_delta_bytes=int(peak / 4096) + (config.steps or 0) * (1 << 20))
     quality, note = None, "quality disabled on this device"
     if kind.quality:
         quality = _quality(config, rng)

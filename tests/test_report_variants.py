@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -229,6 +230,19 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     plain_md = plain.markdown.read_text(encoding="utf-8")
     assert "No accelerated variants in this sweep" in plain_md
     assert not [f for f in plain.figures + plain.skipped if f.stem.startswith("variant_")] and plain.variants == ""
+
+
+def test_figures_are_numbered_in_the_order_the_report_shows_them(rendered) -> None:
+    markdown = rendered[0].markdown.read_text(encoding="utf-8")
+    numbers = [int(n) for n in re.findall(r"^### Figure (\d+)\. ", markdown, re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) == len(rendered[0].figures)
+    # The variants' figures (section 7) are read before the roofline's (section 8), so numbered before them.
+    variant_speedup = int(re.search(r"^### Figure (\d+)\. Speedup of each variant", markdown, re.MULTILINE)[1])
+    roofline = int(re.search(r"^### Figure (\d+)\. Roofline with", markdown, re.MULTILINE)[1])
+    assert markdown.index("7. Accelerated variants") < markdown.index("8. Roofline")
+    assert variant_speedup < roofline
+    html = rendered[0].html.read_text(encoding="utf-8")
+    assert [int(n) for n in re.findall(r'<figure id="figure-(\d+)">', html)] == numbers
 
 
 def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> None:

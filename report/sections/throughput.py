@@ -25,7 +25,11 @@ from report.table import USEFUL_FRACTION_FLAG
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
-    tail: list[Block] = [throughput_table(inputs.table.filter(pl.col("status") == "ok"), multi)]
+    ok = inputs.table.filter(pl.col("status") == "ok")
+    tail: list[Block] = [throughput_table(ok, multi)]
+    decoding = ok.filter(pl.col("tokens_per_step_mean").is_not_null())
+    if decoding.height:
+        tail.append(decoding_table(decoding, multi))
     if inputs.crossovers.height:
         tail.append(crossover_table(inputs.crossovers, multi, table_sides(inputs.table)))
     return Blocks([], tail)
@@ -50,6 +54,24 @@ def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
                         "counts two); "
                         "forwards: the median over repetitions where a variant's confidence rule made them vary, "
                         "else the schedule's count")
+
+
+def decoding_table(diffusion: pl.DataFrame, multi: bool) -> Table:
+    """Each diffusion run's decoding under the names serving engines give it (report.table `_decoding_columns`)."""
+    columns = [
+        *simple(key_columns(multi, diffusion)),
+        ("committed tokens/s", lambda r: fmt_rate(r["committed_tokens_per_s_median"])),
+        ("tokens committed per step", lambda r: fmt_float(r["tokens_per_step_mean"], 3)),
+        ("steps per block", lambda r: fmt_float(r["steps_per_block_mean"], 3)),
+        ("timed", timed_cell),
+    ]
+    return column_table(diffusion, columns,
+                        "Diffusion decoding per run. Committed tokens/s: the tokens the timed steps committed (whole "
+                        "batch) over those steps' time, median over repetitions (it leaves out the host work between "
+                        "steps that end-to-end throughput counts). Tokens committed per step: per sequence, the mean "
+                        "over every timed step (N_out / steps for a fixed schedule). Steps per block: the mean over "
+                        "repetitions of the steps each block took (fewer than the schedule's where a confidence rule "
+                        "ends a block early; '–': a sampler without blocks)")
 
 
 def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
