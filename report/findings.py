@@ -12,6 +12,7 @@ import numpy as np
 import polars as pl
 
 from report.document import fmt_float
+from report.extrapolation import trusted
 from report.intervals import Crossover, crossover, crossover_text
 from report.pairing_text import roofline_value
 from report.pairs import is_ar, is_dllm, pair_of, peers_of, sweep_pairs
@@ -63,9 +64,7 @@ def crossover_table(
     pooled (report.sessions.pool_sessions); `shapes`: each arch's shape (report.predictions.model_shapes)."""
     table = with_dream_alg(vanilla_runs(table))
     pairs = sweep_pairs(table)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
-    if "extrapolation_suspect" in ok.columns:
-        ok = ok.filter(~pl.col("extrapolation_suspect").fill_null(False))
+    ok = trusted(table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     autoregressive = ok.filter(is_ar())
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",

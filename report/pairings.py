@@ -26,6 +26,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from report import stats
+from report.extrapolation import trusted
 from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, Crossover, Speedup, crossover
 from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sides_of, sweep_pairs
 from report.quality import FIGURE_METRICS
@@ -198,9 +199,7 @@ def pairing_table(
     table = with_dream_alg(table)
     pairs = sweep_pairs(table)
     ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
-    ok = full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA)))
-    if "extrapolation_suspect" in ok.columns:
-        ok = ok.filter(~pl.col("extrapolation_suspect").fill_null(False))
+    ok = trusted(full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA))))
     by_id = {r.run_id: r for r in results}
     pairings = [VANILLA_PAIRING] + ([BEST_PAIRING] if (ok["impl"] != VANILLA).any() else [])
     autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())

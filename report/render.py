@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from report.catalog import FIGURES, GroupContext, is_catalogue_figure
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.energy import energy_findings
+from report.extrapolation import with_extrapolation_check
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
 from report.findings import (
@@ -166,8 +167,9 @@ def render_report(
         raise UnknownHardwareError(f"--hardware: unknown roofline profile {hardware!r}; allowed: {', '.join(HARDWARE)}")
     results, unreadable = _load(layout, strict=not problems)
     problems += unreadable
-    runs = results_table(results)  # one row per run: results.parquet
-    table = pool_sessions(runs)  # one row per configuration, its sessions pooled: what every analysis reads
+    runs = with_extrapolation_check(results_table(results))  # one row per run: results.parquet
+    # one row per configuration, its sessions pooled: what every analysis reads
+    table = with_extrapolation_check(pool_sessions(runs))
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     # AR against diffusion, per pair: vanilla against vanilla, whatever variants the sweep also ran.

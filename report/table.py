@@ -50,7 +50,7 @@ SCHEMA: dict[str, pl.DataType] = {
     "status": _STR, "error": _STR, "attempts": _I64,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
-    "hostname": _STR, "other_gpu_processes": _BOOL,
+    "hostname": _STR, "other_gpu_processes": _BOOL, "python_version": _STR,
     "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64, "sequence_length": _I64,
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
     "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
@@ -68,6 +68,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
     "peak_tensor_bytes": _I64, "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
     "timed_steps": _I64, "extrapolated": _BOOL,
+    # An extrapolated run's median timed step over the full runs' at its shape, and whether that is off by more
+    # than the tolerance (report/extrapolation.py; null: not extrapolated, or no full run to check against).
+    "extrapolation_step_ratio": _F64, "extrapolation_suspect": _BOOL,
     "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "preparation_s": _F64,
     "model_load_s": _F64,
     # The faithful roofline on the run's own profile (report/predictions.py): the roofs alone (a lower bound), with
@@ -166,7 +169,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "torch_version": env.torch if env else None, "cuda_version": env.cuda if env else None,
         "driver": env.driver if env else None, "git_commit": env.git_commit if env else None,
         "image_digest": env.image_digest if env else None, "hostname": env.hostname if env else None,
-        "other_gpu_processes": env.other_gpu_processes if env else None,
+        "other_gpu_processes": env.other_gpu_processes if env else None, "python_version": env.python if env else None,
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "sequence_length": config.sequence_length,
         "output_tokens": config.output_tokens, "steps": config.steps, "block_length": config.block_length,

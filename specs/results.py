@@ -26,6 +26,12 @@ class RunStatus(str, Enum):
     SKIPPED = "skipped"  # the roofline predicted it cannot fit and the spec asked to skip
 
 
+# An extrapolated run is suspect when its median timed step is off the full runs' at the same shape by more than
+# this (either way): a vanilla step costs the same whatever the step count, and the H200 campaign's check points
+# agree within 4% but for one that was 38% slow (report/extrapolation.py, orchestrator/extrapolation.py).
+EXTRAPOLATION_TOLERANCE = 0.10
+
+
 class ExtrapolatedLatency(Record):
     """A LLaDA run that timed only its first `timed_steps` of `steps` (controls.extrapolation).
 

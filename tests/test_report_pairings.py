@@ -174,7 +174,9 @@ def test_on_the_h200_campaign_every_point_has_its_vanilla_pairing(tmp_path: Path
     found = read_findings(outputs.sweep_dir)
     assert found.pairings == [VANILLA_PAIRING] and NO_VARIANTS in found.notes
     assert len(found.findings) == 9  # three lengths x three step counts
-    assert all(len(p.speedups) == 3 and p.b_star_roofs_bound is not None for p in found.findings)
+    assert all(p.b_star_roofs_bound is not None for p in found.findings)
+    # Every batch but one: B = 1 at 256 + 256, 16 steps, failed its extrapolation check (report/extrapolation.py).
+    assert [(p.prompt_length, p.steps) for p in found.findings if len(p.speedups) != 3] == [(256, 16)]
     # Extrapolated LLaDA latencies (and their energy) say so, point by point.
     extrapolated = [q for p in found.findings for q in p.speedups if q.llada_extrapolated]
     assert extrapolated and all(q.llada_energy_extrapolated for q in extrapolated)
