@@ -53,6 +53,9 @@ ARG IMAGE_ID=llada-bench:unversioned
 ARG GIT_COMMIT=unknown
 ENV LLADA_BENCH_IMAGE=${IMAGE_ID} \
     LLADA_BENCH_GIT_COMMIT=${GIT_COMMIT}
+# The runscript Apptainer writes for a .sif built from this image reads SINGULARITY_NO_EVAL: set, it passes the
+# arguments as given (as `apptainer run --no-eval` does), instead of evaluating `$` and quotes in them again.
+ENV SINGULARITY_NO_EVAL=1
 # The same labels as Apptainer.def's; `just image-test` prunes only the dangling images that carry them.
 LABEL org.opencontainers.image.title=llada-bench \
       org.opencontainers.image.description="LLaDA-8B vs LLaMA-3-8B inference benchmark"

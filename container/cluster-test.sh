@@ -50,20 +50,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
-TIMES=()
-STAGE_NAME=""
-STAGE_START=0
-stage() {  # stage NAME: close the running stage (print its time), open the next
-    local now
-    now="$(date +%s)"
-    if [ -n "$STAGE_NAME" ]; then
-        TIMES+=("$(printf '%-8s %5ss' "$STAGE_NAME" "$((now - STAGE_START))")")
-        echo "== $STAGE_NAME: $((now - STAGE_START))s"
-    fi
-    STAGE_NAME="$1"
-    STAGE_START="$now"
-    if [ -n "$1" ]; then echo "== $1"; fi
-}
+# shellcheck source=container/stages.sh
+. "$ROOT/container/stages.sh"
 fail() {
     echo "cluster-test: FAILED: $*" >&2
     if [ -n "$inside" ]; then echo "FAILED: $*" >>"$inside/summary"; finish_stages; fi
@@ -98,7 +86,7 @@ if [ -z "$inside" ]; then
     fi
     apptainer version
     missing=()
-    for pair in slurmd:slurmd slurmctld:slurmctld sbatch:slurm-client munged:munge unshare:util-linux; do
+    for pair in slurmd:slurmd slurmctld:slurmctld sbatch:slurm-client munged:munge ip:iproute2; do
         command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
     done
     if [ "${#missing[@]}" -gt 0 ]; then
@@ -138,7 +126,7 @@ if [ -z "$inside" ]; then
     # The cluster and its checks, in a network namespace of their own with only loopback in it.
     chmod 0755 "$SCRATCH"
     status=0
-    unshare --net "$0" --inside "$SCRATCH" --tag "$TAG" --sif "$SIF" || status=$?
+    unshare --net "$ROOT/container/cluster-test.sh" --inside "$SCRATCH" --sif "$SIF" || status=$?
     echo
     echo "== cluster-test: $SIF"
     cat "$SCRATCH/summary" 2>/dev/null | sed 's/^/   /'
@@ -194,7 +182,7 @@ as_user() {
 # ---------------------------------------------------------------- cluster
 stage cluster
 S="$SCRATCH/slurm"
-mkdir -p "$S/state" "$S/log" "$S/dev" "$SCRATCH/munge"
+mkdir -p "$S/state" "$S/log" "$S/dev" "$S/spool-node1" "$S/spool-node2"
 teardown() {  # the daemons this script started, by the ids they wrote; then the user's leftovers
     local daemons=() pid
     for file in "$S"/slurmd-*.pid "$S/slurmctld.pid" "$SCRATCH/munge/munged.pid"; do
@@ -415,6 +403,7 @@ code="$(exit_code "$job")"
 kept="$(find "$J/d/tiny/runs" -name '*.json' | wc -l)"
 grep -q "Ray head on node1" "$SCRATCH/d1.out" && grep -q "Ray worker on node2" "$SCRATCH/d1.out" ||
     grep -q "Ray cluster of 2 nodes" "$SCRATCH/d1.out" || fail "d: no Ray cluster of two nodes in job $job"
+for _ in $(seq 30); do pgrep -u "$RUN_USER" >/dev/null || break; sleep 1; done
 left="$(pgrep -u "$RUN_USER" -a || true)"
 [ -z "$left" ] || fail "d: processes left after TERM: $left"
 ls -d /tmp/llada-ray-"$job".* 2>/dev/null && fail "d: a node's Ray temp folder was left after TERM"

@@ -92,20 +92,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
-TIMES=()
-STAGE_NAME=""
-STAGE_START=0
-stage() {  # stage NAME: close the running stage (print its time), open the next
-    local now
-    now="$(date +%s)"
-    if [ -n "$STAGE_NAME" ]; then
-        TIMES+=("$(printf '%-8s %5ss' "$STAGE_NAME" "$((now - STAGE_START))")")
-        echo "== $STAGE_NAME: $((now - STAGE_START))s"
-    fi
-    STAGE_NAME="$1"
-    STAGE_START="$now"
-    if [ -n "$1" ]; then echo "== $1"; fi
-}
+# shellcheck source=container/stages.sh
+. "$ROOT/container/stages.sh"
 TOTAL_START="$(date +%s)"
 
 # ---------------------------------------------------------------- 1. engine

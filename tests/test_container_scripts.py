@@ -181,3 +181,17 @@ def test_image_check_passes_here_and_fails_naming_a_claim_this_machine_cannot_me
         failed = _image_check("flash_attn")
         assert failed.returncode == 1
         assert "FAIL  image: what it claims" in failed.stdout and "1 failed" in failed.stderr
+
+
+# ---------------------------------------------------------------- just cluster-test
+
+
+def test_cluster_test_refuses_bad_arguments_before_touching_anything() -> None:
+    ran = subprocess.run(
+        [str(CONTAINER / "cluster-test.sh"), "--frobnicate"], capture_output=True, text=True, timeout=30
+    )
+    assert ran.returncode == 2 and "unknown argument" in ran.stderr and "== install" not in ran.stdout
+    helped = subprocess.run([str(CONTAINER / "cluster-test.sh"), "--help"], capture_output=True, text=True, timeout=30)
+    assert helped.returncode == 0
+    for stage in ("install", "sif", "cluster", "a ", "test", "b ", "c ", "d "):
+        assert f"\n  {stage}" in helped.stdout, stage
