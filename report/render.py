@@ -30,7 +30,8 @@ from report.findings import (
 )
 from report.html import render_html
 from report.markdown import render_markdown
-from report.pairings import findings_file, findings_json, pairing_table, pairings_text
+from report.pairing_text import pairings_text
+from report.pairings import findings_file, findings_json, pairing_table, unanswered
 from report.pairs import Sides, table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
@@ -51,6 +52,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
+from report.sessions import interleaved, pool_sessions
 from report.table import (
     UNKNOWN_HARDWARE,
     full_where_measured,
@@ -162,7 +164,8 @@ def render_report(
         raise UnknownHardwareError(f"--hardware: unknown roofline profile {hardware!r}; allowed: {', '.join(HARDWARE)}")
     results, unreadable = _load(layout, strict=not problems)
     problems += unreadable
-    table = results_table(results)
+    runs = results_table(results)  # one row per run: results.parquet
+    table = pool_sessions(runs)  # one row per configuration, its sessions pooled: what every analysis reads
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     # AR against diffusion, per pair: vanilla against vanilla, whatever variants the sweep also ran.
@@ -171,14 +174,15 @@ def render_report(
     quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
-    predictions = sweep_predictions(results, table, available)
+    predictions = sweep_predictions(results, runs, available)
     table = with_roofline_columns(table, predictions)
     base = with_roofline_columns(base, predictions)
-    _write_parquet(table, layout.results)
+    _write_parquet(with_roofline_columns(runs, predictions), layout.results)
     crossovers = crossover_table(base, available, shapes)
     predicted = predicted_throughput(base, available, shapes)
     pairings = pairing_table(table, results, quality.parity, crossovers, available)
-    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base)),
+    missing = unanswered(table, pairings)
+    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base), missing),
                           energy_findings(pairings, table), roofline_findings(table)]).sort(
         ["hardware", "generation_length", "prompt_length"], maintain_order=True)
     if has_variants(table):
@@ -195,7 +199,7 @@ def render_report(
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
-        pairings=tuple(pairings),
+        pairings=tuple(pairings), unanswered=tuple(missing), interleaved=interleaved(runs),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -205,7 +209,7 @@ def render_report(
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
-                                    sides=table_sides(table))
+                                    sides=table_sides(table), missing=missing)
     _atomic_text(json_path, findings_json(findings_record))
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)

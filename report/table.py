@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -9,9 +10,10 @@ import polars as pl
 
 from report import stats
 from report.pairs import is_dllm
+from specs.artifacts import canonical_json
 from specs.registry import family
 from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
-from specs.schema import VANILLA
+from specs.schema import VANILLA, RunConfig
 
 UNKNOWN_HARDWARE = "unknown"
 
@@ -40,7 +42,8 @@ _TAILS = ("itl_token_s", "step_s")
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 SCHEMA: dict[str, pl.DataType] = {
-    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "weights": _STR,
+    "run_id": _STR, "sweep": _STR, "config_key": _STR, "session": _I64, "started_at": _STR, "finished_at": _STR,
+    "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "execution": _STR, "weights": _STR,
     "status": _STR, "error": _STR, "attempts": _I64,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
@@ -83,6 +86,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "itl_s_samples": pl.List(pl.List(_F64)), "step_s_samples": pl.List(pl.List(_F64)),
     "tokens_committed_samples": pl.List(pl.List(_I64)), "forwards_samples": pl.List(_I64),
     **{f"{metric}_samples": pl.List(_F64) for metric in QUALITY_METRICS},
+    # A configuration's runs across sessions (report/sessions.py pools them; one run: these describe it alone).
+    "sessions": _I64, "session_ids": pl.List(_I64), "run_ids": pl.List(_STR),
+    "latency_e2e_s_by_session": pl.List(pl.List(_F64)),
 }
 
 
@@ -142,8 +148,10 @@ def _row(result: RunResult) -> dict[str, Any]:
     env = result.environment
     memory = result.memory
     samples = result.samples
+    session = getattr(config, "session", None) or 0
     row: dict[str, Any] = {
-        "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
+        "run_id": result.run_id, "sweep": result.sweep, "config_key": config_key(config), "session": session,
+        "started_at": result.started_at, "finished_at": result.finished_at, "model": config.model.name, "arch": config.model.arch,
         "paradigm": family(config.model.arch).paradigm,
         "weights": result.weights, "status": result.status.value, "error": result.error,
         "attempts": result.attempts,
@@ -163,7 +171,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions,
-        "impl": config.impl_name, "timed_steps": config.timed_steps,
+        "impl": config.impl_name, "execution": execution_of(config), "timed_steps": config.timed_steps,
         "extrapolated": bool(samples and samples.extrapolated is not None),
         "nfe": result.nfe, "model_load_s": result.model_load_s,
         "cache_bytes": result.cache_bytes, "preparation_s": result.preparation_s,
@@ -185,7 +193,38 @@ def _row(result: RunResult) -> dict[str, Any]:
     row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
     row.update(_provenance_columns(result))
+    row.update({"sessions": 1, "session_ids": [session], "run_ids": [result.run_id],
+                "latency_e2e_s_by_session": [row["latency_e2e_s_samples"]]})
     return row
+
+
+# What a configuration's runs in different sessions differ by: the session, and the quality that only one of
+# them measures (quality does not depend on the session).
+_PER_SESSION_FIELDS = ("session", "quality", "evaluator")
+
+
+EAGER, COMPILED, GRAPH_CAPTURED = "eager", "compiled", "graph-captured"
+
+
+def execution_of(config: RunConfig) -> str:
+    """How the run's implementation executes: graph-captured (CUDA graphs replay every step), compiled
+    (torch.compile) or eager (Python dispatches every operator: on a fast GPU, host-bound)."""
+    impl = config.llada_impl or config.llama_impl or config.dream_impl
+    if getattr(impl, "graph", False):
+        return GRAPH_CAPTURED
+    if getattr(impl, "compile", False):
+        return COMPILED
+    return EAGER
+
+
+def config_key(config: RunConfig) -> str:
+    """A short hash of the config without its per-session fields: the same measured configuration in every
+    session has the same key (report/sessions.py pools its runs by it)."""
+    data = config.model_dump(mode="json")
+    for name in _PER_SESSION_FIELDS:
+        data.pop(name, None)
+    data.get("controls", {}).pop("sessions", None)
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()[:12]
 
 
 def forwards_per_generation(
@@ -219,26 +258,42 @@ def _provenance_columns(result: RunResult) -> dict[str, Any]:
 
 def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, Any]:
     samples = result.samples
-    latency = list(samples.latency_e2e_s) if samples else []
-    config = result.config
-    ttft = list(samples.ttft_s or []) if samples else []
-    passes = [list(p) for p in samples.itl_s] if samples and samples.itl_s else []
-    steps = [list(p) for p in samples.step_s] if samples and samples.step_s else []
+    return {
+        **timing_summaries(
+            latency=list(samples.latency_e2e_s) if samples else [],
+            ttft=list(samples.ttft_s or []) if samples else [],
+            passes=[list(p) for p in samples.itl_s] if samples and samples.itl_s else [],
+            steps=[list(p) for p in samples.step_s] if samples and samples.step_s else [],
+            output_tokens=result.config.output_tokens, batch_size=result.config.batch_size,
+            generation_length=result.config.generation_length, useful_mean=useful_mean,
+        ),
+        "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
+        "tokens_committed_samples": (
+            [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
+        ),
+    }
+
+
+def timing_summaries(
+    *, latency: list[float], ttft: list[float], passes: list[list[float]], steps: list[list[float]],
+    output_tokens: int, batch_size: int, generation_length: int, useful_mean: float | None,
+) -> dict[str, Any]:
+    """Every timing column from a run's raw samples (or several sessions' pooled): per-repetition quantities
+    summarised with their interval, quartiles and tails, and the samples themselves."""
     per_rep: dict[str, list[float]] = {
         "latency_e2e_s": latency,
         # T_gen = B x N_out / L_e2e (study 3.1.2), one value per repetition.
-        "tokens_per_s": [config.output_tokens / value for value in latency if value > 0],
+        "tokens_per_s": [output_tokens / value for value in latency if value > 0],
         # Goodput: B x useful tokens (before the first EOS) / L_e2e.
         "goodput_tokens_per_s": (
-            [config.batch_size * useful_mean / value for value in latency if value > 0]
-            if useful_mean is not None else []
+            [batch_size * useful_mean / value for value in latency if value > 0] if useful_mean is not None else []
         ),
         "ttft_s": ttft,
         "decode_s": [sum(p) for p in passes],
         # L_itl of one repetition as the study defines it (3.1.1): (L_e2e - L_prefill) / (N_out - 1).
         "itl_s": (
-            [(e2e - prefill) / (config.generation_length - 1) for e2e, prefill in zip(latency, ttft)]
-            if ttft and config.generation_length > 1 else []
+            [(e2e - prefill) / (generation_length - 1) for e2e, prefill in zip(latency, ttft)]
+            if ttft and generation_length > 1 else []
         ),
         # The mean of the timed decode passes alone (leaves out the host work between them).
         "itl_pass_s": [_mean(p) for p in passes if p],
@@ -263,15 +318,8 @@ def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, A
         tails = stats.percentiles([value for rep in raw for value in rep])
         row.update({f"{name}_p{p}": value for p, value in tails.items()})
     row.update({
-        "latency_e2e_s_samples": latency,
-        "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
-        "tokens_per_s_samples": per_rep["tokens_per_s"],
-        "ttft_s_samples": ttft,
-        "itl_s_samples": passes,
-        "step_s_samples": steps,
-        "tokens_committed_samples": (
-            [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
-        ),
+        "latency_e2e_s_samples": latency, "tokens_per_s_samples": per_rep["tokens_per_s"], "ttft_s_samples": ttft,
+        "itl_s_samples": passes, "step_s_samples": steps,
     })
     return row
 

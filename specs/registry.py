@@ -53,6 +53,9 @@ class Family(BaseModel):
     # The autoregressive family a diffusion family is paired with first in a report: the one it was initialised
     # from or is compared with at the same scale (None for autoregressive families).
     peer: str | None = None
+    # What the family's authors published of its quality against its step count, with the source: what a verdict
+    # says where a sweep measured no quality at that scale (synthetic weights). None: nothing recorded here.
+    published_quality: str | None = None
 
     @property
     def is_diffusion(self) -> bool:
@@ -136,6 +139,12 @@ FAMILIES: dict[str, Family] = {
             bidirectional=True, logit_shift=0, checkpoint_model_types=("llada", "llama"),
             hub_ids=("GSAI-ML/LLaDA-8B-Base", "GSAI-ML/LLaDA-8B-Instruct", "GSAI-ML/LLaDA-1.5"),
             presets={"tiny": _LLADA_TINY, "small": _LLADA_SMALL, "8b": _LLADA_8B}, full_size="8b", peer="llama",
+            published_quality=(
+                "LLaDA's authors report quality best at K = N_out and lower with fewer steps (Nie et al., Large "
+                "Language Diffusion Models, arXiv:2502.09992v3, App. B.7, Fig. 5: LLaDA 8B Base, N_out = 256, K = "
+                "32-256, accuracies plotted only); the published LLaDA-8B figure at N_out = 256 with blocks of 32 is "
+                "at K = N_out (GSM8K 79.3%, LLaDA-8B-Instruct, the baseline of Fast-dLLM, arXiv:2505.22618), and none "
+                "is published at K = N_out/4 or N_out/2"),
         ),
         Family(
             name="qwen2", title="Qwen2.5", paradigm="autoregressive", sampler="autoregressive", layout="qwen2",

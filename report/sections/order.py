@@ -56,4 +56,4 @@ def build_document(inputs: ReportInputs) -> Document:
         sections.append(Section(anchor, title, [*lead, *figures[anchor], *tail]))
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
     subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
-    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings))
+    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings, inputs.unanswered))

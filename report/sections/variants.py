@@ -8,6 +8,7 @@ import polars as pl
 from report import stats
 from report.document import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
 from report.pairs import table_sides
+from report.parity import bracket
 from report.sections.cells import column_table, hardware_column
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import has_variants
@@ -83,9 +84,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 def _variant_speedup_cell(r: dict) -> str:
     if r["speedup"] is None:
         return "no vanilla run"
-    kind = stats.INTERVAL_LABEL.get(r["speedup_interval"], r["speedup_interval"])
-    return (f"{r['speedup']:.3g}x [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}] "
-            f"({kind}, n={r['vanilla_repetitions']}+{r['repetitions']})")
+    return f"{r['speedup']:.3g}x {bracket(r['speedup_low'], r['speedup_high'])} ({r['speedup_interval']})"
 
 
 def _predicted_cell(r: dict) -> str:
