@@ -4,8 +4,8 @@
 #
 #   install  Apptainer from ../shared/apptainer/build-apptainer.sh where it is missing (configured for
 #            unprivileged runs where this script installed it); slurmd, slurmctld, munge from Debian's packages
-#   sif      build/llada.sif from the image `just image-test` built (`just image-archive`, then
-#            `apptainer build`), reused while that image is unchanged
+#   sif      build/llada.sif from the image `just image-test` built (`podman save`, then `apptainer build`),
+#            reused while that image is unchanged
 #   cluster  munged, slurmctld and two slurmd (node1 and node2, each its own hostname and four fake A100s
 #            declared as gres over character devices) in a network namespace whose only interface is
 #            loopback: nothing it starts can listen beyond 127.0.0.1. Torn down at the end, whatever happens.
@@ -21,7 +21,8 @@
 #            Apptainer, stopped with TERM part-way (exit 3, every node's Ray gone), then resubmitted: runs on
 #            both nodes, each run once, the artifacts once where LLADA_ARTIFACTS says
 # Each stage prints its time; the exit status is 0 only when every check passed. Needs root.
-#   container/cluster-test.sh [--tag TAG] [--sif PATH]
+#   container/cluster-test.sh [--tag TAG] [--sif PATH] [--stages "a test b c d"]
+#   (--stages runs only those checks, after install, sif and cluster: e.g. --stages d reruns the two nodes)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -35,14 +36,23 @@ MADE_MARK="llada-bench cluster-test"  # the passwd comment of the user this scri
 SQUASHFS_ARGS="${SQUASHFS_ARGS:--comp gzip -Xcompression-level 1}"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+ALL_STAGES="a test b c d"
+STAGES="$ALL_STAGES"
 inside=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --tag) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TAG="$2"; shift 2 ;;
         --sif) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; SIF="$(realpath -m "$2")"; shift 2 ;;
+        --stages) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; STAGES="$2"; shift 2 ;;
         --inside) inside="$2"; shift 2 ;;  # the cluster's network namespace (internal)
         -h | --help) usage; exit 0 ;;
         *) echo "cluster-test: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+done
+for name in $STAGES; do
+    case " $ALL_STAGES " in
+        *" $name "*) ;;
+        *) echo "cluster-test: --stages: no stage '$name' (the stages: $ALL_STAGES)" >&2; exit 2 ;;
     esac
 done
 if [ "$(id -u)" -ne 0 ]; then
@@ -111,12 +121,14 @@ if [ -z "$inside" ]; then
     if [ -f "$SIF" ] && [ "$(cat "$SIF.image" 2>/dev/null)" = "$image" ]; then
         echo "reusing $SIF (built from image ${image:0:12})"
     else
+        # An OCI layout (a file per layer) rather than the docker archive users copy: Apptainer converts both
+        # the same way, but reads a docker archive's tar once per layer, which took three times as long here.
         mkdir -p "$(dirname "$SIF")"
-        (cd "$ROOT" && just image-archive "$SCRATCH/image.tar" "$TAG")
-        echo "archive written: $(du -h "$SCRATCH/image.tar" | cut -f1)"
+        podman save --format oci-dir --output "$SCRATCH/image.oci" "$TAG"
+        echo "saved: $(du -sh "$SCRATCH/image.oci" | cut -f1)"
         apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$SCRATCH/llada.sif" \
-            "docker-archive://$SCRATCH/image.tar" || fail "apptainer build"
-        rm -f "$SCRATCH/image.tar"
+            "oci:$SCRATCH/image.oci" || fail "apptainer build"
+        rm -rf "$SCRATCH/image.oci"
         mv -f "$SCRATCH/llada.sif" "$SIF"
         echo "$image" >"$SIF.image"
     fi
@@ -126,7 +138,7 @@ if [ -z "$inside" ]; then
     # The cluster and its checks, in a network namespace of their own with only loopback in it.
     chmod 0755 "$SCRATCH"
     status=0
-    unshare --net "$ROOT/container/cluster-test.sh" --inside "$SCRATCH" --sif "$SIF" || status=$?
+    unshare --net "$ROOT/container/cluster-test.sh" --inside "$SCRATCH" --sif "$SIF" --stages "$STAGES" || status=$?
     echo
     echo "== cluster-test: $SIF"
     cat "$SCRATCH/summary" 2>/dev/null | sed 's/^/   /'
@@ -297,46 +309,45 @@ verified() {  # verified DIR WHAT: `llada-bench verify` in the image passes on D
 }
 
 # ---------------------------------------------------------------- a: apptainer run, as typed
-stage a
-smoke_runs="$(planned specs/smoke.yaml)"
-tiny_runs="$(planned specs/tiny.yaml)"
-[ -n "$smoke_runs" ] && [ -n "$tiny_runs" ] || fail "llada-bench plan printed no run count"
-A="$SCRATCH/work/a"
-as_user "$SCRATCH/work" mkdir "$A"
-as_user "$A" apptainer run "$SIF" just sweep 2>&1 | tee "$SCRATCH/a-sweep.log" || fail "a: just sweep failed"
-[ -f "$A/artifacts/smoke/manifest.json" ] || fail "a: no ./artifacts/smoke in the caller's directory"
-check_all_ok "$SCRATCH/a-sweep.log" "$smoke_runs" "a. apptainer run llada.sif just sweep"
-line="$(as_user "$A" apptainer run "$SIF" just verify | tail -n 1)" || fail "a: just verify: $line"
-note "a. apptainer run llada.sif just verify: $line"
-before="$(stat -c %Y "$A/artifacts/smoke/report.html")"
-sleep 1
-as_user "$A" apptainer run --cleanenv --writable-tmpfs "$SIF" just figures >"$SCRATCH/a-figures.log" 2>&1 ||
-    fail "a: just figures under --cleanenv --writable-tmpfs: $(tail -n 3 "$SCRATCH/a-figures.log")"
-[ "$(stat -c %Y "$A/artifacts/smoke/report.html")" -gt "$before" ] ||
-    fail "a: just figures under --cleanenv --writable-tmpfs did not rewrite ./artifacts/smoke/report.html"
-note "a. --cleanenv --writable-tmpfs just figures: rewrote ./artifacts/smoke/report.html"
-C="$SCRATCH/work/contained"
-as_user "$SCRATCH/work" mkdir "$C"
-refusal=0
-as_user "$C" apptainer run --containall "$SIF" just sweep >"$SCRATCH/a-vanish.log" 2>&1 || refusal=$?
-if [ "$refusal" -eq 0 ] || ! grep -q 'would vanish' "$SCRATCH/a-vanish.log" || grep -q '^finished' "$SCRATCH/a-vanish.log"; then
-    fail "a: --containall with nothing bound did not refuse: $(tail -n 3 "$SCRATCH/a-vanish.log")"
-fi
-note "a. --containall, nothing bound: refused before running ($(grep -m1 'would vanish' "$SCRATCH/a-vanish.log" | cut -c1-110)...)"
-as_user "$C" apptainer run --containall --bind "$C" --pwd "$C" "$SIF" just sweep specs/tiny.yaml 2>&1 |
-    tee "$SCRATCH/a-contained.log" || fail "a: just sweep under --containall with the directory bound failed"
-check_all_ok "$SCRATCH/a-contained.log" "$tiny_runs" "a. --containall --bind \$PWD --pwd \$PWD just sweep specs/tiny.yaml"
-verified "$C/artifacts/tiny" "a. verify (--containall)"
+check_a() {
+    local A C line before refusal=0
+    A="$SCRATCH/work/a"
+    as_user "$SCRATCH/work" mkdir "$A"
+    as_user "$A" apptainer run "$SIF" just sweep 2>&1 | tee "$SCRATCH/a-sweep.log" || fail "a: just sweep failed"
+    [ -f "$A/artifacts/smoke/manifest.json" ] || fail "a: no ./artifacts/smoke in the caller's directory"
+    check_all_ok "$SCRATCH/a-sweep.log" "$smoke_runs" "a. apptainer run llada.sif just sweep"
+    line="$(as_user "$A" apptainer run "$SIF" just verify | tail -n 1)" || fail "a: just verify: $line"
+    note "a. apptainer run llada.sif just verify: $line"
+    before="$(stat -c %Y "$A/artifacts/smoke/report.html")"
+    sleep 1
+    as_user "$A" apptainer run --cleanenv --writable-tmpfs "$SIF" just figures >"$SCRATCH/a-figures.log" 2>&1 ||
+        fail "a: just figures under --cleanenv --writable-tmpfs: $(tail -n 3 "$SCRATCH/a-figures.log")"
+    [ "$(stat -c %Y "$A/artifacts/smoke/report.html")" -gt "$before" ] ||
+        fail "a: just figures under --cleanenv --writable-tmpfs did not rewrite ./artifacts/smoke/report.html"
+    note "a. --cleanenv --writable-tmpfs just figures: rewrote ./artifacts/smoke/report.html"
+    C="$SCRATCH/work/contained"
+    as_user "$SCRATCH/work" mkdir "$C"
+    as_user "$C" apptainer run --containall "$SIF" just sweep >"$SCRATCH/a-vanish.log" 2>&1 || refusal=$?
+    if [ "$refusal" -eq 0 ] || ! grep -q 'would vanish' "$SCRATCH/a-vanish.log" || grep -q '^finished' "$SCRATCH/a-vanish.log"; then
+        fail "a: --containall with nothing bound did not refuse: $(tail -n 3 "$SCRATCH/a-vanish.log")"
+    fi
+    note "a. --containall, nothing bound: refused before running ($(grep -m1 'would vanish' "$SCRATCH/a-vanish.log" | cut -c1-110)...)"
+    as_user "$C" apptainer run --containall --bind "$C" --pwd "$C" "$SIF" just sweep specs/tiny.yaml 2>&1 |
+        tee "$SCRATCH/a-contained.log" || fail "a: just sweep under --containall with the directory bound failed"
+    check_all_ok "$SCRATCH/a-contained.log" "$tiny_runs" "a. --containall --bind \$PWD --pwd \$PWD just sweep specs/tiny.yaml"
+    verified "$C/artifacts/tiny" "a. verify (--containall)"
+}
 
 # ---------------------------------------------------------------- test: apptainer test
-stage test
-as_user "$SCRATCH/work" apptainer test "$SIF" | tee "$SCRATCH/test.log" || fail "apptainer test failed"
-note "test. apptainer test llada.sif: $(tail -n 1 "$SCRATCH/test.log")"
-refused=0
-as_user "$SCRATCH/work" env APPTAINERENV_LLADA_BENCH_IMAGE_CLAIMS=flash_attn apptainer test "$SIF" \
-    >"$SCRATCH/test-fail.log" 2>&1 || refused=$?
-[ "$refused" -ne 0 ] || fail "apptainer test passed an image claiming flash_attn, which it lacks"
-note "test. claiming flash_attn, which the image lacks: exit $refused ($(grep -m1 '^FAIL' "$SCRATCH/test-fail.log"))"
+check_test() {
+    local refused=0
+    as_user "$SCRATCH/work" apptainer test "$SIF" | tee "$SCRATCH/test.log" || fail "apptainer test failed"
+    note "test. apptainer test llada.sif: $(tail -n 1 "$SCRATCH/test.log")"
+    as_user "$SCRATCH/work" env APPTAINERENV_LLADA_BENCH_IMAGE_CLAIMS=flash_attn apptainer test "$SIF" \
+        >"$SCRATCH/test-fail.log" 2>&1 || refused=$?
+    [ "$refused" -ne 0 ] || fail "apptainer test passed an image claiming flash_attn, which it lacks"
+    note "test. claiming flash_attn, which the image lacks: exit $refused ($(grep -m1 '^FAIL' "$SCRATCH/test-fail.log"))"
+}
 
 # ---------------------------------------------------------------- b, c, d: jobs
 J="$SCRATCH/work/jobs"
@@ -355,77 +366,99 @@ submit() {
 exit_code() { scontrol show job "$1" | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2; }
 run_ids() { grep -oE '\([0-9a-f]{8,}\)$' "$@" | tr -d '()' | sort; }
 
-stage b
-job="$(submit b "$J/b" "$JOBS_SBATCH" specs/smoke.yaml)"
-cat "$SCRATCH/b.out"
-rc="$(cat "$SCRATCH/b.rc")"
-[ "$rc" -eq 0 ] || fail "b: job $job exited $rc (ExitCode=$(exit_code "$job"))"
-check_all_ok "$SCRATCH/b.out" "$smoke_runs" "b. sbatch --wait container/accre.sbatch specs/smoke.yaml (job $job, exit 0)"
-verified "$J/b/smoke" "b. verify"
+# ---------------------------------------------------------------- b: one node, sbatch --wait
+check_b() {
+    local job rc
+    job="$(submit b "$J/b" "$JOBS_SBATCH" specs/smoke.yaml)"
+    cat "$SCRATCH/b.out"
+    rc="$(cat "$SCRATCH/b.rc")"
+    [ "$rc" -eq 0 ] || fail "b: job $job exited $rc (ExitCode=$(exit_code "$job"))"
+    check_all_ok "$SCRATCH/b.out" "$smoke_runs" "b. sbatch --wait container/accre.sbatch specs/smoke.yaml (job $job, exit 0)"
+    verified "$J/b/smoke" "b. verify"
+}
 
-stage c
-job="$(submit c1 "$J/c" --time=2 --signal=B:TERM@60 "$JOBS_SBATCH" specs/smoke.yaml)"
-cat "$SCRATCH/c1.out"
-rc="$(cat "$SCRATCH/c1.rc")"
-kept="$(find "$J/c/smoke/runs" -name '*.json' 2>/dev/null | wc -l)"
-[ "$rc" -eq 3 ] || fail "c: the time-limited job $job exited $rc, not 3 (ExitCode=$(exit_code "$job"))"
-[ "$kept" -gt 0 ] && [ "$kept" -lt "$smoke_runs" ] || fail "c: $kept of $smoke_runs runs kept after the time limit"
-verified "$J/c/smoke" "c. verify after the time limit"
-note "c. --time=2 --signal=B:TERM@60 (job $job): exit 3 ($(exit_code "$job")), $kept of $smoke_runs runs kept"
-(cd "$J/c/smoke/runs" && sha256sum ./*.json) >"$SCRATCH/c-kept.sha256"
-job="$(submit c2 "$J/c" "$JOBS_SBATCH" specs/smoke.yaml)"
-cat "$SCRATCH/c2.out"
-rc="$(cat "$SCRATCH/c2.rc")"
-[ "$rc" -eq 0 ] || fail "c: the resubmission $job exited $rc"
-grep -q "$smoke_runs runs planned, $kept already done, $((smoke_runs - kept)) to run" "$SCRATCH/c2.out" ||
-    fail "c: the resubmission did not resume from the $kept kept runs"
-(cd "$J/c/smoke/runs" && sha256sum --check --quiet "$SCRATCH/c-kept.sha256") || fail "c: a kept run was rewritten"
-check_all_ok "$SCRATCH/c2.out" "$((smoke_runs - kept))" "c. resubmission (job $job, exit 0): resumed, the rest"
-verified "$J/c/smoke" "c. verify after the resubmission"
+# ---------------------------------------------------------------- c: the time limit, then resumed
+check_c() {
+    local job rc kept
+    job="$(submit c1 "$J/c" --time=2 --signal=B:TERM@60 "$JOBS_SBATCH" specs/smoke.yaml)"
+    cat "$SCRATCH/c1.out"
+    rc="$(cat "$SCRATCH/c1.rc")"
+    kept="$(find "$J/c/smoke/runs" -name '*.json' 2>/dev/null | wc -l)"
+    [ "$rc" -eq 3 ] || fail "c: the time-limited job $job exited $rc, not 3 (ExitCode=$(exit_code "$job"))"
+    [ "$kept" -gt 0 ] && [ "$kept" -lt "$smoke_runs" ] || fail "c: $kept of $smoke_runs runs kept after the time limit"
+    verified "$J/c/smoke" "c. verify after the time limit"
+    note "c. --time=2 --signal=B:TERM@60 (job $job): exit 3 ($(exit_code "$job")), $kept of $smoke_runs runs kept"
+    (cd "$J/c/smoke/runs" && sha256sum ./*.json) >"$SCRATCH/c-kept.sha256"
+    job="$(submit c2 "$J/c" "$JOBS_SBATCH" specs/smoke.yaml)"
+    cat "$SCRATCH/c2.out"
+    rc="$(cat "$SCRATCH/c2.rc")"
+    [ "$rc" -eq 0 ] || fail "c: the resubmission $job exited $rc"
+    grep -q "$smoke_runs runs planned, $kept already done, $((smoke_runs - kept)) to run" "$SCRATCH/c2.out" ||
+        fail "c: the resubmission did not resume from the $kept kept runs"
+    (cd "$J/c/smoke/runs" && sha256sum --check --quiet "$SCRATCH/c-kept.sha256") || fail "c: a kept run was rewritten"
+    check_all_ok "$SCRATCH/c2.out" "$((smoke_runs - kept))" "c. resubmission (job $job, exit 0): resumed, the rest"
+    verified "$J/c/smoke" "c. verify after the resubmission"
+}
 
-stage d
-# Stopped part-way: TERM to the batch script (what --signal=B:TERM sends) once a few runs are done.
-as_user "$J" env LLADA_SIF="$SIF" LLADA_HF_CACHE="$J/hf" LLADA_ARTIFACTS="$J/d" \
-    sbatch --parsable --nodes=2 --gres=gpu:a100:1 --output="$J/d1-%j.out" "$JOBS_SBATCH" specs/tiny.yaml \
-    >"$SCRATCH/d1.id"
-job="$(cat "$SCRATCH/d1.id")"
-for _ in $(seq 600); do
-    [ "$(find "$J/d/tiny/runs" -name '*.json' 2>/dev/null | wc -l)" -ge 2 ] && break
-    squeue -h -j "$job" 2>/dev/null | grep -q . || break
-    sleep 1
+# ---------------------------------------------------------------- d: two nodes
+check_d() {
+    local job rc kept code left dups hosts sweeps
+    # Stopped part-way: TERM to the batch script (what --signal=B:TERM sends) once a few runs are done.
+    as_user "$J" env LLADA_SIF="$SIF" LLADA_HF_CACHE="$J/hf" LLADA_ARTIFACTS="$J/d" \
+        sbatch --parsable --nodes=2 --gres=gpu:a100:1 --output="$J/d1-%j.out" "$JOBS_SBATCH" specs/tiny.yaml \
+        >"$SCRATCH/d1.id"
+    job="$(cat "$SCRATCH/d1.id")"
+    for _ in $(seq 600); do
+        [ "$(find "$J/d/tiny/runs" -name '*.json' 2>/dev/null | wc -l)" -ge 2 ] && break
+        squeue -h -j "$job" 2>/dev/null | grep -q . || break
+        sleep 1
+    done
+    scancel --batch --signal=TERM "$job"
+    for _ in $(seq 300); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 1; done
+    cp "$J/d1-$job.out" "$SCRATCH/d1.out"
+    cat "$SCRATCH/d1.out"
+    code="$(exit_code "$job")"
+    [ "$code" = "3:0" ] || fail "d: the two-node job $job stopped with ExitCode=$code, not 3"
+    kept="$(find "$J/d/tiny/runs" -name '*.json' | wc -l)"
+    grep -q "Ray head on node1" "$SCRATCH/d1.out" && grep -q "Ray worker on node2" "$SCRATCH/d1.out" ||
+        grep -q "Ray cluster of 2 nodes" "$SCRATCH/d1.out" || fail "d: no Ray cluster of two nodes in job $job"
+    for _ in $(seq 30); do pgrep -u "$RUN_USER" >/dev/null || break; sleep 1; done
+    left="$(pgrep -u "$RUN_USER" -a || true)"
+    [ -z "$left" ] || fail "d: processes left after TERM: $left"
+    ls -d /tmp/llada-ray-"$job".* 2>/dev/null && fail "d: a node's Ray temp folder was left after TERM"
+    note "d. two nodes, TERM part-way (job $job): exit 3 ($code), $kept of $tiny_runs runs kept, every node's Ray stopped and its temp folder removed"
+    job="$(submit d2 "$J/d" --nodes=2 --gres=gpu:a100:1 "$JOBS_SBATCH" specs/tiny.yaml)"
+    cat "$SCRATCH/d2.out"
+    rc="$(cat "$SCRATCH/d2.rc")"
+    [ "$rc" -eq 0 ] || fail "d: the two-node resubmission $job exited $rc"
+    grep -q "Ray cluster of 2 nodes" "$SCRATCH/d2.out" || fail "d: job $job did not form a Ray cluster of two nodes"
+    check_all_ok "$SCRATCH/d2.out" "$((tiny_runs - kept))" "d. two nodes, resubmitted (job $job, exit 0)"
+    verified "$J/d/tiny" "d. verify"
+    # Each run once: the run ids the two jobs finished are the plan's, none twice.
+    dups="$(run_ids "$SCRATCH/d1.out" "$SCRATCH/d2.out" | uniq -d)"
+    [ -z "$dups" ] || fail "d: runs executed twice: $dups"
+    [ "$(run_ids "$SCRATCH/d1.out" "$SCRATCH/d2.out" | wc -l)" -eq "$tiny_runs" ] || fail "d: not every run finished once"
+    # On both nodes: the hostname each run recorded.
+    hosts="$(python3 -c 'import json, sys; print(" ".join(sorted({json.load(open(f))["environment"]["hostname"] for f in sys.argv[1:]})))' \
+        "$J"/d/tiny/runs/*.json)"
+    [ "$hosts" = "node1 node2" ] || fail "d: the runs ran on '$hosts', not on both nodes"
+    # The artifacts once, where LLADA_ARTIFACTS says: no other sweep directory anywhere in the test's folders.
+    sweeps="$(find "$SCRATCH" -name manifest.json -path '*tiny*' | grep -v "^$SCRATCH/work/contained/")"
+    [ "$sweeps" = "$J/d/tiny/manifest.json" ] || fail "d: sweep directories: $sweeps"
+    ls -d /tmp/llada-ray-"$job".* 2>/dev/null && fail "d: a node's Ray temp folder was left"
+    note "d. each of the $tiny_runs runs once, on nodes: $hosts; one sweep directory, \$LLADA_ARTIFACTS/tiny"
+}
+
+# ---------------------------------------------------------------- run the stages asked for
+if ! as_user "$SCRATCH/work" apptainer exec "$SIF" true >"$SCRATCH/start.log" 2>&1; then
+    fail "$RUN_USER cannot run $SIF ($(grep -m1 -i error "$SCRATCH/start.log")); where /dev/fuse is root-only," \
+        "Apptainer needs 'allow setuid-mount squashfs = yes' in $(apptainer buildcfg SYSCONFDIR)/apptainer/apptainer.conf"
+fi
+smoke_runs="$(planned specs/smoke.yaml)"
+tiny_runs="$(planned specs/tiny.yaml)"
+[ -n "$smoke_runs" ] && [ -n "$tiny_runs" ] || fail "llada-bench plan printed no run count"
+for name in $STAGES; do
+    stage "$name"
+    "check_$name"
 done
-scancel --batch --signal=TERM "$job"
-for _ in $(seq 300); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 1; done
-cp "$J/d1-$job.out" "$SCRATCH/d1.out"
-cat "$SCRATCH/d1.out"
-code="$(exit_code "$job")"
-[ "$code" = "3:0" ] || fail "d: the two-node job $job stopped with ExitCode=$code, not 3"
-kept="$(find "$J/d/tiny/runs" -name '*.json' | wc -l)"
-grep -q "Ray head on node1" "$SCRATCH/d1.out" && grep -q "Ray worker on node2" "$SCRATCH/d1.out" ||
-    grep -q "Ray cluster of 2 nodes" "$SCRATCH/d1.out" || fail "d: no Ray cluster of two nodes in job $job"
-for _ in $(seq 30); do pgrep -u "$RUN_USER" >/dev/null || break; sleep 1; done
-left="$(pgrep -u "$RUN_USER" -a || true)"
-[ -z "$left" ] || fail "d: processes left after TERM: $left"
-ls -d /tmp/llada-ray-"$job".* 2>/dev/null && fail "d: a node's Ray temp folder was left after TERM"
-note "d. two nodes, TERM part-way (job $job): exit 3 ($code), $kept of $tiny_runs runs kept, every node's Ray stopped and its temp folder removed"
-job="$(submit d2 "$J/d" --nodes=2 --gres=gpu:a100:1 "$JOBS_SBATCH" specs/tiny.yaml)"
-cat "$SCRATCH/d2.out"
-rc="$(cat "$SCRATCH/d2.rc")"
-[ "$rc" -eq 0 ] || fail "d: the two-node resubmission $job exited $rc"
-grep -q "Ray cluster of 2 nodes" "$SCRATCH/d2.out" || fail "d: job $job did not form a Ray cluster of two nodes"
-check_all_ok "$SCRATCH/d2.out" "$((tiny_runs - kept))" "d. two nodes, resubmitted (job $job, exit 0)"
-verified "$J/d/tiny" "d. verify"
-# Each run once: the run ids the two jobs finished are the plan's, none twice.
-dups="$(run_ids "$SCRATCH/d1.out" "$SCRATCH/d2.out" | uniq -d)"
-[ -z "$dups" ] || fail "d: runs executed twice: $dups"
-[ "$(run_ids "$SCRATCH/d1.out" "$SCRATCH/d2.out" | wc -l)" -eq "$tiny_runs" ] || fail "d: not every run finished once"
-# On both nodes: the hostname each run recorded.
-hosts="$(python3 -c 'import json, sys; print(" ".join(sorted({json.load(open(f))["environment"]["hostname"] for f in sys.argv[1:]})))' \
-    "$J"/d/tiny/runs/*.json)"
-[ "$hosts" = "node1 node2" ] || fail "d: the runs ran on '$hosts', not on both nodes"
-# The artifacts once, where LLADA_ARTIFACTS says: no other sweep directory anywhere in the test's folders.
-sweeps="$(find "$SCRATCH" -name manifest.json -path '*tiny*' | grep -v "^$SCRATCH/work/contained/")"
-[ "$sweeps" = "$J/d/tiny/manifest.json" ] || fail "d: sweep directories: $sweeps"
-ls -d /tmp/llada-ray-"$job".* 2>/dev/null && fail "d: a node's Ray temp folder was left"
-note "d. each of the $tiny_runs runs once, on nodes: $hosts; one sweep directory, \$LLADA_ARTIFACTS/tiny"
 finish_stages
