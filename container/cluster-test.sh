@@ -15,7 +15,7 @@
 #            refuses before it runs, and one with `--bind "$PWD" --pwd "$PWD"` runs specs/tiny.yaml
 #   test     `apptainer test build/llada.sif` passes; with a claim the image cannot meet, it fails
 #   b        `sbatch --wait container/accre.sbatch specs/smoke.yaml`: exit 0, `verify` ok
-#   c        the same job stopped by its time limit (--time=2 --signal=B:TERM@60): exit 3 with its finished
+#   c        the same job stopped by its time limit (--time=4 --signal=B:TERM@120): exit 3 with its finished
 #            runs kept, then the resubmission resumes them and completes
 #   d        two nodes (--nodes=2, one fake A100 each) on specs/tiny.yaml: one Ray cluster across both inside
 #            Apptainer, stopped with TERM part-way (exit 3, every node's Ray gone), then resubmitted: runs on
@@ -380,14 +380,14 @@ check_b() {
 # ---------------------------------------------------------------- c: the time limit, then resumed
 check_c() {
     local job rc kept
-    job="$(submit c1 "$J/c" --time=2 --signal=B:TERM@60 "$JOBS_SBATCH" specs/smoke.yaml)"
+    job="$(submit c1 "$J/c" --time=4 --signal=B:TERM@120 "$JOBS_SBATCH" specs/smoke.yaml)"
     cat "$SCRATCH/c1.out"
     rc="$(cat "$SCRATCH/c1.rc")"
     kept="$(find "$J/c/smoke/runs" -name '*.json' 2>/dev/null | wc -l)"
     [ "$rc" -eq 3 ] || fail "c: the time-limited job $job exited $rc, not 3 (ExitCode=$(exit_code "$job"))"
     [ "$kept" -gt 0 ] && [ "$kept" -lt "$smoke_runs" ] || fail "c: $kept of $smoke_runs runs kept after the time limit"
     verified "$J/c/smoke" "c. verify after the time limit"
-    note "c. --time=2 --signal=B:TERM@60 (job $job): exit 3 ($(exit_code "$job")), $kept of $smoke_runs runs kept"
+    note "c. --time=4 --signal=B:TERM@120 (job $job): exit 3 ($(exit_code "$job")), $kept of $smoke_runs runs kept"
     (cd "$J/c/smoke/runs" && sha256sum ./*.json) >"$SCRATCH/c-kept.sha256"
     job="$(submit c2 "$J/c" "$JOBS_SBATCH" specs/smoke.yaml)"
     cat "$SCRATCH/c2.out"
