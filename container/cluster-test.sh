@@ -7,8 +7,9 @@
 #   sif      build/llada.sif from the image `just image-test` built (`podman save`, then `apptainer build`),
 #            reused while that image is unchanged
 #   cluster  munged, slurmctld and two slurmd (node1 and node2, each its own hostname and four fake A100s
-#            declared as gres over character devices) in a network namespace whose only interface is
-#            loopback: nothing it starts can listen beyond 127.0.0.1. Torn down at the end, whatever happens.
+#            declared as gres over character devices) in a network namespace of their own with no route out;
+#            every name resolves to 127.0.0.1, and a check sees every socket listen there. Torn down at the
+#            end, whatever happens.
 #   a        as an unprivileged user, from an empty directory: `apptainer run build/llada.sif just sweep`
 #            (every run ok, `verify` ok, results in ./artifacts/smoke); `just figures` under --cleanenv
 #            --writable-tmpfs rewrites that report there; under --containall a sweep with no directory bound
@@ -72,7 +73,8 @@ if [ -z "$inside" ]; then
     # ------------------------------------------------------------ outside: install, sif, then the cluster
     TOTAL_START="$(date +%s)"
     SCRATCH="$(mktemp -d /tmp/llada-cluster-test.XXXXXX)"  # made here, so removed here
-    trap 'rm -rf "$SCRATCH"' EXIT
+    part=""  # the new image while it is built, beside the old one
+    trap 'rm -rf "$SCRATCH" ${part:+"$part"}' EXIT
 
     stage install
     export PATH="$APPTAINER_PREFIX/bin:$PATH"
@@ -123,19 +125,21 @@ if [ -z "$inside" ]; then
     else
         # An OCI layout (a file per layer) rather than the docker archive users copy: Apptainer converts both
         # the same way, but reads a docker archive's tar once per layer, which took three times as long here.
+        # Built beside the old .sif and renamed over it only once whole.
         mkdir -p "$(dirname "$SIF")"
+        part="$(mktemp -d "$(dirname "$SIF")/.llada-sif.XXXXXX")"
         podman save --format oci-dir --output "$SCRATCH/image.oci" "$TAG"
         echo "saved: $(du -sh "$SCRATCH/image.oci" | cut -f1)"
-        apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$SCRATCH/llada.sif" \
+        apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$part/llada.sif" \
             "oci:$SCRATCH/image.oci" || fail "apptainer build"
         rm -rf "$SCRATCH/image.oci"
-        mv -f "$SCRATCH/llada.sif" "$SIF"
+        mv -f "$part/llada.sif" "$SIF"
         echo "$image" >"$SIF.image"
     fi
     echo "$SIF: $(du -h "$SIF" | cut -f1)"
     stage ""
 
-    # The cluster and its checks, in a network namespace of their own with only loopback in it.
+    # The cluster and its checks, in a network namespace of their own.
     chmod 0755 "$SCRATCH"
     status=0
     unshare --net "$ROOT/container/cluster-test.sh" --inside "$SCRATCH" --sif "$SIF" --stages "$STAGES" || status=$?
@@ -154,6 +158,12 @@ SCRATCH="$inside"
 SUMMARY="$SCRATCH/summary"
 export PATH="$APPTAINER_PREFIX/bin:$PATH"
 ip link set lo up
+# glibc resolves a name to an IPv4 address only where some non-loopback IPv4 address exists (getaddrinfo's
+# AI_ADDRCONFIG, which SLURM uses): a veth pair with both ends in this namespace gives it one, with no route
+# out. Every name here resolves to 127.0.0.1, and that is where everything must listen (checked below).
+ip link add llada-ct0 type veth peer name llada-ct1
+ip addr add 10.254.254.1/32 dev llada-ct0
+ip link set llada-ct0 up
 note() { echo "$*" | tee -a "$SUMMARY"; }
 finish_stages() { stage ""; printf '%s\n' "${TIMES[@]}" >"$SCRATCH/times"; }
 
@@ -197,6 +207,7 @@ S="$SCRATCH/slurm"
 mkdir -p "$S/state" "$S/log" "$S/dev" "$S/spool-node1" "$S/spool-node2"
 teardown() {  # the daemons this script started, by the ids they wrote; then the user's leftovers
     local daemons=() pid
+    if [ -n "${sampler:-}" ]; then kill "$sampler" 2>/dev/null || true; fi
     for file in "$S"/slurmd-*.pid "$S/slurmctld.pid" "$SCRATCH/munge/munged.pid"; do
         if [ -f "$file" ]; then daemons+=("$(cat "$file")"); fi
     done
@@ -287,8 +298,9 @@ for _ in $(seq 60); do
 done
 sinfo -N -o '%N %t %G' | sed 's/^/   /'
 [ "$(sinfo -h -o '%t' -N | grep -c idle)" -eq 2 ] || fail "the two nodes did not come up (see $S/log)"
-echo "listening: $(ss -ltnH | awk '{print $4}' | sort -u | tr '\n' ' ')"
-ip -o -4 addr | grep -vq ' lo ' && fail "the cluster's network namespace has an interface beyond loopback"
+# Every listening socket, every second while the checks run: SLURM, munge, srun, Ray and the sweeps'.
+while :; do ss -Hltun | awk '{ print $1, $5 }'; sleep 1; done >"$SCRATCH/listening" 2>/dev/null &
+sampler=$!
 
 # The number of runs a spec plans, read from the plan (never assumed).
 planned() { as_user "$SCRATCH/work" apptainer exec "$SIF" llada-bench plan "$1" | sed -n 's/^\([0-9]*\) runs planned.*/\1/p'; }
@@ -461,4 +473,9 @@ for name in $STAGES; do
     stage "$name"
     "check_$name"
 done
+kill "$sampler"
+sampler=""
+beyond="$(awk '$2 !~ /^(127\.0\.0\.1|\[::ffff:127\.0\.0\.1\]|\[::1\]):[0-9]+$/' "$SCRATCH/listening" | sort -u)"
+[ -z "$beyond" ] || fail "listening beyond loopback: $(tr '\n' ' ' <<<"$beyond")"
+note "listening: $(sort -u "$SCRATCH/listening" | wc -l) sockets seen over the checks, every one on 127.0.0.1"
 finish_stages
