@@ -43,14 +43,16 @@ case "$*" in
         exit "${FAKE_STATUS:-0}" ;;
 esac
 """
-# srun: one task on the node --nodelist names, or on the node --exclude leaves (two-node allocations).
+# srun: one task on the node --nodelist names, or on the node --exclude leaves (two-node allocations); the step
+# (its --job-name and the task's pid) is listed in $FAKE_LOG.steps, where squeue finds it and scancel signals it.
 FAKE_SRUN = r"""#!/bin/bash
 printf 'srun %s\n' "$*" >> "$FAKE_LOG.events"
 node=node1 id=0
 while [ "${1:-}" != "${1#--}" ]; do
-    case "$1" in --exclude=*) node=node2 id=1 ;; esac
+    case "$1" in --exclude=*) node=node2 id=1 ;; --job-name=*) name="${1#--job-name=}" ;; esac
     shift
 done
+echo "$name $$" >> "$FAKE_LOG.steps"
 exec env SLURMD_NODENAME="$node" SLURM_NODEID="$id" "$@"
 """
 FAKE_SCONTROL = r"""#!/bin/bash
@@ -59,6 +61,13 @@ case "$1 $2" in
     "show node") echo "NodeName=$3 Arch=x86_64 NodeAddr=127.0.0.1 NodeHostName=$3" ;;
 esac
 """
+FAKE_SQUEUE = r"""#!/bin/bash
+awk -v job="$SLURM_JOB_ID" '{ print job "." NR - 1, $1 }' "$FAKE_LOG.steps"
+"""
+FAKE_SCANCEL = r"""#!/bin/bash
+printf 'scancel %s\n' "$*" >> "$FAKE_LOG.events"
+kill -TERM "$(awk -v n="${2##*.}" 'NR - 1 == n { print $2 }' "$FAKE_LOG.steps")"
+"""
 
 
 @pytest.fixture
@@ -66,7 +75,9 @@ def fake_node(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     """A submit directory, an image file, an HF cache, and the stand-ins on PATH."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, text in (("apptainer", FAKE_APPTAINER), ("srun", FAKE_SRUN), ("scontrol", FAKE_SCONTROL)):
+    fakes = {"apptainer": FAKE_APPTAINER, "srun": FAKE_SRUN, "scontrol": FAKE_SCONTROL, "squeue": FAKE_SQUEUE,
+             "scancel": FAKE_SCANCEL}  # fmt: skip
+    for name, text in fakes.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
     (tmp_path / "llada.sif").write_bytes(b"")
@@ -195,8 +206,11 @@ def test_several_nodes_start_one_ray_cluster_the_driver_joins(fake_node) -> None
     assert events.index("stop worker") < events.index("stop head"), "workers stop before the head"
     sruns = [e for e in events if e.startswith("srun ")]  # a step for the head, one for the other node(s)
     assert sorted(s.split(" bash -c ")[0] for s in sruns) == [
-        "srun --nodes=1 --ntasks=1 --exclude=node1", "srun --nodes=1 --ntasks=1 --nodelist=node1",
-    ]  # fmt: skip
+        "srun --job-name=llada-ray-head --nodes=1 --ntasks=1 --nodelist=node1",
+        "srun --job-name=llada-ray-workers --nodes=1 --ntasks=1 --exclude=node1",
+    ]
+    # Each step's tasks are sent TERM (srun itself, sent TERM, kills its step at once: no temp folder removed).
+    assert [e.split(".")[0] for e in events if e.startswith("scancel")] == ["scancel --signal=TERM " + env["SLURM_JOB_ID"]] * 2
 
 
 def test_several_nodes_stop_on_term_and_exit_3(fake_node) -> None:
