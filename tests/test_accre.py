@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -137,6 +138,7 @@ def test_one_node_runs_the_sweep_in_the_image_with_the_cache_and_artifacts_bound
     tmp_path, env = fake_node
     done = _sbatch(env, tmp_path, "specs/paper.yaml", "--retry-failed")
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "nvidia-smi" not in done.stderr or shutil.which("nvidia-smi")  # no "command not found" without one
     [(args, token)] = _calls(tmp_path)
     assert args[:3] == ["exec", "--nv", "--cleanenv"] and token == ""
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in args
