@@ -111,7 +111,7 @@ image-archive TAR="build/llada-bench.tar" TAG="localhost/llada-bench:registry":
     podman save --format docker-archive --output "$part/archive.tar" "$2"
     mv -f "$part/archive.tar" "$1"
 
-# Submit a sweep to ACCRE: one exclusive A100 node running llada.sif, e.g. `just accre specs/paper.yaml --account=mygroup_acc`
+# Submit a sweep to ACCRE: one exclusive A100 node running llada.sif (several: --nodes=N), e.g. `just accre specs/paper.yaml --account=mygroup_acc`
 [positional-arguments]
 accre SPEC="specs/paper.yaml" *SBATCH:
     sbatch "${@:2}" container/accre.sbatch "$1"
