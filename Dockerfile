@@ -41,15 +41,24 @@ WORKDIR /opt/llada-bench
 COPY container/install-stack.sh container/stack.env container/requirements.lock container/
 RUN container/install-stack.sh deps "${VARIANT}"
 COPY . .
+# /.singularity.d/test is what `apptainer test` runs: a .sif built from this image's docker archive keeps it.
 RUN container/install-stack.sh project \
     && groupadd --gid 10001 bench \
-    && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash bench
+    && useradd --uid 10001 --gid 10001 --create-home --shell /bin/bash bench \
+    && mkdir -p /.singularity.d \
+    && ln -s /opt/llada-bench/container/image-check.sh /.singularity.d/test
 
 # Recorded in every artifact's environment (workers/environment.py): which image, built from which commit.
 ARG IMAGE_ID=llada-bench:unversioned
 ARG GIT_COMMIT=unknown
 ENV LLADA_BENCH_IMAGE=${IMAGE_ID} \
     LLADA_BENCH_GIT_COMMIT=${GIT_COMMIT}
+# The runscript Apptainer writes for a .sif built from this image reads SINGULARITY_NO_EVAL: set, it passes the
+# arguments as given (as `apptainer run --no-eval` does), instead of evaluating `$` and quotes in them again.
+ENV SINGULARITY_NO_EVAL=1
+# The same labels as Apptainer.def's; `just image-test` prunes only the dangling images that carry them.
+LABEL org.opencontainers.image.title=llada-bench \
+      org.opencontainers.image.description="LLaDA-8B vs LLaMA-3-8B inference benchmark"
 
 # An unprivileged user; any other uid works too (`docker run --user "$(id -u):$(id -g)"`, Apptainer): the entry
 # point moves HOME and every cache to a writable place when HOME is not writable.

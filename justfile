@@ -95,13 +95,23 @@ image-apptainer SIF="llada.sif" *ARGS:
 image-test *ARGS:
     container/image-test.sh "$@"
 
-# Write the image `just image-test` built as a docker archive, for `apptainer build llada.sif docker-archive://build/llada-bench.tar`
+# The ACCRE path as users run it: a real Apptainer and a two-node SLURM cluster on loopback run the image `just image-test` built (build/llada.sif): `apptainer run`, `apptainer test`, sbatch, a time limit, two nodes (root, Debian)
+[positional-arguments]
+cluster-test *ARGS:
+    container/cluster-test.sh "$@"
+
+# Write the image `just image-test` built as a docker archive, for `apptainer build llada.sif docker-archive://build/llada-bench.tar`; TAR is replaced only once the new archive is whole
 [positional-arguments]
 image-archive TAR="build/llada-bench.tar" TAG="localhost/llada-bench:registry":
-    mkdir -p "$(dirname "$1")" && rm -f "$1"
-    podman save --format docker-archive --output "$1" "$2"
+    #!/usr/bin/env bash
+    set -euo pipefail
+    mkdir -p "$(dirname "$1")"
+    part="$(mktemp -d "$(dirname "$1")/.image-archive.XXXXXX")"
+    trap 'rm -rf "$part"' EXIT
+    podman save --format docker-archive --output "$part/archive.tar" "$2"
+    mv -f "$part/archive.tar" "$1"
 
-# Submit a sweep to ACCRE: one exclusive A100 node running llada.sif, e.g. `just accre specs/paper.yaml --account=mygroup_acc`
+# Submit a sweep to ACCRE: one exclusive A100 node running llada.sif (several: --nodes=N), e.g. `just accre specs/paper.yaml --account=mygroup_acc`
 [positional-arguments]
 accre SPEC="specs/paper.yaml" *SBATCH:
     sbatch "${@:2}" container/accre.sbatch "$1"

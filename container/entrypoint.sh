@@ -1,5 +1,10 @@
 #!/usr/bin/env bash
-# The image's entry point: run the given command in the project directory; with none, show the recipes.
+# The image's entry point: run the given command where the caller is; with none, show the recipes.
+#
+# The command runs in the caller's directory: under Apptainer the one `apptainer run` was typed in (the image
+# itself is read-only), under docker/podman the image's WORKDIR (/opt/llada-bench, where the artifacts
+# directory is bound) or `-w`. So `just sweep` writes ./artifacts/<sweep> there; spec, data and model paths not
+# found there are read from the image's project (specs/paths.py), and the image's menu runs its tests there.
 #
 # Any uid can run the image (Apptainer runs as the caller on a read-only image; `docker run --user` gives a
 # uid with no passwd entry and HOME=/). Ray (~/.ray), Triton (~/.triton), matplotlib, torch's inductor cache
@@ -51,7 +56,6 @@ fi
 mkdir -p "$XDG_CACHE_HOME" "$XDG_CONFIG_HOME" "$TRITON_CACHE_DIR" "$TORCHINDUCTOR_CACHE_DIR" "$TORCH_HOME" \
     "$MPLCONFIGDIR"
 
-cd "${LLADA_BENCH_HOME:-/opt/llada-bench}"
 if [ "$#" -eq 0 ]; then
     exec just --list --unsorted
 fi

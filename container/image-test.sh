@@ -24,7 +24,9 @@ usage: container/image-test.sh [--tests PATHS | --all-tests | --no-tests] [--no-
   --no-tests     skip the in-image tests
   --no-sweep     skip the in-image sweep
   --tag TAG      image tag (default: localhost/llada-bench:registry)
-  --cache DIR    persistent directory for the base's rootfs and the run's files (default /var/cache/llada-bench)
+  --cache DIR    where the script keeps its working folders (default /var/cache/llada-bench): the base's
+                 rootfs while it is made, and image-test.run/ with the run's home, artifacts and logs, a
+                 folder it made and marked as its own; nothing else in DIR is touched
 Environment: DEBIAN_SUITE (trixie), DEBIAN_MIRROR and DEBIAN_SECURITY_MIRROR (default: the host's own apt
 sources, the archive this machine already installs from), BASE_MAX_AGE_DAYS (7),
 RUN_UID (4242: any uid that is not the image's 10001 and has no passwd entry in it).
@@ -65,6 +67,9 @@ SECURITY_MIRROR="${DEBIAN_SECURITY_MIRROR:-}"
 MAX_AGE_DAYS="${BASE_MAX_AGE_DAYS:-7}"
 RUN_UID="${RUN_UID:-4242}"
 IMAGE_UID=10001
+# The image's label (Dockerfile, Apptainer.def): pruning is limited to images that carry it.
+PROJECT_LABEL=org.opencontainers.image.title=llada-bench
+OWN_MARK=.made-by-llada-bench-image-test  # the file that marks a folder under --cache as this script's
 
 while [ "$#" -gt 0 ]; do
     case "$1" in
@@ -87,20 +92,8 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 2
 fi
 
-TIMES=()
-STAGE_NAME=""
-STAGE_START=0
-stage() {  # stage NAME: close the running stage (print its time), open the next
-    local now
-    now="$(date +%s)"
-    if [ -n "$STAGE_NAME" ]; then
-        TIMES+=("$(printf '%-8s %5ss' "$STAGE_NAME" "$((now - STAGE_START))")")
-        echo "== $STAGE_NAME: $((now - STAGE_START))s"
-    fi
-    STAGE_NAME="$1"
-    STAGE_START="$now"
-    if [ -n "$1" ]; then echo "== $1"; fi
-}
+# shellcheck source=container/stages.sh
+. "$ROOT/container/stages.sh"
 TOTAL_START="$(date +%s)"
 
 # ---------------------------------------------------------------- 1. engine
@@ -133,8 +126,9 @@ if [ -n "$base" ]; then
     echo "reusing $base (younger than $MAX_AGE_DAYS days)"
 else
     base="localhost/llada-base:$SUITE-$(date -u +%Y%m%d)"
-    rootfs="$CACHE/rootfs-$SUITE"
-    rm -rf "$rootfs"
+    work="$(mktemp -d "$CACHE/base-$SUITE.XXXXXX")"  # made here, so removed here
+    trap 'rm -rf "$work"' EXIT
+    rootfs="$work/rootfs"
     [ -n "$MIRROR" ] || MIRROR="$(host_debian_uri main)"
     [ -n "$SECURITY_MIRROR" ] || SECURITY_MIRROR="$(host_debian_uri security)"
     if [ -z "$MIRROR" ] || [ -z "$SECURITY_MIRROR" ]; then
@@ -142,8 +136,8 @@ else
         exit 2
     fi
     echo "debootstrap $SUITE from $MIRROR"
-    debootstrap --variant=minbase "$SUITE" "$rootfs" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 || {
-        tail -n 20 "$CACHE/debootstrap.log" >&2
+    debootstrap --variant=minbase "$SUITE" "$rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 || {
+        tail -n 20 "$work/debootstrap.log" >&2
         exit 1
     }
     cat >"$rootfs/etc/apt/sources.list" <<EOF
@@ -153,7 +147,8 @@ deb $SECURITY_MIRROR $SUITE-security main
 EOF
     rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/archives/*.deb
     tar -C "$rootfs" -c . | podman import --change 'CMD ["/bin/bash"]' - "$base" >/dev/null
-    rm -rf "$rootfs"
+    rm -rf "$work"
+    trap - EXIT
     echo "made $base"
 fi
 
@@ -208,8 +203,8 @@ podman build --format docker "${RUNTIME_FLAGS[@]}" "${BUILD_FLAGS[@]}" \
     --tag "$TAG" .
 podman image inspect --format 'image {{.Id}}: {{.Size}} bytes' "$TAG"
 # Earlier builds' images, now untagged, would fill the disk a few GB per changed lock; the current one's
-# layers stay cached.
-podman image prune --force >/dev/null
+# layers stay cached. Only this project's: other dangling images on the host are not this script's to remove.
+podman image prune --force --filter "label=$PROJECT_LABEL" >/dev/null
 # --format docker keeps what the OCI format drops: SHELL and HEALTHCHECK (podman shows the latter).
 config="$(podman image inspect --format '{{.ManifestType}} {{json .HealthCheck}}' "$TAG")"
 case "$config" in
@@ -220,10 +215,22 @@ esac
 # ---------------------------------------------------------------- 5. sweep and 6. tests
 # Apptainer's conditions: any uid, read-only image, HOME bound writable, the sweep's output bound; no network.
 # --passwd=false: podman would otherwise add the uid to the container's /etc/passwd (docker does not).
-RUN="$CACHE/run"
-rm -rf "$RUN"
-mkdir -p "$RUN/home" "$RUN/artifacts"
-chown -R "$RUN_UID:$RUN_UID" "$RUN"
+# The run's folder is made afresh each time, and only when something runs: the one a previous run made is
+# replaced (it bears the mark), anything else of that name is refused.
+RUN="$CACHE/image-test.run"
+if [ "$RUN_SWEEP" -eq 1 ] || [ "$RUN_TESTS" -eq 1 ]; then
+    if [ -e "$RUN" ] || [ -L "$RUN" ]; then
+        if [ -L "$RUN" ] || [ ! -f "$RUN/$OWN_MARK" ]; then
+            echo "image-test: $RUN exists and was not made by this script; move it or choose another --cache" >&2
+            exit 2
+        fi
+        rm -rf "$RUN"
+    fi
+    mkdir "$RUN"
+    touch "$RUN/$OWN_MARK"
+    mkdir "$RUN/home" "$RUN/artifacts"
+    chown "$RUN_UID:$RUN_UID" "$RUN/home" "$RUN/artifacts"
+fi
 # Ray's object store wants /dev/shm to hold 30% of the memory (podman's default is 64 MB); the health check
 # needs systemd timers, which this kind of host lacks, and is not what this run tests.
 shm_kb="$(awk '/^MemTotal:/ { print int($2 * 0.32) }' /proc/meminfo)"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import signal
 import sys
 from collections.abc import Callable
@@ -26,7 +25,7 @@ from orchestrator.plan import (
 )
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore, already_done
-from orchestrator.sweepdir import SweepDirError, check_writable, claim
+from orchestrator.sweepdir import SweepDirError, check_writable, claim, vanishing
 from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
 from specs.lock import LockHeldError, SweepLock
@@ -203,16 +202,11 @@ def sweep_command(
     """`llada-bench sweep`: everything after argument parsing (fault-injection tests call it directly)."""
     spec_text = read_spec_text(spec_arg)
     spec = load_checked_spec(spec_arg)
-    if os.environ.get("RAY_ADDRESS") and (out is None or not out.is_absolute()):
-        print(
-            "warning: RAY_ADDRESS is set and the output directory is relative: under `ray job submit` it lands "
-            "in the job's temporary working directory, which Ray deletes; pass --out /shared/path",
-            file=sys.stderr,
-        )
     planned = plan_runs(spec)
     refuse_unmeasurable_batches(spec, planned, spec_arg)
     skipped = predicted_not_to_fit(spec, planned)
     layout = SweepLayout(default_out_dir(spec, out))
+    _refuse_vanishing(layout.root, chosen=out is not None)
     predicting = max_predicted_hours is not None or stop_after_s is not None
     estimate = predict_plan(spec, planned) if predicting else None
     if max_predicted_hours is not None:  # before anything is written: a refusal leaves no file behind
@@ -277,6 +271,21 @@ def sweep_command(
         if stop.signum is not None:  # during the report: it was written whole all the same
             return EXIT_INTERRUPTED
         return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+
+
+def _refuse_vanishing(root: Path, *, chosen: bool) -> None:
+    """Results that would be discarded with the container (or the Ray job): refused in the default output
+    directory, where nobody chose that, and a warning when --out named the place."""
+    reason = vanishing(root)
+    if reason is None:
+        return
+    message = (
+        f"{root} (in {Path.cwd()}) would vanish when this ends: it is in {reason}; run from a directory of the "
+        'host (Apptainer: --bind "$PWD" --pwd "$PWD") or pass --out a path bound from it'
+    )
+    if not chosen:
+        raise SweepDirError(message)
+    print(f"warning: --out {message}", file=sys.stderr)
 
 
 def _over_predicted_hours(

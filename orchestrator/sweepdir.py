@@ -2,13 +2,15 @@
 
 A sweep writes only into a directory it made, an empty one, or one that holds a sweep of this package
 (its checksum record or manifest): never into a user's folder with other files in it, never through a symlink
-out of the folder (runs/ a link to a user's folder), never into a FIFO, device or socket.
+out of the folder (runs/ a link to a user's folder), never into a FIFO, device or socket. Nor, unknowingly,
+into one that is discarded when the process ends: a container's own scratch space, a Ray job's working copy.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from specs.artifacts import (
@@ -77,6 +79,61 @@ def check_writable(layout: SweepLayout) -> None:
                 f"{directory}: cannot write there ({_reason(exc)}); fix its permissions or free space, "
                 "or choose another --out"
             ) from None
+
+
+# Set in every Apptainer container; its per-run scratch (a tmpfs under the install's mnt/session) holds the
+# passwd and group files it makes, a contained HOME and /tmp (--contain, --containall), and the upper layer
+# --writable-tmpfs puts over the image. All of it is discarded when the container exits.
+APPTAINER_ENV = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")
+APPTAINER_SESSION = "/mnt/session/"
+RAY_JOB_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # set for the entry point of `ray job submit`
+
+
+def vanishing(root: Path, env: Mapping[str, str] = os.environ, mountinfo: Path = Path("/proc/self/mountinfo")) -> str | None:
+    """Why a sweep written to `root` would be discarded when this process ends, or None: inside Apptainer, a
+    directory on the container's scratch rather than one bound from the host; under `ray job submit`, a
+    relative one (it lands in the job's working copy, which Ray deletes)."""
+    if env.get(RAY_JOB_ENV) and not root.is_absolute():
+        return "a `ray job submit` job's working copy of the project, which Ray deletes when the job ends"
+    if not any(env.get(name) for name in APPTAINER_ENV):
+        return None
+    device = _device(_nearest_existing(root.absolute()))
+    mounts = _mounts(mountinfo)
+    scratch = {dev for dev, point, fstype, _ in mounts if point in ("/etc/passwd", "/etc/group") and fstype == "tmpfs"}
+    if device in scratch:
+        return "the container's own scratch space, which Apptainer discards at exit (--contain/--containall: HOME and /tmp are not the host's)"
+    image = next((options for dev, point, fstype, options in mounts if point == "/" and dev == device), None)
+    if image is not None and any(
+        option.startswith("upperdir=") and APPTAINER_SESSION in option for option in image.split(",")
+    ):
+        return "the image, made writable by --writable-tmpfs in a scratch layer that Apptainer discards at exit"
+    return None
+
+
+def _nearest_existing(path: Path) -> Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _device(path: Path) -> str:
+    st_dev = path.stat().st_dev
+    return f"{os.major(st_dev)}:{os.minor(st_dev)}"
+
+
+def _mounts(mountinfo: Path) -> list[tuple[str, str, str, str]]:
+    """(major:minor, mount point, filesystem type, super options) of each mount (proc(5), /proc/pid/mountinfo)."""
+    try:
+        text = mountinfo.read_text()
+    except OSError:
+        return []
+    mounts = []
+    for line in text.splitlines():
+        fields, _, tail = line.partition(" - ")
+        head, rest = fields.split(), tail.split()
+        if len(head) >= 5 and len(rest) >= 3:
+            mounts.append((head[2], head[4].replace("\\040", " "), rest[0], rest[2]))
+    return mounts
 
 
 def _probe(directory: Path) -> None:

