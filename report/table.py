@@ -42,6 +42,9 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "weights": _STR,
     "status": _STR, "error": _STR, "attempts": _I64,
+    # When the run ran, and in which session (0 for a sweep of one): the intervals over sessions and the pairing of
+    # the models' runs taken side by side in time rest on them.
+    "session": _I64, "started_at": _STR, "finished_at": _STR,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
     "hostname": _STR, "other_gpu_processes": _BOOL,
@@ -93,7 +96,8 @@ def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
     table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
     return table.sort(
         [pl.col("paradigm") != "autoregressive", "model", "hardware", "generation_length", "prompt_length",
-         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "run_id"],
+         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "session",
+         "run_id"],
         nulls_last=True,
     )
 
@@ -147,6 +151,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "paradigm": family(config.model.arch).paradigm,
         "weights": result.weights, "status": result.status.value, "error": result.error,
         "attempts": result.attempts,
+        "session": config.session or 0, "started_at": result.started_at, "finished_at": result.finished_at,
         "hardware": env.device if env else UNKNOWN_HARDWARE,
         "device_kind": memory.device if memory else (None if env is None else ("cpu" if env.device == "cpu" else "cuda")),
         "dtype": (env.dtype if env and env.dtype else config.controls.dtype),
