@@ -136,7 +136,7 @@ gpu-bundle DIR="build/gpu-bundle" PYTHON="":
 campaign SPEC="specs/campaign-h100.yaml" *ARGS:
     container/gpu-campaign.sh "$@"
 
-# One GPU round from one bundle: device tests, decode profile, specs/campaign-graphs.yaml in resumable calls of at most 9 min, then gpu-round.json (each goal met or missed); `--dry-run` plans it on h100-sxm and h200
+# One GPU round from one bundle in one call of at most 9 min (LLaDA B = 1, graph tests, LLaMA compiled, Dream vs Qwen, device tests), each piece packed into --export as it ends, resumable with --resume; gpu-round.json scores the goals; `--dry-run` plans it on h100-sxm and h200
 [positional-arguments]
 gpu-round *ARGS:
     container/gpu-round.sh "$@"

@@ -31,6 +31,7 @@ from specs.artifacts import SweepLayout, load_results, provenance_warning, verif
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
 from specs.lock import LockHeldError, SweepLock
 from specs.options import OneLineParser, positive_int, positive_number
+from specs.report_record import missing_warning, report_outputs, stale_warning, verify_report
 from specs.results import RunStatus
 from specs.safefile import UnsafeFileError
 from specs.schema import ExperimentSpec
@@ -99,7 +100,10 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", nargs="?", default=DEFAULT_SPEC, help=f"spec file (default {DEFAULT_SPEC})")
     sweep.add_argument("--out", type=Path, help="sweep directory (default artifacts/<spec name>)")
     sweep.add_argument("--force", action="store_true", help="rerun every run, even those already done")
-    sweep.add_argument("--retry-failed", action="store_true", help="rerun runs that ended in error or crashed")
+    sweep.add_argument(
+        "--retry-failed", action="store_true",
+        help="rerun runs that ended in error or crashed (one that failed on its model's files: every resume)",
+    )  # fmt: skip
     sweep.add_argument("--actors", type=positive_int, help="workers to start (default: one per GPU, else one)")
     sweep.add_argument("--no-report", action="store_true", help="skip the report at the end")
     sweep.add_argument(
@@ -116,7 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
 
-    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory")
+    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory, its report's included")
     check.add_argument("dir", type=Path, help="sweep directory, e.g. artifacts/smoke")
     check.set_defaults(handler=_verify)
 
@@ -349,19 +353,29 @@ def _verify(args: argparse.Namespace) -> int:
     if not args.dir.is_dir():
         print(f"error: {args.dir}: no such sweep directory", file=sys.stderr)
         return EXIT_USAGE
-    problems = verify(SweepLayout(args.dir))
+    layout = SweepLayout(args.dir)
+    problems = verify(layout)
     named = {p.path for p in problems}
-    problems += [p for p in foreign_runs(SweepLayout(args.dir)) if p.path not in named]
+    problems += [p for p in foreign_runs(layout) if p.path not in named]
+    report = verify_report(layout)
+    problems += report.problems
     for problem in problems:
         print(problem)
-    warning = provenance_warning(SweepLayout(args.dir))
-    if warning:
+    for path in report.uncovered:
+        print(f"{path}: not covered (no checksum recorded)")
+    warnings = [provenance_warning(layout), stale_warning(layout) if report.stale else None, report.uncovered_note(),
+                missing_warning(layout, report.missing) if report.missing else None]
+    for warning in filter(None, warnings):
         print(f"warning: {warning}", file=sys.stderr)
     if problems:
-        print(f"{args.dir}: {len(problems)} problem(s); rerun the sweep to recompute damaged runs", file=sys.stderr)
+        print(f"{args.dir}: {len(problems)} problem(s); rerun the sweep to recompute damaged runs, and "
+              f"`llada-bench report {args.dir}` to render the report again", file=sys.stderr)
         return EXIT_RUNS_FAILED
-    count = len(SweepLayout(args.dir).run_files())
-    print(f"{args.dir}: verified ({count} runs, spec and manifest checksums match)")
+    covered, uncovered = len(report_outputs(layout)) - len(report.uncovered), len(report.uncovered)
+    said = [f"the report's {covered} files match"] if covered else [] if uncovered else ["no report rendered"]
+    said += [f"{uncovered} report file(s) not covered (named above)"] if uncovered else []
+    runs = len(layout.run_files())
+    print(f"{args.dir}: verified ({runs} runs, spec and manifest checksums match; {', '.join(said)})")
     return EXIT_OK
 
 

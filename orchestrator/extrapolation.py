@@ -9,10 +9,11 @@ from its timed steps like its latency).
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass
 
-from specs.results import RunResult, RunStatus
+from specs.results import EXTRAPOLATION_TOLERANCE, RunResult, RunStatus
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,11 @@ class ExtrapolationCheck:
     @property
     def ratio(self) -> float:
         return self.extrapolated_s / self.full_s
+
+    @property
+    def suspect(self) -> bool:
+        """Off by more than the tolerance either way: the report leaves such runs out of speedups and B*."""
+        return abs(math.log(self.ratio)) > math.log1p(EXTRAPOLATION_TOLERANCE)
 
     @property
     def energy_ratio(self) -> float | None:
@@ -70,12 +76,15 @@ def extrapolation_checks(results: list[RunResult]) -> list[ExtrapolationCheck]:
 
 def format_checks(checks: list[ExtrapolationCheck]) -> str:
     """One line per checked point, e.g. `llada-8b B=16 P=512 G=512 steps=64 (timed 4): 1.93 s vs 1.95 s full, ratio 0.990`,
-    then `; energy 2.71 vs 2.77 J/token, ratio 0.976` where both runs read an energy counter."""
-    lines = ["extrapolated diffusion latency against full generations (ratio = extrapolated / full median):"]
+    ` SUSPECT (...)` where that ratio is off by more than the tolerance, then `; energy 2.71 vs 2.77 J/token, ratio
+    0.976` where both runs read an energy counter."""
+    lines = ["extrapolated diffusion latency against full generations (ratio = extrapolated / full median; the "
+             "report checks every extrapolated run's steps against the full runs at its shape):"]
     for k in checks:
         lines.append(
             f"  {k.model} B={k.batch_size} P={k.prompt_length} G={k.generation_length} steps={k.steps} "
             f"(timed {k.timed_steps}): {k.extrapolated_s:.4g} s vs {k.full_s:.4g} s full, ratio {k.ratio:.3f}"
+            + (f" SUSPECT (off by more than {EXTRAPOLATION_TOLERANCE:.0%})" if k.suspect else "")
             + (f"; energy {k.extrapolated_joules_per_token:.3g} vs {k.full_joules_per_token:.3g} J/token, ratio "
                f"{k.energy_ratio:.3f}" if k.energy_ratio is not None else "")
         )

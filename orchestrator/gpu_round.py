@@ -1,350 +1,305 @@
-"""One GPU round as one command (`just gpu-round`, container/gpu-round.sh): the device tests, then the decode
-profile, then specs/campaign-graphs.yaml, in resumable calls of at most 9 minutes, and gpu-round.json with
-every goal met or missed (orchestrator/round_goals.py).
+"""One GPU round as one command (`just gpu-round`, container/gpu-round.sh): the pieces of
+orchestrator/round_plan.py in order, each within the call's deadline, each packed into the export folder the
+moment it ends, and gpu-round.json with every goal met or missed (orchestrator/round_goals.py), each naming
+the piece that answers it.
 
-A lease comes as commands of at most 10 minutes on a machine that may be fresh each time, so the round keeps
-its state in its own folder (state.json beside the findings, the logs and the campaign's sweep directory):
-carried to the next call, it resumes at the first piece not done. A call starts a piece only while the piece's
-predicted time fits in what is left of the call's budget (9 minutes by default); the campaign, split by the
-sweep's own `--stop-after`, resumes run by run. After every call gpu-round.json holds the goals as far as
-the artifacts go.
-
-`plan_round` predicts each piece on a profile with orchestrator/walltime.py, the costs `llada-bench plan`
-uses (held within 15% by the H200 sweeps, tests/test_gpu_round.py), and packs the pieces into calls the way
-the runner will: `--dry-run` prints them on h100-sxm and h200 and refuses a round above 30 minutes.
+The deadline is the wrapper's start plus `--budget`. A piece starts only when what it needs
+(round_plan.fits) is left before it; one that is not waits for the next call, and a later, smaller one may
+start. Each piece has its own timeout, never past the deadline: a sweep is told to stop (its --stop-after)
+before it, and at it the piece's processes are stopped (SIGTERM, on which a sweep saves its finished runs,
+then SIGKILL); each device test has its own too (pytest-timeout, shipped in the bundle). So a call cut short,
+or killed, still brings back every piece that ended, and the next call, on this machine or a fresh one given
+that export (`--resume`), goes on without redoing them (orchestrator/round_state.py).
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
+import ctypes
+import importlib.util
 import json
 import os
+import shlex
+import shutil
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any
+from xml.etree import ElementTree
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from orchestrator.plan import hardware_profile, plan_runs, predict_plan, predicted_not_to_fit
-from orchestrator.round_goals import Goal, evaluate_goals, read_findings, read_results
-from orchestrator.walltime import (
-    COMPILE_S,
-    SWEEP_START_S,
-    SYNTHETIC_BUILD_BYTES_PER_S,
-    attained,
-    load_seconds,
+from orchestrator.round_args import parse
+from orchestrator.round_goals import read_results
+from orchestrator.round_plan import (
+    PIECES,
+    START_MARGIN,
+    PlannedPiece,
+    RoundPlan,
+    fits,
+    format_plan,
+    plan_round,
 )
-from specs.loader import PACKAGE_ROOT, load_spec
-from specs.options import positive_number
-from specs.safefile import MIB, UnsafeFileError, atomic_write, lstat_or_none, read_text
-from specs.schema import ExperimentSpec
+from orchestrator.round_report import print_goals, write_goals
+from orchestrator.round_state import PieceRecord, RoundError, RoundLayout, RoundState, TestTime, pack, take_in
+from orchestrator.store import already_done
+from orchestrator.walltime import SWEEP_START_S
+from specs.loader import PACKAGE_ROOT
+from specs.results import RunStatus
+from specs.safefile import UnsafeFileError, atomic_write
 
-CAMPAIGN_SPEC = "specs/campaign-graphs.yaml"
-PROFILES = ("h100-sxm", "h200")
-CALL_LIMIT_S = 540.0  # 9 minutes: a lease's command runs 10 at most, and a piece may overrun its prediction
-ROUND_LIMIT_S = 1800.0  # the device time of one lease
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_AGAIN = 0, 1, 2, 3
+TEST_TIMEOUT_S = 120  # one device test: the slowest compiles two shapes, about 60 s at COMPILE_S
+TERM_GRACE_S = 15.0  # between a piece's SIGTERM and its SIGKILL
+PACK_S = 5.0  # kept before the deadline to pack the last piece and score the goals
+FINDINGS_ENV = "LLADA_GPU_FINDINGS"  # where the device tests append their findings (tests/gpu/findings.py)
+PR_SET_PDEATHSIG = 1  # prctl(2)
+PROBE = "import torch\nif torch.cuda.is_available(): print(torch.cuda.get_device_name(0))"
 
-# The device tests (container/gpu-tests.sh): 8 tests took 25.5 s of pytest time on the H200 (2026-11-24); the
-# graph and roofs tests added since (the 8B LLaMA's eager warm-up among them) are unmeasured, so the plan takes
-# the bound the recipe documents: under 5 minutes.
-DEVICE_TESTS_S = 300.0
+class Machine:
+    """Where a call runs its pieces: the clock, the CUDA probe and the pieces' commands (tests give a fake one)."""
 
-# The decode profile (tests/gpu/profile_decode.py): LLaMA 8B, P 512, N 256, both decode attentions at each batch;
-# 16 steps timed and 16 profiled in a second generation after a first that compiles and records the graphs.
-PROFILE_BATCHES = (1, 64)
-PROFILE_ARGS = ("--batch", *map(str, PROFILE_BATCHES), "--prompt", "512", "--new", "256", "--steps", "16")
-PROFILE_ATTENTIONS = 2
-# The profiler's start and its kernel table per profile: an assumption (not measured), a few seconds each.
-PROFILER_S = 5.0
+    def clock(self) -> float:
+        return time.time()
 
-PieceKind = Literal["tests", "profile", "campaign"]
+    def device(self, python: str) -> str | None:
+        """The CUDA device's name, or None without one."""
+        probe = subprocess.run([python, "-c", PROBE], cwd=PACKAGE_ROOT, capture_output=True, text=True, check=False)
+        return (probe.stdout.strip() or None) if probe.returncode == 0 else None
 
-
-@dataclass(frozen=True)
-class Piece:
-    """A part of the round that one call runs whole: its name, kind, predicted seconds per profile, and (campaign
-    pieces) the runs it is predicted to hold."""
-
-    name: str
-    kind: PieceKind
-    predicted_s: dict[str, float]
-    runs: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class RoundPlan:
-    """The pieces in order, and the calls they are packed into on the split profile."""
-
-    pieces: tuple[Piece, ...]
-    calls: tuple[tuple[str, ...], ...]
-    split_profile: str
-    profiles: tuple[str, ...] = PROFILES
-    limit_s: float = ROUND_LIMIT_S
-
-    def total_s(self, profile: str) -> float:
-        return sum(piece.predicted_s[profile] for piece in self.pieces)
-
-    def fits(self) -> bool:
-        return all(self.total_s(p) <= self.limit_s for p in self.profiles) and all(
-            sum(self.piece(n).predicted_s[self.split_profile] for n in call) <= CALL_LIMIT_S for call in self.calls
-        )
-
-    def piece(self, name: str) -> Piece:
-        return next(p for p in self.pieces if p.name == name)
+    def execute(
+        self, command: list[str], *, label: str, env: dict[str, str], log: Path, timeout_s: float
+    ) -> int | None:
+        """Run `command` in a process group of its own, its output appended to `log`: its exit status, or None
+        when it was stopped at `timeout_s`."""
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"--- {label}: {shlex.join(command)}\n")
+            out.flush()
+            # preexec_fn: the runner starts no thread, so the fork it runs in is safe.
+            process = subprocess.Popen(command, cwd=PACKAGE_ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True, preexec_fn=_end_with_parent)  # noqa: PLW1509
+            try:
+                return process.wait(timeout=max(timeout_s, 0.0))
+            except subprocess.TimeoutExpired:
+                return None
+            finally:
+                _stop(process)
 
 
-def profile_seconds(profile: str) -> float:
-    """The decode profile on `profile`: one process start, the model's build, then per batch and attention one
-    compilation, two generations at the attained roofs (the second only partly run) and the profiler."""
-    from roofline.predict import predict
-    from specs.registry import preset_shape
-
-    hardware = hardware_profile(profile)
-    shape = preset_shape("llama", "8b")
-    build_s = 2 * shape.parameter_count() / SYNTHETIC_BUILD_BYTES_PER_S  # bf16 weights
-    total = SWEEP_START_S + build_s
-    for batch in PROFILE_BATCHES:
-        generation = predict("llama", shape, batch=batch, prompt_len=512, gen_len=256, hardware=attained(hardware),
-                             compiled_decode=True)  # fmt: skip
-        total += PROFILE_ATTENTIONS * (COMPILE_S + 2 * generation.latency_s + PROFILER_S)
-    return total
+def _end_with_parent() -> None:
+    """In a piece's process, before it runs: SIGTERM when the call's process dies, so a call killed outright
+    (SIGKILL) leaves no sweep on the GPU holding its lock for the next call (Linux's PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def campaign_pieces(spec: ExperimentSpec, profiles: Sequence[str], split_profile: str, budget_s: float) -> list[Piece]:
-    """The campaign split as the sweep's `--stop-after budget_s` splits it: in plan order, a run starts while its
-    predicted end on the spec's profile lies within the budget. Each piece pays a command's start and the loads
-    of the models it uses (a fresh process loads them again)."""
-    planned = plan_runs(spec)
-    skipped = predicted_not_to_fit(spec, planned)
-    todo = [run for run in planned if run.run_id not in skipped]
-    estimates = {p: predict_plan(spec, planned, p) for p in (*profiles, split_profile)}
-    split = estimates[split_profile]
-    assert split is not None
-    groups: list[list[str]] = []
-    used = budget_s  # forces a first group
-    for run in todo:
-        seconds = split.seconds[run.run_id]
-        if used + seconds > budget_s and (not groups or groups[-1]):
-            groups.append([])
-            used = 0.0
-        groups[-1].append(run.run_id)
-        used += seconds
-    by_id = {run.run_id: run for run in todo}
-    pieces = []
-    for index, ids in enumerate(groups, start=1):
-        predicted = {}
-        for profile in profiles:
-            estimate = estimates[profile]
-            assert estimate is not None
-            hardware = hardware_profile(profile)
-            models = {by_id[i].config.model.name: by_id[i].config for i in ids}
-            predicted[profile] = (SWEEP_START_S + sum(estimate.seconds[i] for i in ids)
-                                  + sum(load_seconds(c, hardware) for c in models.values()))  # fmt: skip
-        pieces.append(Piece(f"campaign-{index}", "campaign", predicted, tuple(ids)))
-    return pieces
-
-
-def plan_round(spec_path: str | Path = CAMPAIGN_SPEC, profiles: Sequence[str] = PROFILES) -> RoundPlan:
-    """The round's pieces, their predicted seconds on each profile, and the calls they pack into."""
-    spec = load_spec(PACKAGE_ROOT / spec_path if not Path(spec_path).is_absolute() else spec_path)
-    split_profile = spec.controls.hardware.profile or profiles[0]
-    every = tuple(dict.fromkeys((*profiles, split_profile)))
-    pieces = [
-        Piece("device-tests", "tests", dict.fromkeys(every, DEVICE_TESTS_S)),
-        Piece("decode-profile", "profile", {p: profile_seconds(p) for p in every}),
-        *campaign_pieces(spec, every, split_profile, CALL_LIMIT_S - SWEEP_START_S),
-    ]
-    calls: list[list[str]] = []
-    used = CALL_LIMIT_S
-    for piece in pieces:
-        # A campaign piece is a call of its own: the sweep's budget is the whole call's, as the runner gives it.
-        if piece.kind == "campaign" or used + piece.predicted_s[split_profile] > CALL_LIMIT_S:
-            calls.append([])
-            used = 0.0
-        calls[-1].append(piece.name)
-        used += piece.predicted_s[split_profile]
-    return RoundPlan(tuple(pieces), tuple(tuple(c) for c in calls), split_profile, tuple(profiles))
-
-
-def format_plan(plan: RoundPlan) -> str:
-    """The pieces, the calls and the totals, as `just gpu-round --dry-run` prints them."""
-    lines = [f"{'call':>4}  {'piece':<16} {'runs':>4}  " + "  ".join(f"{p:>9}" for p in plan.profiles)]
-    for number, call in enumerate(plan.calls, start=1):
-        for name in call:
-            piece = plan.piece(name)
-            times = "  ".join(f"{piece.predicted_s[p]:>8.0f}s" for p in plan.profiles)
-            lines.append(f"{number:>4}  {name:<16} {len(piece.runs) or '':>4}  {times}")
-    totals = "  ".join(f"{plan.total_s(p) / 60:>6.1f}min" for p in plan.profiles)
-    lines.append(f"{'':>4}  {'round':<16} {'':>4}  {totals}")
-    verdict = "fits" if plan.fits() else "does NOT fit"
-    lines.append(
-        f"{len(plan.calls)} calls of at most {CALL_LIMIT_S / 60:g} min (split on {plan.split_profile}); the round "
-        f"{verdict} in {plan.limit_s / 60:g} min of device time on {', '.join(plan.profiles)}"
-    )
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- running a call
-
-
-class PieceState(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    status: Literal["done", "started"] = "started"
-    exit: int | None = None
-    wall_s: float = 0.0
-    calls: int = 0
-
-
-class RoundState(BaseModel):
-    """state.json: what each piece has done, carried with the round folder from call to call."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    spec: str = CAMPAIGN_SPEC
-    pieces: dict[str, PieceState] = Field(default_factory=dict)
-    calls: int = 0
-
-    def done(self, kind: str) -> bool:
-        return kind in self.pieces and self.pieces[kind].status == "done"
-
-
-STATE_MAX_BYTES = MIB  # a few pieces' status and timings
-
-
-@dataclass(frozen=True)
-class RoundLayout:
-    root: Path
-
-    @property
-    def state(self) -> Path:
-        return self.root / "state.json"
-
-    @property
-    def findings(self) -> Path:
-        return self.root / "gpu-findings.jsonl"
-
-    @property
-    def sweep(self) -> Path:
-        return self.root / "campaign-graphs"
-
-    @property
-    def goals(self) -> Path:
-        return self.root / "gpu-round.json"
-
-    def load(self) -> RoundState:
-        """The round so far (a fresh one before its first call); a special file or link here is refused."""
-        if lstat_or_none(self.state) is None:
-            return RoundState()
-        return RoundState.model_validate_json(read_text(self.state, STATE_MAX_BYTES))
-
-    def save(self, state: RoundState) -> None:
-        atomic_write(self.state, state.model_dump_json(indent=1).encode("utf-8"))
-
-
-def write_goals(layout: RoundLayout, state: RoundState) -> list[Goal]:
-    """gpu-round.json from the artifacts the round holds now."""
-    goals = evaluate_goals(read_results(layout.sweep), read_findings(layout.findings))
-    document = {
-        "goals": [g.model_dump() for g in goals],
-        "pieces": {k: v.model_dump() for k, v in state.pieces.items()},
-        "calls": state.calls,
-        "complete": all(state.done(k) for k in ("tests", "profile", "campaign")),
-    }
-    atomic_write(layout.goals, (json.dumps(document, indent=1) + "\n").encode("utf-8"))
-    return goals
-
-
-def _command(kind: PieceKind, layout: RoundLayout, python: str, bundle: str | None, budget_s: float) -> list[str]:
-    with_bundle = ["--bundle", bundle] if bundle else []
-    if kind == "tests":
-        return ["container/gpu-tests.sh", *with_bundle, "-q", "-rA"]
-    if kind == "profile":
-        return [python, "-m", "tests.gpu.profile_decode", *PROFILE_ARGS]
-    return ["container/gpu-campaign.sh", CAMPAIGN_SPEC, *with_bundle, "--out", str(layout.sweep),
-            "--tarball", str(layout.sweep) + ".tar.gz", "--budget", f"{max(budget_s, 1.0):.0f}"]  # fmt: skip
-
-
-def run_call(layout: RoundLayout, *, bundle: str | None, budget_s: float = CALL_LIMIT_S, python: str = sys.executable,
-             plan: RoundPlan | None = None) -> int:  # fmt: skip
-    """Run the next pieces of the round while they fit in `budget_s`; 0 when the round is complete, 3 when a
-    further call must continue it, 1 when a piece could not run."""
-    layout.root.mkdir(parents=True, exist_ok=True)
-    state = layout.load()
-    state.calls += 1
-    plan = plan or plan_round()
-    predicted = {"tests": DEVICE_TESTS_S, "profile": plan.piece("decode-profile").predicted_s[plan.split_profile]}
-    started = time.monotonic()
-    env = {**os.environ, "LLADA_GPU_FINDINGS": str(layout.findings.resolve()), "PYTHON": python}
-    status, ran = EXIT_OK, False
-    for kind in ("tests", "profile", "campaign"):
-        if state.done(kind):
+def _stop(process: subprocess.Popen) -> None:
+    """SIGTERM to a process group still running, SIGKILL after TERM_GRACE_S."""
+    for sig, grace in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, None)):
+        if process.poll() is not None:
+            return
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=grace)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
             continue
-        left = budget_s - (time.monotonic() - started)
-        # The campaign opens a call (the plan packs it so: its sweep's budget is the call's); the others start
-        # while their prediction fits in what is left.
-        if (kind == "campaign" and ran) or (kind in predicted and predicted[kind] > left):
-            status = EXIT_AGAIN
-            break
-        piece = state.pieces.setdefault(kind, PieceState())
-        piece.calls += 1
-        layout.save(state)
-        began = time.monotonic()
-        with open(layout.root / f"{kind}.log", "a", encoding="utf-8") as log:
-            log.write(f"--- call {state.calls}\n")
-            log.flush()
-            # The sweep's budget starts after its imports: what is left less a command's start.
-            code = subprocess.call(_command(kind, layout, python, bundle, left - SWEEP_START_S),
-                                   cwd=PACKAGE_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-        piece.wall_s += time.monotonic() - began
-        piece.exit, ran = code, True
-        if kind == "campaign" and code == EXIT_AGAIN:
-            status = EXIT_AGAIN  # stopped at its budget: the next call resumes the sweep
-            break
-        if kind == "campaign" and code not in (EXIT_OK, EXIT_FAILED):
-            status = EXIT_FAILED  # the sweep could not run at all (usage, lock, unwritable): say so, stop
-            break
-        piece.status = "done"  # tests that fail, a profile that crashed: recorded, and the round goes on
+
+
+def read_junit(path: Path) -> dict[str, TestTime]:
+    """Each test's own time and outcome from pytest's junit.xml (none when pytest wrote none)."""
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (OSError, ElementTree.ParseError):
+        return {}
+    times = {}
+    for case in root.iter("testcase"):
+        tags = {child.tag for child in case}
+        outcome = next((o for tag, o in (("error", "error"), ("failure", "failed"), ("skipped", "skipped")) if tag in tags),
+                       "passed")  # fmt: skip
+        times[f"{case.get('classname', '')}::{case.get('name', '')}"] = TestTime(
+            seconds=float(case.get("time", 0.0)), outcome=outcome)  # fmt: skip
+    return times
+
+
+@dataclass
+class Call:
+    """One call of the round: its pieces in order while the deadline allows, each exported as it ends."""
+
+    layout: RoundLayout
+    plan: RoundPlan
+    machine: Machine
+    state: RoundState
+    deadline: float
+    python: str = sys.executable
+    export: Path | None = None
+    failed: list[str] = field(default_factory=list)
+
+    def run(self) -> int:
+        self.publish()  # what earlier calls finished comes back even if this one is killed at once
+        for planned in self.plan.pieces:
+            if self.state.done(planned.name):
+                continue
+            need = planned.need_s(self.done_runs(planned))
+            if not fits(self.machine.clock(), need, self.deadline):
+                left = max(self.deadline - self.machine.clock(), 0.0)
+                print(f"{planned.name}: not started: it needs {need:.0f} s, {left:.0f} s are left")
+                continue
+            self.run_piece(planned, need)
+        self.publish(goals=True)
+        if self.failed:
+            return EXIT_FAILED
+        return EXIT_OK if all(self.state.done(p.name) for p in self.plan.pieces) else EXIT_AGAIN
+
+    def done_runs(self, planned: PlannedPiece) -> set[str]:
+        """The runs of a campaign piece its sweep folders already hold (a stopped sweep resumes from them)."""
+        folder = self.layout.piece(planned.name)
+        return {run for sweep in planned.sweeps for run in already_done(folder / sweep.name, list(sweep.runs))}
+
+    def run_piece(self, planned: PlannedPiece, need: float) -> None:
+        name = planned.name
+        before = self.state.pieces.get(name)
+        record = PieceRecord(status="running", attempts=before.attempts + 1 if before else 1,
+                             wall_s=before.wall_s if before else 0.0)  # fmt: skip
+        self.state.pieces[name] = record
+        self.layout.save(self.state)
+        folder = self.layout.piece(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        started = self.machine.clock()
+        # Its timeout: twice its need, at least one device test's timeout more (a test piece's seconds are partly
+        # unmeasured), never past the deadline.
+        until = min(self.deadline - PACK_S, started + max(2 * need, need + TEST_TIMEOUT_S))
+        outcome = self.tests(planned, until) if planned.piece.kind == "tests" else self.campaign(planned, until)
+        wall = record.wall_s + self.machine.clock() - started
+        record = record.model_copy(update={**outcome, "wall_s": wall})
+        self.state.pieces[name] = record
+        self.layout.save(self.state)
+        if record.status == "failed":
+            self.failed.append(name)
+        print(f"{name}: {record.status} after {self.machine.clock() - started:.0f} s (planned "
+              f"{planned.need_s() / START_MARGIN:.0f} s){'; ' + record.detail if record.detail else ''}")  # fmt: skip
+        self.publish(name)
+
+    def tests(self, planned: PlannedPiece, until: float) -> dict[str, Any]:
+        folder = self.layout.piece(planned.name)
+        junit = folder / "junit.xml"
+        junit.unlink(missing_ok=True)
+        per_test = ["--timeout", str(TEST_TIMEOUT_S)] if importlib.util.find_spec("pytest_timeout") else []
+        command = [self.python, "-m", "pytest", *planned.piece.sources, "-m", "gpu", "-p", "no:cacheprovider", "-q",
+                   "-rA", f"--junitxml={junit}", *per_test]  # fmt: skip
+        env = {**os.environ, FINDINGS_ENV: str(folder / "findings.jsonl")}
+        code = self.machine.execute(command, label=planned.name, env=env, log=folder / "piece.log",
+                                    timeout_s=until - self.machine.clock())  # fmt: skip
+        tests = read_junit(junit)
+        if code is None:
+            return {"status": "timed-out", "exit": None, "tests": tests, "detail": "stopped at its timeout"}
+        if code not in (0, 1):
+            return {"status": "failed", "exit": code, "tests": tests, "detail": f"pytest exit {code}: see piece.log"}
+        if tests and all(t.outcome == "skipped" for t in tests.values()):
+            return {"status": "failed", "exit": code, "tests": tests, "detail": "every test skipped (no CUDA?)"}
+        return {"status": "done", "exit": code, "tests": tests, "detail": ""}
+
+    def campaign(self, planned: PlannedPiece, until: float) -> dict[str, Any]:
+        folder = self.layout.piece(planned.name)
+        codes = []
+        for sweep in planned.sweeps:
+            left = until - self.machine.clock()
+            # The sweep starts no run predicted to end after this (its own seconds, from after its imports).
+            stop_after = max(1.0, (left - SWEEP_START_S - TERM_GRACE_S) / START_MARGIN)
+            command = [self.python, "-m", "orchestrator.cli", "sweep", sweep.spec, "--executor", "inline", "--out",
+                       str(folder / sweep.name), "--no-report", "--stop-after", f"{stop_after:.0f}"]  # fmt: skip
+            code = self.machine.execute(command, label=f"{planned.name}:{sweep.name}", env=dict(os.environ),
+                                        log=folder / "piece.log", timeout_s=left)  # fmt: skip
+            if code is None:
+                return {"status": "timed-out", "exit": None, "detail": f"{sweep.name} stopped at its timeout"}
+            if code == EXIT_AGAIN:
+                return {"status": "stopped", "exit": code, "detail": f"{sweep.name} stopped before its deadline"}
+            if code not in (EXIT_OK, EXIT_FAILED):
+                return {"status": "failed", "exit": code, "detail": f"{sweep.name} could not run: see piece.log"}
+            codes.append(code)
+        sweeps = [folder / sweep.name for sweep in planned.sweeps]
+        if all({r.status for r in read_results(sweep)} == {RunStatus.REFUSED} for sweep in sweeps):
+            # Nothing measured, and a resumed sweep would keep its refused runs as done: set aside, run afresh.
+            for sweep in sweeps:
+                shutil.rmtree(sweep.with_name(f"{sweep.name}.refused"), ignore_errors=True)
+                sweep.rename(sweep.with_name(f"{sweep.name}.refused"))
+            return {"status": "failed", "exit": max(codes), "detail": "every run refused its device (no CUDA?); "
+                    "set aside as <sweep>.refused"}  # fmt: skip
+        detail = "some runs failed: see their artifacts" if any(codes) else ""
+        return {"status": "done", "exit": max(codes), "detail": detail}
+
+    def publish(self, piece: str | None = None, *, goals: bool = False) -> None:
+        """Export the piece that just ended (None: every piece that ended before) and gpu-round.json."""
+        if self.export is not None:
+            names = [piece] if piece else [n for n, r in self.state.pieces.items() if r.status != "running"]
+            for name in names:
+                reason = pack(self.layout, name, self.state.pieces[name], self.export)
+                if reason:
+                    print(f"{name}: not exported: {reason}", file=sys.stderr)
+        write_goals(self.layout, self.plan, self.state, scored=goals or piece is not None)
+        if self.export is not None:
+            atomic_write(self.export / self.layout.goals.name, self.layout.goals.read_bytes())
+
+
+def start_call(layout: RoundLayout, plan: RoundPlan, machine: Machine, *, python: str, deadline: float,
+               export: Path | None = None, resume: Path | None = None) -> int:  # fmt: skip
+    """A call: the state read (a bad file refused), CUDA required, an earlier export taken in where newer, the
+    pieces run. Nothing is written before the device is found."""
+    state = layout.load()
+    device = machine.device(python)
+    if device is None:
+        raise RoundError(f"no CUDA device: torch.cuda.is_available() is false for {python}; a round measures on a "
+                         "GPU (nothing was run or marked done)")  # fmt: skip
+    if resume is not None:
+        taken = take_in(layout, state, resume, [p.name for p in PIECES])
+        if taken:
+            print(f"taken in from {resume}: {', '.join(taken)}")
+    state.calls += 1
+    state.device = device
+    layout.root.mkdir(parents=True, exist_ok=True)
     layout.save(state)
-    goals = write_goals(layout, state)
-    for goal in goals:
-        mark = {True: "met", False: "MISSED", None: "not measured"}[goal.met]
-        figure = "-" if goal.figure is None else f"{goal.figure:.3g} {goal.unit}"
-        print(f"{goal.name}: {mark} ({figure}; {goal.target})")
-    print(f"round state in {layout.state}; goals in {layout.goals}")
-    if status == EXIT_AGAIN:
-        print("the round goes on: run the same command again (with this folder carried)", file=sys.stderr)
-    return status
+    call = Call(layout, plan, machine, state, deadline, python=python, export=export)
+    code = call.run()
+    print_goals(layout, json.loads(layout.goals.read_text(encoding="utf-8")))
+    if code == EXIT_AGAIN:
+        print("the round goes on: call again with --resume and this call's export (docs/gpu-leases.md)",
+              file=sys.stderr)  # fmt: skip
+    return code
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="gpu-round", description=__doc__.splitlines()[0])
-    parser.add_argument("--dry-run", action="store_true", help="print the pieces and their predicted times; run nothing")
-    parser.add_argument("--round", default="artifacts/gpu-round", help="the round folder (state, findings, logs, sweep)")
-    parser.add_argument("--bundle", help="the offline bundle (container/gpu-bundle.sh)")
-    parser.add_argument("--budget", type=positive_number, default=CALL_LIMIT_S, help="seconds this call may take (default 540)")
-    parser.add_argument("--goals", action="store_true", help="only rewrite gpu-round.json from the round folder")
-    args = parser.parse_args(argv)
+def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
+    args = parse(argv)
+    plan = plan_round(args.budget)
     if args.dry_run:
-        plan = plan_round()
         print(format_plan(plan))
-        return EXIT_OK if plan.fits() else EXIT_FAILED
-    layout = RoundLayout(Path(args.round).resolve())
+        return EXIT_OK if plan.first else EXIT_FAILED
+    machine = machine or Machine()
+    started = args.since if args.since is not None else machine.clock()
+    layout = RoundLayout(args.round)
     try:
         if args.goals:
-            write_goals(layout, layout.load())
-            print(layout.goals.read_text(encoding="utf-8"))
+            state = layout.load()
+            if args.resume is not None:
+                take_in(layout, state, args.resume, [p.name for p in PIECES])
+                layout.save(state)
+            print_goals(layout, write_goals(layout, plan, state))
             return EXIT_OK
-        return run_call(layout, bundle=args.bundle, budget_s=args.budget)
-    except UnsafeFileError as error:
+        return start_call(layout, plan, machine, python=sys.executable, deadline=started + args.budget,
+                          export=args.export, resume=args.resume)  # fmt: skip
+    except (RoundError, UnsafeFileError) as error:
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"interrupted: every piece that ended is packed in {args.export or args.round}", file=sys.stderr)
+        return 130
+    except OSError as error:
+        where = error.filename or args.round
+        print(f"error: {where}: cannot write ({error.strerror or error}); give --round (or --export) a folder you "
+              "can write", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
 
 
 if __name__ == "__main__":
+    # A SIGTERM (the device tool's limit) ends the call as an interrupt: the piece running is stopped.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

@@ -196,10 +196,22 @@ def _verified_runs(layout: SweepLayout, manifest: Manifest, recorded: dict[str, 
                     f"({CHECKSUMS_FILE}); not trusted, it will be recomputed"
                 )
             continue
-        if retry_failed and _status_of(path) in FAILED_STATUSES:
+        if _to_rerun(path, retry_failed):
             continue
         done.add(run_id)
     return done
+
+
+def _to_rerun(path: Path, retry_failed: bool) -> bool:
+    """A failed run that a resume computes again: one that failed on its model's files (`input_error`: nothing was
+    measured, and a fixed file must be picked up) always; any error or crash with --retry-failed."""
+    try:
+        result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
+    except (ValidationError, ValueError, OSError):
+        return False
+    if result.status is RunStatus.ERROR and result.input_error:
+        return True
+    return retry_failed and result.status in FAILED_STATUSES
 
 
 def rescue_result(result: RunResult, sweep: str) -> Path | None:
@@ -232,9 +244,3 @@ def _is_whole_result(path: Path, run_id: str) -> bool:
     except (ValidationError, ValueError, OSError):
         return False
 
-
-def _status_of(path: Path) -> RunStatus | None:
-    try:
-        return RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES)).status
-    except (ValidationError, ValueError, OSError):
-        return None

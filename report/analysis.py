@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from report import stats
 from report.pairs import is_ar, is_dllm
 from report.table import vanilla_runs
 
@@ -60,20 +61,21 @@ def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_time_by_length(df: pl.DataFrame) -> pl.DataFrame:
-    """Diffusion time per step by (model, batch size, sequence length): the median over the runs that share them
-    (different step counts, block lengths and algs run the same full-sequence forward each step)."""
+    """Diffusion time per step by (model, batch size, sequence length), over the repetitions of every run that
+    shares them (different step counts, block lengths and algs run the same full-sequence forward each step): the
+    median of the repetitions' mean step times and its interval (report.stats.summarize, as every table gives one)."""
     llada = vanilla_runs(df).filter(
         is_dllm() & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
-    return (
-        llada.group_by(["model", "batch_size", "sequence_length"])
-        .agg(
-            pl.col("step_s_median").median().alias("step_s_median"),
-            pl.col("step_s_p25").median().alias("step_s_p25"),
-            pl.col("step_s_p75").median().alias("step_s_p75"),
-            pl.len().alias("runs"),
-        )
-        .sort(["model", "batch_size", "sequence_length"])
-    )
+    rows = []
+    for (model, batch, length), runs in llada.group_by(["model", "batch_size", "sequence_length"]):
+        means = [float(np.mean(rep)) for reps in runs["step_s_samples"].to_list() for rep in reps if rep]
+        summary = stats.summarize(means)
+        rows.append((model, batch, length, summary.median, summary.low, summary.high, summary.interval, summary.n,
+                     runs.height))
+    schema = {"model": pl.String, "batch_size": pl.Int64, "sequence_length": pl.Int64, "step_s_median": pl.Float64,
+              "step_s_interval_low": pl.Float64, "step_s_interval_high": pl.Float64, "step_s_interval": pl.String,
+              "step_s_n": pl.Int64, "runs": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row").sort(["model", "batch_size", "sequence_length"])
 
 
 def memory_grid(df: pl.DataFrame) -> pl.DataFrame:

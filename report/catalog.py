@@ -1,5 +1,6 @@
-"""The report's figures in the study's order: number, file name, section, what each shows, and how each is made
-from one hardware kind's runs."""
+"""The report's figures in the order the report shows them (report/sections/order.py): an id, file name, section,
+what each shows, and how each is made from one hardware kind's runs. The report numbers what it draws in reading
+order; the id only keys an entry."""
 
 from __future__ import annotations
 
@@ -197,8 +198,10 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 FIGURES: tuple[FigureEntry, ...] = (
     _single(10, "findings_throughput", "Throughput vs batch size, and where {ar} overtakes {dllm}", "findings",
-            "Measured tokens/s against batch size for {ar} and {dllm} at each step count, the faithful "
-            "roofline's prediction for the same device dashed, and B* (where {ar} overtakes) marked.",
+            "Measured median tokens/s against batch size for {ar} and {dllm} at each step count, as points with "
+            "their intervals; dotted between measured batches, the log-B interpolation B* is read from (not "
+            "measured); the faithful roofline's prediction for the same device dash-dotted; and B* (where {ar} "
+            "overtakes) marked.",
             lambda c: findings_throughput(c.table, c.predicted_throughput, c.crossovers)),
     _single(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
             "Median end-to-end latency against N_out for both models, one panel per batch size; {ar}'s "
@@ -209,13 +212,14 @@ FIGURES: tuple[FigureEntry, ...] = (
             "against the context each decode pass attends, one line per batch size.",
             lambda c: step_time_vs_length(c.table)),
     _single(3, "throughput_by_batch", "Throughput by batch size", "throughput",
-            "Generation throughput (B x N_out / latency) per batch size, both models side by side, IQR error "
-            "bars over repetitions, goodput (useful tokens only) as black ticks; batches that ran out of memory "
-            "are marked OOM.",
+            "Generation throughput (B x N_out / latency) per batch size, both models side by side, each bar with "
+            "the interval of its median, goodput (useful tokens only) as black ticks; batches that ran out of "
+            "memory are marked OOM.",
             lambda c: throughput_by_batch(c.table)),
     _single(4, "memory_heatmap", "Memory heatmap", "memory",
-            "Peak reserved memory (RSS growth on CPU) over sequence length x batch size, one heatmap per model "
-            "on a shared colour scale, out-of-memory cells hatched.",
+            "Peak reserved memory (on CPU: the peak bytes of live tensors above the weights, from an untimed "
+            "profiled generation) over sequence length x batch size, one heatmap per model on a shared colour "
+            "scale, out-of-memory cells hatched.",
             lambda c: memory_heatmap(c.table)),
     FigureEntry(1, "pareto_frontier", "Latency-quality Pareto frontier", "quality",
                 "End-to-end latency (log) against quality: {ar} a point per batch size, {dllm} a curve over "
@@ -233,6 +237,19 @@ FIGURES: tuple[FigureEntry, ...] = (
     _single(6, "block_length_ablation", "Block-length ablation", "quality",
             "{dllm} latency and quality against block length at fixed step counts.",
             lambda c: block_length_ablation(c.table, c.quality.by_setting, _metric_for_ablation(c))),
+    FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
+                "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
+                "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",
+                _variant_speedup),
+    FigureEntry(13, "variant_pareto", "Latency-quality Pareto frontier with every variant", "variants",
+                "Median latency against quality for vanilla and every variant, one panel per generation length and "
+                "batch size, the Pareto frontier dashed; one figure per metric.",
+                _variant_pareto),
+    FigureEntry(14, "variant_quality_vs_tokens_per_forward", "Quality vs tokens per forward with every variant",
+                "variants",
+                "Quality against tokens per forward pass (N_out over the forwards that ran) for vanilla and every "
+                "variant at its smallest batch size, one panel per metric.",
+                _variant_tokens_per_forward),
     _single(8, "roofline", "Roofline with measured operating points", "roofline",
             "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
             "a {ar} prefill, a decode pass and a {dllm} step, and each run's measured operating point.",
@@ -247,19 +264,6 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "count, from the counter read around the measured repetitions (NVML's board, RAPL's packages); "
                 "points scaled from extrapolated steps hollow.",
                 _energy),
-    FigureEntry(12, "variant_speedup", "Speedup of each variant over vanilla", "variants",
-                "Each accelerated variant's speedup over vanilla (ratio of median latencies at the same point) "
-                "against batch size, with its interval, the faithful roofline's predicted speedup dashed.",
-                _variant_speedup),
-    FigureEntry(13, "variant_pareto", "Latency-quality Pareto frontier with every variant", "variants",
-                "Median latency against quality for vanilla and every variant, one panel per generation length and "
-                "batch size, the Pareto frontier dashed; one figure per metric.",
-                _variant_pareto),
-    FigureEntry(14, "variant_quality_vs_tokens_per_forward", "Quality vs tokens per forward with every variant",
-                "variants",
-                "Quality against tokens per forward pass (N_out over the forwards that ran) for vanilla and every "
-                "variant at its smallest batch size, one panel per metric.",
-                _variant_tokens_per_forward),
 )
 
 # A figure's file: its stem (a slug, or slug_metric), then `--<hardware>` when a sweep ran on several kinds.

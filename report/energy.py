@@ -16,7 +16,8 @@ import polars as pl
 from report.document import Paragraph, Table, fmt_float, fmt_seconds
 from report.extrapolation import checked_pairs
 from report.findings import FINDINGS_SCHEMA
-from report.pairings import BEST_PAIRING, Pairing, setting_text
+from report.pairing_text import setting_text
+from report.pairings import BEST_PAIRING, Pairing
 from report.table import full_where_measured
 
 ENERGY_ANCHOR = "energy-table"

@@ -12,8 +12,13 @@ import numpy as np
 import polars as pl
 
 from report.document import fmt_float
+from report.extrapolation import trusted
+from report.intervals import Crossover, crossover, crossover_text
+from report.pairing_text import roofline_value
 from report.pairs import is_ar, is_dllm, pair_of, peers_of, sweep_pairs
+from report.parity import bracket, replicate_span
 from report.quality import FIGURE_METRICS
+from report.sessions import row_speedup
 from report.table import vanilla_runs, with_dream_alg
 from roofline.crossover import diffusion_keywords, predicted_crossover
 from roofline.hardware import HardwareProfile
@@ -33,8 +38,10 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "llama_model": _STR, "llada_model": _STR,
     "steps": _I64, "block_length": _I64, "batch_sizes": _STR, "throughput_ratios": _STR, "b_star": _F64,
-    "b_star_bound": _STR, "b_star_tokens_per_s": _F64, "predicted_b_star": _F64, "predicted_b_star_roofs": _F64,
-    "profile": _STR, "dream_alg": _STR, "ar_title": _STR, "dllm_title": _STR,
+    "b_star_bound": _STR, "b_star_low": _F64, "b_star_low_bound": _STR, "b_star_high": _F64,
+    "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_tokens_per_s": _F64, "predicted_b_star": _F64,
+    "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "dream_alg": _STR, "ar_title": _STR,
+    "dllm_title": _STR,
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
@@ -47,35 +54,17 @@ FINDINGS_SCHEMA: dict[str, pl.DataType] = {
 }
 
 
-def measured_crossover(batches: Sequence[int], ratios: Sequence[float]) -> tuple[float, str]:
-    """B* from throughput ratios T(AR) / T(dLLM) at increasing batch sizes: the batch from which the autoregressive
-    model stays ahead at every larger measured batch, interpolated linearly in log B and log ratio from the batch
-    before it. Returns (B*, "=") for a crossing, (B_min, "<=") when the AR model is ahead already at the smallest
-    batch, and (B_max, ">") when the diffusion model is still ahead at the largest."""
-    logs = np.log(np.asarray(ratios, dtype=np.float64))
-    ahead = logs >= 0
-    holds = np.flip(np.logical_and.accumulate(np.flip(ahead)))  # LLaMA ahead from here on
-    if not holds[-1]:
-        return float(batches[-1]), ">"
-    first = int(holds.argmax())
-    if first == 0:
-        return float(batches[0]), "<="
-    b0, b1 = math.log(batches[first - 1]), math.log(batches[first])
-    r0, r1 = logs[first - 1], logs[first]
-    fraction = -r0 / (r1 - r0) if r1 != r0 else 1.0
-    return math.exp(b0 + fraction * (b1 - b0)), "="
-
-
 def crossover_table(
     table: pl.DataFrame, profiles: dict[str, HardwareProfile], shapes: dict[str, ModelShape]
 ) -> pl.DataFrame:
     """One row per pair, hardware, lengths and diffusion setting (step count, block, Dream's alg): the measured B*
-    and the faithful roofline's B* on that hardware's profile (with and without its floor: host or dispatch),
-    schema CROSSOVER_SCHEMA. Vanilla runs only: B* compares the two paradigms, not their variants. `shapes`: each
-    arch's shape (report.predictions.model_shapes)."""
+    with its interval (report/intervals.py, from the speedup at each batch) and the faithful roofline's B* on that
+    hardware's profile, on the roofs alone and with its calibrated floor (host or dispatch), schema
+    CROSSOVER_SCHEMA. Vanilla runs only: B* compares the two paradigms, not their variants. `table`: sessions
+    pooled (report.sessions.pool_sessions); `shapes`: each arch's shape (report.predictions.model_shapes)."""
     table = with_dream_alg(vanilla_runs(table))
     pairs = sweep_pairs(table)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
+    ok = trusted(table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     autoregressive = ok.filter(is_ar())
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
@@ -87,15 +76,16 @@ def crossover_table(
         for ar_model in peers_of(pairs, model):
             pair = pair_of(pairs, ar_model, model)
             assert pair is not None, "peers_of names the pairs' models"
-            joined = runs.select("batch_size", pl.col("tokens_per_s_median").alias("dllm")).join(
-                ar.filter(pl.col("model") == ar_model).select("batch_size", pl.col("tokens_per_s_median").alias("ar")),
-                on="batch_size",
-            ).sort("batch_size")
-            if not joined.height:
+            theirs = ar.filter(pl.col("model") == ar_model)
+            batches = sorted(set(runs["batch_size"].to_list()) & set(theirs["batch_size"].to_list()))
+            if not batches:
                 continue
-            batches, ratios = joined["batch_size"].to_list(), (joined["ar"] / joined["dllm"]).to_list()
-            b_star, bound = measured_crossover(batches, ratios)
-            at_b_star = _log_interpolate(batches, joined["ar"].to_list(), b_star)
+            rows_at = [(theirs.filter(pl.col("batch_size") == b).row(0, named=True),
+                        runs.filter(pl.col("batch_size") == b).row(0, named=True)) for b in batches]
+            speedups = [row_speedup(a, d) for a, d in rows_at]
+            b_star = crossover(batches, speedups)
+            ratios = [1 / s.estimate for s in speedups]  # T(AR) / T(dLLM): both generate B x N_out tokens
+            at_b_star = _log_interpolate(batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
             profile = profiles.get(hardware)
             predicted = predicted_roofs = None
             if profile is not None and not cfg:
@@ -104,12 +94,13 @@ def crossover_table(
                           "steps": steps, "block_length": block, "element_bytes": element_bytes_of(dtype),
                           "diffusion_sampling": {"alg": alg} if alg else None}
                 predicted = predicted_crossover(profile, **common)
-                floored = profile.dispatch_s or profile.host_floor_s
-                predicted_roofs = (predicted_crossover(profile.model_copy(update={"dispatch_s": 0.0, "host_floor_s": 0.0}),
-                                                       **common) if floored else predicted)
+                predicted_roofs = (predicted_crossover(profile.roofs_only(), **common) if profile.has_floor
+                                   else predicted)
             rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
-                         ", ".join(f"{r:.3g}" for r in ratios), b_star, bound, at_b_star, predicted, predicted_roofs,
-                         profile.name if profile else None, alg, pair.ar_title, pair.dllm_title))
+                         ", ".join(f"{r:.3g}" for r in ratios), b_star.estimate, b_star.bound, b_star.low,
+                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, at_b_star, predicted,
+                         predicted_roofs, profile.name if profile else None,
+                         profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
                        "dream_alg", "llama_model"])
@@ -150,11 +141,13 @@ def predicted_throughput(
 # ---------------------------------------------------------------- the Findings table
 
 
-def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Iterable[str] = ()) -> pl.DataFrame:
+def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Iterable[str] = (),
+                   unanswered: Iterable[str] = ()) -> pl.DataFrame:
     """The Findings as rows (schema FINDINGS_SCHEMA), per hardware and generation length: S_parity on each
     headline metric against its headline reference, the speedup there at every batch size (with goodput), and
     B* at every step count with the roofline's B* beside it. `warnings` (models that learned nothing beyond
-    unigram statistics) come first, on every hardware."""
+    unigram statistics) come first, on every hardware; each pair without an answer (`unanswered`, with why) last,
+    on no particular hardware."""
     rows = []
     grid = sorted(
         set(parity.select("hardware", "prompt_length", "generation_length").iter_rows())
@@ -186,6 +179,7 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
                          f"B*: {row['llama_model']} overtakes {row['llada_model']} at {row['steps']} "
                          + ("step" if row["steps"] == 1 else "steps") + alg,
                          _crossover_value(row), CROSSOVER_ANCHOR, False))
+    rows += [(None, None, None, "NO ANSWER", text, None, True) for text in unanswered]
     return pl.DataFrame(rows, schema=FINDINGS_SCHEMA, orient="row")
 
 
@@ -193,15 +187,16 @@ def _parity_value(row: dict) -> str:
     s = row["s_parity_steps"]
     fraction = row["parity_fraction"]
     reach = (f"{fraction:.0%} of {row['replicates']} bootstrap replicates reach parity" if fraction is not None
-             else f"{row['n_prompts']} prompts: no interval")
+             else f"{row['n_prompts']} prompts: no bootstrap")
     largest = row["steps_swept"].split(", ")[-1]
     if s is None:
         text = f"none within {row['steps_swept']} steps ({reach})"
     else:
-        low, high = row["s_parity_low_steps"], row["s_parity_high_steps"]
-        interval = (f"95% CI {low if low is not None else '>' + largest}–{high if high is not None else '>' + largest}; "
-                    if fraction is not None else "")
-        text = f"{'<= ' if row['s_parity_bound'] == '<=' else ''}{s} steps ({interval}{reach})"
+        span = (replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) + "; "
+                if fraction is not None else "")
+        text = f"{'<= ' if row['s_parity_bound'] == '<=' else ''}{s} steps ({span}{reach})"
+    if row.get("judge"):
+        text += f"; judged by {row['judge']}"
     if row["reference_repetition"] is not None:
         text += (f"; repeated-bigram rate {fmt_float(row['llada_repetition_at_parity'])} at S_parity vs "
                  f"{fmt_float(row['reference_repetition'])} for the reference")
@@ -214,8 +209,7 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
     if row["speedup"] is None:
         return f"{row['llada_model']} at {row['s_parity_steps']} steps did not run at this batch", False
     bound = ">= " if row["s_parity_bound"] == "<=" else ""
-    text = (f"{bound}{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] "
-            f"({row['speedup_interval']})")
+    text = f"{bound}{row['speedup']:.3g}x {bracket(row['speedup_low'], row['speedup_high'])} ({row['speedup_interval']})"
     if row["goodput_speedup"] is not None:
         text += f"; goodput {bound}{row['goodput_speedup']:.3g}x"
     if row["low_useful"]:
@@ -224,36 +218,29 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
 
 
 def _crossover_value(row: dict) -> str:
-    b, bound, batches = row["b_star"], row["b_star_bound"], row["batch_sizes"]
-    text = b_star_measured_text(b, bound, batches, row["ar_title"], row["dllm_title"])
-    predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]
+    batches = row["batch_sizes"]
+    measured = Crossover(row["b_star"], row["b_star_bound"], row["b_star_low"], row["b_star_low_bound"],
+                         row["b_star_high"], row["b_star_high_bound"], row["b_star_level"])
+    text = f"{crossover_text(measured, row['ar_title'], row['dllm_title'])}, batches {batches}"
     if row["profile"] is None:
         return text + "; no roofline profile for this device"
-    prediction = "beyond 4096" if predicted is None else f"{predicted:.3g}"
-    text += f"; roofline ({row['profile']}): {prediction}"
-    if roofs != predicted:
-        text += f" ({'beyond 4096' if roofs is None else f'{roofs:.3g}'} on the roofs alone, without the floor)"
+    predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]
+    text += f"; roofline ({row['profile']}): {roofline_value(roofs)} on the roofs alone"
+    if row["calibration"] is not None:
+        text += f", {roofline_value(predicted)} with {row['calibration']} (a calibrated model, not a bound)"
     return text
-
-
-def b_star_measured_text(b: float, bound: str, batches: str, ar: str, dllm: str) -> str:
-    """The measured B* in words: '<= 1: LLaMA ahead at every batch measured (1, 8)', or a crossing."""
-    if bound == "<=":
-        return f"<= {b:g}: {ar} ahead at every batch measured ({batches})"
-    if bound == ">":
-        return f"> {b:g}: {dllm} ahead at every batch measured ({batches})"
-    return f"{b:.3g} (between measured batches {batches})"
 
 
 def findings_text(findings: pl.DataFrame) -> str:
     """The Findings table as plain text for the terminal: the last thing a sweep prints."""
     if not findings.height:
-        return "Findings: none (no successful runs of both models at the same lengths)"
-    multi = findings["hardware"].n_unique() > 1
+        return "Findings: none (no autoregressive and diffusion model both ran successfully at the same lengths)"
+    multi = findings["hardware"].drop_nulls().n_unique() > 1
     lines = ["Findings"]
     for (hardware, prompt, gen), group in findings.group_by(["hardware", "prompt_length", "generation_length"],
                                                             maintain_order=True):
-        lines.append(f"  N_out = {gen} (prompt {prompt})" + (f" on {hardware}" if multi else ""))
+        lines.append("  the sweep" if gen is None else
+                     f"  N_out = {gen} (prompt {prompt})" + (f" on {hardware}" if multi else ""))
         width = max(len(f) for f in group["finding"].to_list())
         for finding, value in group.select("finding", "value").iter_rows():
             lines.append(f"    {finding.ljust(width)}  {value}")

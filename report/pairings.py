@@ -3,16 +3,17 @@ LLaMA against LLaDA, Qwen2.5 against Dream), as the protocol pairs them (vanilla
 would be deployed (at each point, each model's fastest measured implementation).
 
 Per pairing, pair, hardware, lengths and diffusion setting (step count, block, Dream's alg): the speedup
-L_e2e(AR) / L_e2e(dLLM) at every batch size both ran (> 1: the diffusion model is faster) with its interval
-(report.parity.ratio_interval: a BCa CI from six repetitions a side, else the range of the ratio, which is no CI),
-the joules per generated token of both runs, S_parity where quality was measured (the vanilla diffusion model's:
-variants' quality moves are the Variants section's), and B*: measured (report.findings.measured_crossover over the
-throughput ratios) and the faithful roofline's on the device's profile. The roofline's B* of the best pairing
-takes, at each batch it tries, each model's fastest predicted implementation among those that ran.
+L_e2e(AR) / L_e2e(dLLM) at every batch size both ran (> 1: the diffusion model is faster) with its interval and
+what it rests on (report/intervals.py: sessions x repetitions), how each side executes (eager, compiled,
+graph-captured), the joules per generated token of both runs, S_parity where quality was measured (the vanilla
+diffusion model's: variants' quality moves are the Variants section's), and B*: measured from the same speedups
+with its interval, and the roofline's on the device's profile twice: on the roofs alone (each latency at its lower
+bound) and with the profile's calibrated floor (a model fitted to measured runs, not a bound). The roofline's B* of
+the best pairing takes, at each batch it tries, each model's fastest predicted implementation among those that ran.
 
-`findings.json` beside report.md holds these objects (FindingsFile); `pairings_text` prints them. Their fields keep
-the first pair's names: `llama_*` is the pair's autoregressive side, `llada_*` its diffusion side. The text names
-each side by the family titles of the pairs present (report.pairs.sides_of).
+`findings.json` beside report.md holds these objects (FindingsFile). Their fields keep the first pair's names:
+`llama_*` is the pair's autoregressive side, `llada_*` its diffusion side. A pair of the sweep that has no answer
+(every run of one side failed, or no model to pair with) is named with the reason in `unanswered`.
 """
 
 from __future__ import annotations
@@ -21,22 +22,21 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import numpy as np
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from report import stats
-from report.document import Paragraph, Table
-from report.findings import b_star_measured_text, measured_crossover
+from report.extrapolation import trusted
+from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, Crossover, Speedup, crossover
 from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sides_of, sweep_pairs
-from report.parity import ratio_interval
 from report.quality import FIGURE_METRICS
+from report.sessions import row_speedup
 from report.table import full_where_measured, with_dream_alg
 from roofline.crossover import MAX_BATCH, crossing_batch
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.predict import predict_run
-from specs.registry import archs_of
+from specs.registry import archs_of, family
 from specs.results import RunResult
 from specs.schema import VANILLA
 
@@ -68,36 +68,43 @@ class _Record(BaseModel):
 
 
 class SParity(_Record):
-    """The vanilla LLaDA's S_parity on one headline metric against its headline reference."""
+    """The vanilla diffusion model's S_parity on one headline metric against its headline reference."""
 
     metric: str
     reference: str
+    judge: str | None = None  # the model that scores the metric (perplexity's evaluator), where one does
+    judge_under_test: bool = False  # the judge is the pair's own autoregressive model
     steps: int | None  # None: no parity within the swept steps
     bound: str | None  # "=" or "<=" (parity already at the fewest swept steps)
-    ci_low_steps: int | None = None  # 95% bootstrap CI over prompts (None: above the largest swept, or no CI)
-    ci_high_steps: int | None = None
+    # The S_parity of bootstrap replicates over prompts spans these step counts: the swept grid's resolution, no
+    # confidence interval (None: above the largest swept, or too few prompts).
+    replicate_low_steps: int | None = None
+    replicate_high_steps: int | None = None
     parity_fraction: float | None = None  # share of bootstrap replicates that reach parity
 
 
 class PairingPoint(_Record):
-    """One batch size: both runs, the speedup with its interval, and their energy."""
+    """One batch size: both runs, how each executes, the speedup with its interval and basis, their energy."""
 
     batch_size: int
     llama_impl: str
     llada_impl: str
+    llama_execution: str  # eager, compiled or graph-captured (report.table.execution_of)
+    llada_execution: str
     llama_run_id: str
     llada_run_id: str
     llama_latency_s: float
     llada_latency_s: float
     speedup: float
-    speedup_low: float
-    speedup_high: float
-    interval: str  # report.stats kind: "bca95", "pct95" or "range" (a range of a few values is no CI)
-    interval_label: str  # e.g. "range of the ratio over 3 + 3 repetitions (not a CI)"
-    llama_repetitions: int
+    speedup_low: float | None
+    speedup_high: float | None
+    interval_level: float | None  # the interval's nominal coverage (None: no interval)
+    interval_method: str  # report.intervals: "t-sessions", "rank-shift" or "none"
+    interval_label: str  # e.g. "95% t interval over sessions, 3 sessions x 5 + 5 repetitions"
+    sessions: int
+    llama_repetitions: int  # a session's (the fewest)
     llada_repetitions: int
-    llada_extrapolated: bool  # LLaDA's latency timed from its first steps, the rest extrapolated
-    throughput_ratio: float  # T(LLaMA) / T(LLaDA): > 1, LLaMA ahead (what B* reads)
+    llada_extrapolated: bool  # the diffusion latency timed from its first steps, the rest extrapolated
     llama_joules_per_token: float | None = None
     llada_joules_per_token: float | None = None
     llada_energy_extrapolated: bool | None = None
@@ -105,7 +112,9 @@ class PairingPoint(_Record):
 
 class Pairing(_Record):
     """One pairing of one pair at one diffusion setting over the batch sizes both ran. `llama_*`: the pair's
-    autoregressive model, `llada_*`: its diffusion model (of families `ar_arch` and `dllm_arch`)."""
+    autoregressive model, `llada_*`: its diffusion model (of families `ar_arch` and `dllm_arch`). Every B* comes with
+    its bound: "=" a crossing between measured (or, for the roofline, computed) batches, "<=" the autoregressive
+    model ahead already at the smallest batch (the value is that batch), ">" not yet at the largest."""
 
     pairing: Literal["vanilla", "best"]
     hardware: str
@@ -121,9 +130,18 @@ class Pairing(_Record):
     at_s_parity: list[str]  # the metrics whose S_parity is this step count
     speedups: list[PairingPoint]
     b_star_measured: float
-    b_star_bound: str  # "=": interpolated crossing; "<=": LLaMA ahead at every batch; ">": LLaDA ahead at every one
-    b_star_roofline: float | None  # None: no profile, or no crossing up to MAX_BATCH (see roofline_note)
+    b_star_bound: str
+    b_star_low: float
+    b_star_low_bound: str
+    b_star_high: float
+    b_star_high_bound: str
+    b_star_level: float | None  # the pointwise level the interval inverts (it covers at least that)
     roofline_profile: str | None
+    b_star_roofs: float | None = None  # on the roofs alone (None: no profile, CFG, or an error in roofline_note)
+    b_star_roofs_bound: str | None = None
+    b_star_calibrated: float | None = None  # with the profile's floor: a model fitted to measured runs
+    b_star_calibrated_bound: str | None = None
+    calibration: str | None = None  # the floor and what it was fitted on (None: the profile has none)
     roofline_note: str | None = None
     roofline_implementations: dict[str, str] | None = None  # best pairing: the fastest predicted at B*
     # Written to findings.json only where they say something (findings_json): Dream's alg where it has one, the
@@ -137,6 +155,16 @@ class Pairing(_Record):
         return Pair(ar_model=self.llama_model, ar_arch=self.ar_arch, dllm_model=self.llada_model,
                     dllm_arch=self.dllm_arch)
 
+    @property
+    def b_star(self) -> Crossover:
+        return Crossover(self.b_star_measured, self.b_star_bound, self.b_star_low, self.b_star_low_bound,
+                         self.b_star_high, self.b_star_high_bound, self.b_star_level)
+
+    @property
+    def quality_measured(self) -> bool:
+        """Whether the sweep measured the diffusion model's quality at these lengths (S_parity was sought)."""
+        return bool(self.s_parity)
+
 
 class FindingsFile(_Record):
     """findings.json: every pairing object, what the numbers mean, and what a reader must know."""
@@ -144,11 +172,13 @@ class FindingsFile(_Record):
     # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
     # verified, so the file of a verified sweep is unchanged).
     unverified: list[str] = []
-    verdict: list[str] = []  # report/verdict.py: the answer in at most five sentences a pair, first in the file
+    verdict: list[str] = []  # report/verdict.py: the answer in a few sentences a pair, first in the file
     sweep: str
     pairings: list[str]  # the pairings present
     # Only where a sweep has several pairs: each as 'dllm (family) vs ar (family)', in the findings' order.
     pairs: list[str] = []
+    # Each pair of the sweep without an answer, with why (every run of one side failed, or nothing to pair with).
+    unanswered: list[str] = []
     meaning: dict[str, str]
     speedup: str
     notes: list[str]
@@ -163,14 +193,13 @@ def pairing_table(
     profiles: dict[str, HardwareProfile],
 ) -> list[Pairing]:
     """Both pairings (the best one only when some run is not vanilla) of every pair (report.pairs.sweep_pairs).
-    `table`: report.table.results_table of every run; `parity`: report.parity.parity_table; `crossovers`:
-    report.findings.crossover_table (the vanilla pairing's roofline B*, so the Findings agree); `profiles`: each
-    hardware's roofline profile."""
+    `table`: report.table.results_table of every run, sessions pooled (report.sessions.pool_sessions); `parity`:
+    report.parity.parity_table; `crossovers`: report.findings.crossover_table (the vanilla pairing's roofline B*, so
+    the Findings agree); `profiles`: each hardware's roofline profile."""
     table = with_dream_alg(table)
     pairs = sweep_pairs(table)
-    ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null()
-                      & pl.col("tokens_per_s_median").is_not_null())
-    ok = full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA)))
+    ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
+    ok = trusted(full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA))))
     by_id = {r.run_id: r for r in results}
     pairings = [VANILLA_PAIRING] + ([BEST_PAIRING] if (ok["impl"] != VANILLA).any() else [])
     autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())
@@ -198,6 +227,28 @@ def pairing_table(
                                       p.dream_alg or ""))
 
 
+def unanswered(table: pl.DataFrame, pairings: Sequence[Pairing]) -> list[str]:
+    """Each pair of the sweep that no pairing answers, with why; and a sweep of one paradigm, said as such."""
+    pairs = sweep_pairs(table)
+    if not pairs and table.height:
+        models = sorted(set(table["model"].to_list()))
+        paradigms = {family(a).paradigm for a in table["arch"].to_list()}
+        other = "diffusion" if paradigms == {"autoregressive"} else "autoregressive"
+        return [f"nothing to compare: the sweep has no {other} model to pair with {', '.join(models)}"]
+    answered = {p.pair for p in pairings}
+    return [f"{pair.heading}: no answer: {_why_unanswered(table, pair)}" for pair in pairs if pair not in answered]
+
+
+def _why_unanswered(table: pl.DataFrame, pair: Pair) -> str:
+    reasons = []
+    for model in (pair.dllm_model, pair.ar_model):
+        runs = table.filter(pl.col("model") == model)
+        if not runs.filter(pl.col("status") == "ok").height:
+            counts = runs["status"].value_counts(sort=True).iter_rows()
+            reasons.append(f"every {model} run failed ({', '.join(f'{n} {status}' for status, n in counts)})")
+    return "; ".join(reasons) or "the two models ran no common lengths, hardware and batch size"
+
+
 def _fastest(rows: pl.DataFrame) -> dict[str, Any]:
     """The row with the lowest median latency (vanilla first on a tie)."""
     return rows.sort(["latency_e2e_s_median", pl.col("impl") != VANILLA, "impl"]).row(0, named=True)
@@ -209,10 +260,12 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
     batches = sorted(set(ar["batch_size"].to_list()) & set(curve["batch_size"].to_list()))
     if not batches:
         return None
-    points = [_point(_fastest(ar.filter(pl.col("batch_size") == b)), _fastest(curve.filter(pl.col("batch_size") == b)))
-              for b in batches]
-    b_star, bound = measured_crossover(batches, [p.throughput_ratio for p in points])
+    rows = [(_fastest(ar.filter(pl.col("batch_size") == b)), _fastest(curve.filter(pl.col("batch_size") == b)))
+            for b in batches]
+    measured = [row_speedup(a, d) for a, d in rows]
+    b_star = crossover(batches, measured)
     s_parity = _s_parity(parity, where, pair.ar_model)
+    points = [_point(a, d, s) for (a, d), s in zip(rows, measured)]
     common = {"pairing": pairing, "hardware": where["hardware"], "prompt_length": where["prompt_length"],
               "generation_length": where["generation_length"], "steps": where["steps"],
               "block_length": where["block_length"], "llama_model": pair.ar_model, "llada_model": where["model"],
@@ -220,12 +273,14 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
               "llama_impls": _ordered(p.llama_impl for p in points),
               "llada_impls": _ordered(p.llada_impl for p in points), "s_parity": s_parity,
               "at_s_parity": [s.metric for s in s_parity if s.steps == where["steps"]], "speedups": points,
-              "b_star_measured": b_star, "b_star_bound": bound,
-              "roofline_profile": profile.name if profile is not None else None}
+              "b_star_measured": b_star.estimate, "b_star_bound": b_star.bound, "b_star_low": b_star.low,
+              "b_star_low_bound": b_star.low_bound, "b_star_high": b_star.high, "b_star_high_bound": b_star.high_bound,
+              "b_star_level": b_star.level, "roofline_profile": profile.name if profile is not None else None}
     if profile is None:
-        return Pairing(**common, b_star_roofline=None, roofline_note="no roofline profile for this device")
+        return Pairing(**common, roofline_note="no roofline profile for this device")
     if where["cfg_scale"]:
-        return Pairing(**common, b_star_roofline=None, roofline_note="the roofline's B* is not computed with CFG")
+        return Pairing(**common, roofline_note="the roofline's B* is not computed with CFG")
+    roofline: dict[str, Any] = {"calibration": profile.floor_note()}
     if pairing == VANILLA_PAIRING:
         row = with_dream_alg(crossovers).filter((pl.col("hardware") == where["hardware"])
                                 & (pl.col("prompt_length") == where["prompt_length"])
@@ -234,39 +289,45 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
                                 & pl.col("block_length").eq_missing(where["block_length"])
                                 & pl.col("dream_alg").eq_missing(where["dream_alg"])
                                 & (pl.col("llama_model") == pair.ar_model))
-        predicted = row["predicted_b_star"][0] if row.height else None
-        return Pairing(**common, b_star_roofline=predicted,
-                       roofline_note=None if predicted is not None else f"no crossing up to B = {MAX_BATCH}")
-    llama_runs = _representatives(ar, by_id)
-    llada_runs = _representatives(curve, by_id)
-    try:
-        predicted, chosen = best_roofline_crossover(llama_runs, llada_runs, profile,
-                                                    prefer=[*common["llama_impls"], *common["llada_impls"]])
-    except RooflineInputError as exc:
-        return Pairing(**common, b_star_roofline=None, roofline_note=str(exc))
-    return Pairing(**common, b_star_roofline=predicted, roofline_implementations=chosen,
-                   roofline_note=None if predicted is not None else f"no crossing up to B = {MAX_BATCH}")
+        roofs = row["predicted_b_star_roofs"][0] if row.height else None
+        calibrated = row["predicted_b_star"][0] if row.height else None
+    else:
+        llama_runs, llada_runs = _representatives(ar, by_id), _representatives(curve, by_id)
+        prefer = [*common["llama_impls"], *common["llada_impls"]]
+        try:
+            roofs, _ = best_roofline_crossover(llama_runs, llada_runs, profile.roofs_only(), prefer=prefer)
+            calibrated, chosen = best_roofline_crossover(llama_runs, llada_runs, profile, prefer=prefer)
+        except RooflineInputError as exc:
+            return Pairing(**common, roofline_note=str(exc))
+        roofline["roofline_implementations"] = chosen
+    if not profile.has_floor:
+        calibrated = None
+    roofline.update(b_star_roofs=roofs, b_star_roofs_bound=roofline_bound(roofs), b_star_calibrated=calibrated,
+                    b_star_calibrated_bound=roofline_bound(calibrated) if profile.has_floor else None)
+    return Pairing(**common, **roofline)
+
+
+def roofline_bound(b_star: float | None) -> str:
+    """The bound of a roofline B* (roofline.crossover.crossing_batch): 1.0 is "ahead already at B = 1", None "not
+    up to MAX_BATCH"."""
+    if b_star is None:
+        return ABOVE
+    return AT_OR_BELOW if b_star == 1.0 else INTERPOLATED
 
 
 def _ordered(names: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _point(ar: dict[str, Any], dllm: dict[str, Any]) -> PairingPoint:
-    llama_s = np.asarray(ar["latency_e2e_s_samples"], dtype=np.float64)
-    llada_s = np.asarray(dllm["latency_e2e_s_samples"], dtype=np.float64)
-    spread = ratio_interval(llama_s, llada_s)
-    kind = spread.kind or stats.RANGE
-    label = (f"{stats.INTERVAL_LABEL[kind]} of the ratio over {llama_s.size} + {llada_s.size} repetitions"
-             + (" (too few for a CI)" if kind == stats.RANGE else ""))
+def _point(ar: dict[str, Any], dllm: dict[str, Any], s: Speedup) -> PairingPoint:
     return PairingPoint(
-        batch_size=ar["batch_size"], llama_impl=ar["impl"], llada_impl=dllm["impl"], llama_run_id=ar["run_id"],
-        llada_run_id=dllm["run_id"], llama_latency_s=ar["latency_e2e_s_median"],
-        llada_latency_s=dllm["latency_e2e_s_median"], speedup=float(np.median(llama_s) / np.median(llada_s)),
-        speedup_low=float(spread.low), speedup_high=float(spread.high), interval=kind, interval_label=label,
-        llama_repetitions=int(llama_s.size), llada_repetitions=int(llada_s.size),
+        batch_size=ar["batch_size"], llama_impl=ar["impl"], llada_impl=dllm["impl"],
+        llama_execution=ar.get("execution") or "eager", llada_execution=dllm.get("execution") or "eager",
+        llama_run_id=ar["run_id"], llada_run_id=dllm["run_id"], llama_latency_s=ar["latency_e2e_s_median"],
+        llada_latency_s=dllm["latency_e2e_s_median"], speedup=s.estimate, speedup_low=s.low, speedup_high=s.high,
+        interval_level=s.level, interval_method=s.method, interval_label=s.label, sessions=s.sessions,
+        llama_repetitions=s.repetitions[0], llada_repetitions=s.repetitions[1],
         llada_extrapolated=bool(dllm["extrapolated"]),
-        throughput_ratio=ar["tokens_per_s_median"] / dllm["tokens_per_s_median"],
         llama_joules_per_token=ar.get("joules_per_token"), llada_joules_per_token=dllm.get("joules_per_token"),
         llada_energy_extrapolated=dllm.get("energy_extrapolated"),
     )
@@ -285,9 +346,10 @@ def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> lis
         & pl.col("dream_alg").eq_missing(where["dream_alg"]) & pl.col("cfg_scale").eq_missing(where["cfg_scale"])
         & (pl.col("llama_model") == ar_model))
     rows = rows.sort("batch_size").unique("metric", keep="first", maintain_order=True).sort("metric")
-    return [SParity(metric=r["metric"], reference=r["reference_label"], steps=r["s_parity_steps"],
-                    bound=r["s_parity_bound"], ci_low_steps=r["s_parity_low_steps"],
-                    ci_high_steps=r["s_parity_high_steps"], parity_fraction=r["parity_fraction"])
+    return [SParity(metric=r["metric"], reference=r["reference_label"], judge=r.get("judge"),
+                    judge_under_test=r.get("judge") == ar_model, steps=r["s_parity_steps"],
+                    bound=r["s_parity_bound"], replicate_low_steps=r["s_parity_low_steps"],
+                    replicate_high_steps=r["s_parity_high_steps"], parity_fraction=r["parity_fraction"])
             for r in rows.iter_rows(named=True)]
 
 
@@ -328,8 +390,8 @@ def best_roofline_crossover(
     llama: dict[str, tuple[RunResult, float | None]], llada: dict[str, tuple[RunResult, float | None]],
     profile: HardwareProfile, max_batch: int = MAX_BATCH, prefer: Sequence[str] = (),
 ) -> tuple[float | None, dict[str, str]]:
-    """The faithful roofline's B* when each model runs its fastest predicted implementation at each batch, and the
-    implementations it picks there (ties to `prefer`; keyed 'llama' for the AR side, 'llada' for the diffusion
+    """The roofline's B* on `profile` when each model runs its fastest predicted implementation at each batch, and
+    the implementations it picks there (ties to `prefer`; keyed 'llama' for the AR side, 'llada' for the diffusion
     side). Both generate B x N_out tokens, so T(AR) / T(dLLM) = L(dLLM) / L(AR)."""
 
     def log_ratio(batch: int) -> float:
@@ -343,35 +405,38 @@ def best_roofline_crossover(
     return crossing, chosen
 
 
-# ---------------------------------------------------------------- findings.json and the terminal
+# ---------------------------------------------------------------- findings.json
 
 
 def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
-                  verdict: Sequence[str] = (), sides: Sides | None = None) -> FindingsFile:
+                  verdict: Sequence[str] = (), sides: Sides | None = None,
+                  missing: Sequence[str] = ()) -> FindingsFile:
     """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
-    default the pairings' own)."""
+    default the pairings' own); `missing`: `unanswered` of the sweep."""
     present = _ordered(p.pairing for p in pairings)
     sides = sides or sides_of([p.pair for p in pairings])
     notes = [NO_VARIANTS] if present == [VANILLA_PAIRING] else []
-    if any(p.interval == stats.RANGE for q in pairings for p in q.speedups):
-        notes.append(f"an interval marked 'range' is the range of the ratio over fewer than {stats.MIN_CI_SAMPLES} "
-                     "repetitions a side: not a confidence interval")
+    if any(q.sessions == 1 for p in pairings for q in p.speedups):
+        notes.append("an interval over one session's repetitions leaves out the variation between sessions "
+                     "(controls.sessions repeats the grid in fresh processes)")
     if any(p.llada_extrapolated for q in pairings for p in q.speedups):
         notes.append(f"llada_extrapolated: {sides.dllm}'s latency (and its joules per token) timed from its first "
                      "steps and extrapolated to all of them (controls.extrapolation)")
     meaning = pairing_meaning(sides)
     return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present,
-                        pairs=[pair.heading for pair in _pairs(pairings)], meaning={k: meaning[k] for k in present},
-                        speedup=speedup_meaning(sides), notes=notes, findings=list(pairings),
-                        unverified=list(unverified))
+                        pairs=[pair.heading for pair in pairs_of(pairings)], unanswered=list(missing),
+                        meaning={k: meaning[k] for k in present}, speedup=speedup_meaning(sides), notes=notes,
+                        findings=list(pairings), unverified=list(unverified))
 
 
 def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
-    failed, `pairs` and each finding's families when the sweep has several pairs, `dream_alg` where a finding has
-    one; so the file of a sweep of one pair of blockwise families reads as it always has."""
+    failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
+    pairs, `dream_alg` where a finding has one."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
+    if not record.unanswered:
+        exclude["unanswered"] = True
     if not several:
         exclude["pairs"] = True
     per_finding: dict[int | str, Any] = {}
@@ -384,133 +449,5 @@ def findings_json(record: FindingsFile) -> str:
     return record.model_dump_json(indent=1, exclude=exclude) + "\n"
 
 
-def _pairs(pairings: Sequence[Pairing]) -> list[Pair]:
+def pairs_of(pairings: Sequence[Pairing]) -> list[Pair]:
     return list(dict.fromkeys(p.pair for p in pairings))
-
-
-def b_star_text(p: Pairing) -> str:
-    """'3.11 (between measured batches 1, 8); roofline (profile): 1' and the implementations the roofline picks."""
-    batches = ", ".join(str(q.batch_size) for q in p.speedups)
-    text = b_star_measured_text(p.b_star_measured, p.b_star_bound, batches, p.pair.ar_title, p.pair.dllm_title)
-    if p.roofline_profile is None:
-        return text + "; no roofline profile for this device"
-    roofline = f"{p.b_star_roofline:.3g}" if p.b_star_roofline is not None else (p.roofline_note or "none")
-    text += f"; roofline ({p.roofline_profile}): {roofline}"
-    if p.roofline_implementations:
-        text += f" ({p.roofline_implementations['llama']} vs {p.roofline_implementations['llada']})"
-    return text
-
-
-def speedup_text(q: PairingPoint, *, name_impls: bool, dllm: str) -> str:
-    """One batch's speedup with its interval; `dllm`: how the text names the diffusion side."""
-    impls = f"{q.llama_impl} vs {q.llada_impl}: " if name_impls else ""
-    kind = stats.INTERVAL_LABEL.get(q.interval, q.interval)
-    extrapolated = f"; {dllm} extrapolated" if q.llada_extrapolated else ""
-    return (f"B = {q.batch_size}: {impls}{q.speedup:.3g}x [{q.speedup_low:.3g}, {q.speedup_high:.3g}] "
-            f"({kind}, n={q.llama_repetitions}+{q.llada_repetitions}{extrapolated})")
-
-
-def setting_text(p: Pairing) -> str:
-    """The diffusion setting besides its steps: 'block 32', 'alg entropy', or both."""
-    parts = ([f"block {p.block_length}"] if p.block_length is not None else []) + (
-        [f"alg {p.dream_alg}"] if p.dream_alg else [])
-    return ", ".join(parts) or "whole sequence"
-
-
-def heading(p: Pairing) -> str:
-    parity = f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else ""
-    impls = "" if p.pairing == BEST_PAIRING else f" {VANILLA}"
-    return (f"N_out {p.generation_length} (prompt {p.prompt_length}), {p.steps} steps{parity}, {setting_text(p)}: "
-            f"{p.llama_model}{impls} vs {p.llada_model}{impls}")
-
-
-def pairings_text(pairings: Sequence[Pairing]) -> str:
-    """Both pairings for the terminal, after the Findings: per pairing (and pair, where there are several) and
-    diffusion setting the speedup at every batch with its interval, then B* measured and the roofline's. Says so
-    when no other implementation ran."""
-    if not pairings:
-        return ""
-    multi = len({p.hardware for p in pairings}) > 1
-    pairs = _pairs(pairings)
-    meaning = pairing_meaning(sides_of(pairs))
-    lines = [f"The answer both ways ({speedup_meaning(sides_of(pairs))})"]
-    present = _ordered(p.pairing for p in pairings)
-    for pairing in present:
-        lines.append(f"  {pairing} pairing ({meaning[pairing]})")
-        for pair in pairs:
-            indent = "    " if len(pairs) == 1 else "      "
-            group = [q for q in pairings if q.pairing == pairing and q.pair == pair]
-            if len(pairs) > 1 and group:
-                lines.append(f"    {pair.heading}")
-            for p in group:
-                lines.append(f"{indent}{heading(p)}" + (f" on {p.hardware}" if multi else ""))
-                lines += [f"{indent}  {speedup_text(q, name_impls=pairing == BEST_PAIRING, dllm=pair.dllm_title)}"
-                          for q in p.speedups]
-                lines.append(f"{indent}  B*: {b_star_text(p)}")
-    if present == [VANILLA_PAIRING]:
-        lines.append(f"  best pairing: {NO_VARIANTS}")
-    return "\n".join(lines)
-
-
-# ---------------------------------------------------------------- the Findings section
-
-
-def pairing_blocks(pairings: Sequence[Pairing], multi: bool) -> list[Paragraph | Table]:
-    """The answer both ways in the report: one row per pairing and diffusion setting, then what each pairing means;
-    a table per pair, headed by its two models, where the sweep has several."""
-    if not pairings:
-        return []
-    present = _ordered(p.pairing for p in pairings)
-    pairs = _pairs(pairings)
-    blocks: list[Paragraph | Table] = []
-    for i, pair in enumerate(pairs):
-        group = [p for p in pairings if p.pair == pair]
-        head = f"{pair.heading}: " if len(pairs) > 1 else ""
-        blocks.append(_pair_table(group, pair, multi, head, anchor="pairings-table" if i == 0 else None))
-    if present == [VANILLA_PAIRING]:
-        blocks.append(Paragraph(f"Best pairing: {NO_VARIANTS}."))
-    return blocks
-
-
-def _pair_table(pairings: Sequence[Pairing], pair: Pair, multi: bool, head: str, anchor: str | None) -> Table:
-    present = _ordered(p.pairing for p in pairings)
-    sides = sides_of([pair])
-    algs = any(p.dream_alg for p in pairings)
-    columns = (["hardware"] if multi else []) + [
-        "pairing", "P", "N_out", "steps", "block", *(["alg"] if algs else []), sides.ar, sides.dllm,
-        "speedup at each batch [interval]", "B* measured; roofline", f"J/token {sides.ar} / {sides.dllm}"]
-    rows = []
-    for p in pairings:
-        best = p.pairing == BEST_PAIRING
-        steps = f"{p.steps}" + (f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else "")
-        rows.append(tuple(([p.hardware] if multi else []) + [
-            p.pairing, str(p.prompt_length), str(p.generation_length), steps,
-            "–" if p.block_length is None else str(p.block_length), *([p.dream_alg or "–"] if algs else []),
-            f"{p.llama_model} {_impls_cell(p, autoregressive=True)}",
-            f"{p.llada_model} {_impls_cell(p, autoregressive=False)}",
-            "; ".join(speedup_text(q, name_impls=best and len(p.llama_impls) + len(p.llada_impls) > 2,
-                                   dllm=sides.dllm) for q in p.speedups),
-            b_star_text(p),
-            "; ".join(f"B = {q.batch_size}: {_joules(q.llama_joules_per_token)} / {_joules(q.llada_joules_per_token)}"
-                      + (" (extrapolated)" if q.llada_energy_extrapolated else "") for q in p.speedups),
-        ]))
-    meaning = pairing_meaning(sides)
-    caption = (f"{head}The answer both ways ({speedup_meaning(sides)}). "
-               + " ".join(f"{k}: {meaning[k]}." for k in present)
-               + f" Intervals: a 95% BCa CI of the ratio of medians from {stats.MIN_CI_SAMPLES} repetitions a side, "
-               f"else the range of the ratio (n = {sides.ar} + {sides.dllm} repetitions), which is not a confidence "
-               f"interval. S_parity is the vanilla {sides.dllm}'s (quality measured on the protocol's runs). Also in "
-               "findings.json")
-    return Table(tuple(columns), tuple(rows), caption, fold=False, anchor=anchor)
-
-
-def _impls_cell(p: Pairing, *, autoregressive: bool) -> str:
-    impls = p.llama_impls if autoregressive else p.llada_impls
-    if len(impls) == 1:
-        return impls[0]
-    pick = [(q.batch_size, q.llama_impl if autoregressive else q.llada_impl) for q in p.speedups]
-    return ", ".join(f"{impl} (B = {b})" for b, impl in pick)
-
-
-def _joules(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3g} J"

@@ -9,11 +9,12 @@ are its pair's autoregressive model (report/pairs.py: LLaDA's is LLaMA, Dream's 
 the human continuation; the kinds keep the first pair's names ("llama greedy": the pair's AR model, greedy). Parity at the fewest swept steps is "<= k_min": fewer
 steps were not tried, so the speedup there is a lower bound.
 
-Intervals. S_parity: a paired bootstrap over prompts (scipy.stats.bootstrap; LLaDA's step counts and the
-reference resampled with the same prompts), read at the 2.5% and 97.5% points of the replicates' S_parity;
-`parity_fraction` is the share of replicates that reach parity at all. Speedup: conditional on S_parity (the
-row's step count held fixed), from the latency repetitions of the two runs: a BCa CI of the ratio of medians
-from six repetitions each, else the range of the ratio (min/max to max/min), which contains the estimate.
+How sure. S_parity: a paired bootstrap over prompts (scipy.stats.bootstrap; LLaDA's step counts and the
+reference resampled with the same prompts), read at the 2.5% and 97.5% points of the replicates' S_parity: a
+minimum over a grid of step counts, so that span is the grid's resolution and no confidence interval (it is never
+called one); `parity_fraction` is the share of replicates that reach parity at all. Speedup: conditional on
+S_parity (the row's step count held fixed), report/intervals.py's interval over the two runs' sessions and
+repetitions.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from scipy import stats as scipy_stats
 from report import stats
 from report.pairs import is_ar, is_dllm, pairs_from, peers_of
 from report.quality import GENERATED, LIKELIHOOD, METRICS, REFERENCE, REPETITION, SAMPLED, _groups, notes_of
+from report.sessions import row_speedup
 from report.table import vanilla_runs, with_dream_alg
 
 NO_PARITY = "no parity within the swept steps"
@@ -46,7 +48,7 @@ PARITY_SCHEMA: dict[str, pl.DataType] = {
     "sweep": _STR, "hardware": _STR, "metric": _STR, "metric_label": _STR, "higher_is_better": _BOOL,
     "prompt_length": _I64, "generation_length": _I64, "block_length": _I64, "remasking": _STR, "dream_alg": _STR,
     "cfg_scale": _F64, "llada_model": _STR, "llada_temperature": _F64, "reference": _STR, "reference_label": _STR,
-    "reference_model": _STR, "reference_temperature": _F64, "headline": _BOOL, "quality_batch_size": _I64,
+    "reference_model": _STR, "reference_temperature": _F64, "judge": _STR, "headline": _BOOL, "quality_batch_size": _I64,
     "n_prompts": _I64, "steps_swept": _STR, "reference_value": _F64, "reference_interval_low": _F64,
     "reference_interval_high": _F64, "reference_repetition": _F64, "llada_value_at_parity": _F64,
     "llada_repetition_at_parity": _F64, "llada_value_at_max_steps": _F64, "s_parity_steps": _I64,
@@ -109,7 +111,8 @@ def parity_table(
                     "block_length": key["block_length"], "remasking": key["remasking"], "dream_alg": key["dream_alg"],
                     "cfg_scale": key["cfg_scale"], "llada_model": key["model"], "llada_temperature": key["temperature"],
                     "reference": kind, "reference_label": label, "reference_model": ref_model,
-                    "reference_temperature": ref_temperature, "headline": kind == headline,
+                    "reference_temperature": ref_temperature, "judge": _judge(curve, metric.family),
+                    "headline": kind == headline,
                     "quality_batch_size": batch, **found,
                     "quality_note": notes_of(pl.concat([curve, reference], how="vertical_relaxed")),
                 }
@@ -307,13 +310,9 @@ def _speedup_rows(
         speedup = low = high = goodput = None
         label = None
         if diffusion is not None and diffusion["latency_e2e_s_median"]:
-            ref_samples = np.asarray(ar["latency_e2e_s_samples"], dtype=np.float64)
-            llada_samples = np.asarray(diffusion["latency_e2e_s_samples"], dtype=np.float64)
-            speedup = float(np.median(ref_samples) / np.median(llada_samples))
-            spread = ratio_interval(ref_samples, llada_samples, level=level, seed=seed)
-            low, high = spread.low, spread.high
-            label = (f"{stats.INTERVAL_LABEL[spread.kind]} over {ref_samples.size} + {llada_samples.size} "
-                     f"repetitions, S_parity held at {s}")
+            spread = row_speedup(ar, diffusion)
+            speedup, low, high = spread.estimate, spread.low, spread.high
+            label = f"{spread.label}, S_parity held at {s}"
             if ar["goodput_tokens_per_s_median"] and diffusion["goodput_tokens_per_s_median"]:
                 goodput = diffusion["goodput_tokens_per_s_median"] / ar["goodput_tokens_per_s_median"]
         row.update({
@@ -327,32 +326,6 @@ def _speedup_rows(
     return out
 
 
-def ratio_interval(
-    numerator: np.ndarray, denominator: np.ndarray, *, level: float = stats.CI_LEVEL, seed: int = stats.BOOTSTRAP_SEED
-) -> stats.Interval:
-    """Interval of median(numerator) / median(denominator) from two independent sets of repetitions: BCa from
-    `MIN_CI_SAMPLES` each, else the range of the ratio (min/max .. max/min), which contains the estimate."""
-    n = min(numerator.size, denominator.size)
-    if n < stats.MIN_CI_SAMPLES:
-        return stats.Interval(float(numerator.min() / denominator.max()), float(numerator.max() / denominator.min()),
-                              stats.RANGE, int(numerator.size))
-    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.simplefilter("ignore", scipy_stats.DegenerateDataWarning)
-        result = scipy_stats.bootstrap(
-            (numerator, denominator),
-            lambda a, b, axis=-1: np.median(a, axis=axis) / np.median(b, axis=axis),
-            vectorized=True, paired=False, n_resamples=stats.BOOTSTRAP_RESAMPLES, confidence_level=level,
-            method="BCa", random_state=np.random.default_rng(seed),
-        )
-    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
-    kind = stats.CI
-    if not (np.isfinite(low) and np.isfinite(high)):
-        low, high = (float(v) for v in np.quantile(result.bootstrap_distribution, [(1 - level) / 2, (1 + level) / 2]))
-        kind = stats.PERCENTILE_CI
-    return stats.Interval(low, high, kind, int(numerator.size))
-
-
 def statement(row: dict[str, Any], missing_run: bool = False) -> str:
     """One sentence for a parity row: S_parity with its interval and fraction, then the speedup at the batch."""
     s = row["s_parity_steps"]
@@ -363,10 +336,7 @@ def statement(row: dict[str, Any], missing_run: bool = False) -> str:
              else f"no interval: {row['n_prompts']} prompts")
     if s is None:
         return f"{NO_PARITY} ({swept}; {reach})"
-    low = row["s_parity_low_steps"]
-    high = row["s_parity_high_steps"]
-    interval = (f"95% CI {low if low is not None else '>' + largest}–{high if high is not None else '>' + largest}"
-                if fraction is not None else "")
+    interval = replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) if fraction else ""
     if row["s_parity_bound"] == "<=":
         text = f"parity already at the fewest swept steps (S_parity <= {s}"
     else:
@@ -377,7 +347,28 @@ def statement(row: dict[str, Any], missing_run: bool = False) -> str:
     if row["speedup"] is not None:
         bound = ">= " if row["s_parity_bound"] == "<=" else ""
         text += (f"; speedup at B = {row['batch_size']}: {bound}{row['speedup']:.3g}x "
-                 f"[{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] ({row['speedup_interval']})")
+                 f"{bracket(row['speedup_low'], row['speedup_high'])} ({row['speedup_interval']})")
         if row["s_parity_bound"] == "<=":
             text += ", a lower bound: fewer steps were not swept"
     return text
+
+
+def replicate_span(low: int | None, high: int | None, largest: str) -> str:
+    """Where the bootstrap replicates over prompts put S_parity: the swept grid's resolution, which no coverage
+    guarantee comes with (a minimum over a grid of step counts is no smooth statistic), so never called a CI."""
+    ends = [str(v) if v is not None else f"beyond {largest}" for v in (low, high)]
+    span = ends[0] if ends[0] == ends[1] else f"{ends[0]}–{ends[1]}"
+    return f"replicates over prompts put it at {span} steps (the grid's resolution, not a confidence interval)"
+
+
+def bracket(low: float | None, high: float | None) -> str:
+    """'[2.3, 3.1]', or 'no interval' where the samples support none."""
+    return "(no interval)" if low is None or high is None else f"[{low:.3g}, {high:.3g}]"
+
+
+def _judge(curve: pl.DataFrame, family: str) -> str | None:
+    """The model that scores a likelihood metric (the evaluator), which may be the autoregressive model under test."""
+    if family != LIKELIHOOD or "evaluator" not in curve.columns:
+        return None
+    judges = curve["evaluator"].drop_nulls()
+    return judges[0] if judges.len() else None

@@ -7,7 +7,7 @@ import io
 import re
 import stat
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from report.catalog import FIGURES, GroupContext, is_catalogue_figure
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.energy import energy_findings
+from report.extrapolation import with_extrapolation_check
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
 from report.findings import (
@@ -30,7 +31,8 @@ from report.findings import (
 )
 from report.html import render_html
 from report.markdown import render_markdown
-from report.pairings import findings_file, findings_json, pairing_table, pairings_text
+from report.pairing_text import pairings_text
+from report.pairings import findings_file, findings_json, pairing_table, unanswered
 from report.pairs import Sides, table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
@@ -51,6 +53,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
+from report.sessions import interleaved, pool_sessions
 from report.table import (
     UNKNOWN_HARDWARE,
     full_where_measured,
@@ -63,6 +66,7 @@ from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
 from specs.artifacts import FIGURES_DIR, RESULTS_FILE, Manifest, SweepLayout, read_manifest, verify
+from specs.report_record import forget_report, record_report
 from specs.results import RunResult
 from specs.safefile import (
     RUN_MAX_BYTES,
@@ -156,13 +160,16 @@ def render_report(
             + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
         )
     _refuse_occupied_outputs(layout)
+    forget_report(layout)  # recorded again once every file is written (specs/report_record.py)
     if problems and echo:
         print(f"warning: {unverified_warning(problems)}", file=sys.stderr)
     if hardware is not None and hardware not in HARDWARE:
         raise UnknownHardwareError(f"--hardware: unknown roofline profile {hardware!r}; allowed: {', '.join(HARDWARE)}")
     results, unreadable = _load(layout, strict=not problems)
     problems += unreadable
-    table = results_table(results)
+    runs = with_extrapolation_check(results_table(results))  # one row per run: results.parquet
+    # one row per configuration, its sessions pooled: what every analysis reads
+    table = with_extrapolation_check(pool_sessions(runs))
     kinds = sorted(h for h in table["hardware"].unique().to_list() if h != UNKNOWN_HARDWARE)
     profiles = {kind: choose_profile(kind, measured_roofs_of(results, kind), hardware) for kind in kinds}
     # AR against diffusion, per pair: vanilla against vanilla, whatever variants the sweep also ran.
@@ -171,14 +178,15 @@ def render_report(
     quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
-    predictions = sweep_predictions(results, table, available)
+    predictions = sweep_predictions(results, runs, available)
     table = with_roofline_columns(table, predictions)
     base = with_roofline_columns(base, predictions)
-    _write_parquet(table, layout.results)
+    _write_parquet(with_roofline_columns(runs, predictions), layout.results)
     crossovers = crossover_table(base, available, shapes)
     predicted = predicted_throughput(base, available, shapes)
     pairings = pairing_table(table, results, quality.parity, crossovers, available)
-    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base)),
+    missing = unanswered(table, pairings)
+    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base), missing),
                           energy_findings(pairings, table), roofline_findings(table)]).sort(
         ["hardware", "generation_length", "prompt_length"], maintain_order=True)
     if has_variants(table):
@@ -195,7 +203,7 @@ def render_report(
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
-        pairings=tuple(pairings),
+        pairings=tuple(pairings), unanswered=tuple(missing), interleaved=interleaved(runs),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -205,8 +213,9 @@ def render_report(
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
-                                    sides=table_sides(table))
+                                    sides=table_sides(table), missing=missing)
     _atomic_text(json_path, findings_json(findings_record))
+    record_report(layout, [layout.results, html_path, md_path, json_path, *(p for w in written for p in (w.png, w.svg))])
     summary = summary_table(table, html_path, written, skipped)
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)
@@ -374,7 +383,8 @@ def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
 
 def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
                    sides: Sides) -> list[FigureBlock]:
-    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`."""
+    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`; the document
+    numbers them in its reading order (report/sections/order.py)."""
     entries = {e.number: e for e in FIGURES}
     order = {e.number: i for i, e in enumerate(FIGURES)}
     blocks: list[tuple[tuple, FigureBlock]] = []
@@ -392,9 +402,7 @@ def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: l
         title, shows = entry.words(sides)
         blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
             s.number, _title(title, s.stem, entry.slug), s.hardware, "", shows, reason=s.reason)))
-    ordered = [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
-    numbers = iter(range(1, len(ordered) + 1))
-    return [replace(b, display_number=next(numbers)) if b.png is not None else b for b in ordered]
+    return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
 
 
 def _title(title: str, stem: str, slug: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -9,9 +10,10 @@ import polars as pl
 
 from report import stats
 from report.pairs import is_dllm
+from specs.artifacts import canonical_json
 from specs.registry import family
 from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
-from specs.schema import VANILLA
+from specs.schema import VANILLA, RunConfig
 
 UNKNOWN_HARDWARE = "unknown"
 
@@ -29,42 +31,49 @@ HIGHER_IS_BETTER: dict[str, bool] = {
 # counts tokens nobody reads.
 USEFUL_FRACTION_FLAG = 0.9
 
-# Per-repetition quantities summarised with an interval (CI or range), mean, sd and CV; and with quartiles only.
+# Per-repetition quantities, each with its median, quartiles and the interval of its median (CI or range, with its
+# kind and n: what a figure's error bars show); the first three also with mean, sd and CV. itl_s is the study's
+# (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_per_s")
-_INTERVAL_PARTS = ("median", "p25", "p75", "interval_low", "interval_high", "mean", "sd", "cv")
-# itl_s is the study's (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
-# Percentiles over every per-token (LLaMA decode pass) and per-step (LLaDA) sample of every repetition.
-_TAILS = ("itl_token_s", "step_s")
+_SUMMARY_PARTS = ("median", "p25", "p75", "interval_low", "interval_high")
+_SPREAD_PARTS = ("mean", "sd", "cv")
+# Percentiles (p50/p90/p99, as serving benchmarks report them) of TTFT over the repetitions, and over every
+# per-token (an AR decode pass: the inter-token latency) and per-step (diffusion) sample of every repetition.
+_TAILS = ("ttft_s", "itl_token_s", "step_s")
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 SCHEMA: dict[str, pl.DataType] = {
-    "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "weights": _STR,
+    "run_id": _STR, "sweep": _STR, "config_key": _STR, "session": _I64, "started_at": _STR, "finished_at": _STR,
+    "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "execution": _STR, "weights": _STR,
     "status": _STR, "error": _STR, "attempts": _I64,
     # When the run ran, and in which session (0 for a sweep of one): the intervals over sessions and the pairing of
     # the models' runs taken side by side in time rest on them.
     "session": _I64, "started_at": _STR, "finished_at": _STR,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
-    "hostname": _STR, "other_gpu_processes": _BOOL,
+    "hostname": _STR, "other_gpu_processes": _BOOL, "python_version": _STR,
     "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64, "sequence_length": _I64,
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
     "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
-    **{
-        f"{name}_{part}": _F64
-        for name in _SUMMARISED_WITH_INTERVAL
-        for part in _INTERVAL_PARTS
-    },
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED_WITH_INTERVAL for part in (*_SUMMARY_PARTS, *_SPREAD_PARTS)},
     **{f"{name}_n": _I64 for name in _SUMMARISED_WITH_INTERVAL},
     **{f"{name}_interval": _STR for name in _SUMMARISED_WITH_INTERVAL},
-    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in ("median", "p25", "p75")},
+    **{f"{name}_{part}": _F64 for name in _SUMMARISED for part in _SUMMARY_PARTS},
+    **{f"{name}_n": _I64 for name in _SUMMARISED},
+    **{f"{name}_interval": _STR for name in _SUMMARISED},
     **{f"{name}_p{p}": _F64 for name in _TAILS for p in stats.TAIL_PERCENTILES},
+    # A diffusion run's decoding under the names serving engines give it (`decoding_summaries`).
+    "committed_tokens_per_s_median": _F64, "tokens_per_step_mean": _F64, "steps_per_block_mean": _F64,
     "peak_allocated_bytes": _I64, "peak_reserved_bytes": _I64, "peak_rss_delta_bytes": _I64,
     "weights_bytes": _I64, "at_failure_allocated_bytes": _I64, "graph_pool_bytes": _I64, "peak_in_use_bytes": _I64,
-    "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
+    "peak_tensor_bytes": _I64, "peak_memory_bytes": _I64, "peak_memory_kind": _STR,
     "timed_steps": _I64, "extrapolated": _BOOL,
+    # An extrapolated run's median timed step over the full runs' at its shape, and whether that is off by more
+    # than the tolerance (report/extrapolation.py; null: not extrapolated, or no full run to check against).
+    "extrapolation_step_ratio": _F64, "extrapolation_suspect": _BOOL,
     "nfe": _I64, "forwards": _F64, "tokens_per_forward": _F64, "cache_bytes": _I64, "preparation_s": _F64,
     "model_load_s": _F64,
     # The faithful roofline on the run's own profile (report/predictions.py): the roofs alone (a lower bound), with
@@ -86,6 +95,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "itl_s_samples": pl.List(pl.List(_F64)), "step_s_samples": pl.List(pl.List(_F64)),
     "tokens_committed_samples": pl.List(pl.List(_I64)), "forwards_samples": pl.List(_I64),
     **{f"{metric}_samples": pl.List(_F64) for metric in QUALITY_METRICS},
+    # A configuration's runs across sessions (report/sessions.py pools them; one run: these describe it alone).
+    "sessions": _I64, "session_ids": pl.List(_I64), "run_ids": pl.List(_STR),
+    "latency_e2e_s_by_session": pl.List(pl.List(_F64)),
 }
 
 
@@ -146,8 +158,10 @@ def _row(result: RunResult) -> dict[str, Any]:
     env = result.environment
     memory = result.memory
     samples = result.samples
+    session = getattr(config, "session", None) or 0
     row: dict[str, Any] = {
-        "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
+        "run_id": result.run_id, "sweep": result.sweep, "config_key": config_key(config), "session": session,
+        "started_at": result.started_at, "finished_at": result.finished_at, "model": config.model.name, "arch": config.model.arch,
         "paradigm": family(config.model.arch).paradigm,
         "weights": result.weights, "status": result.status.value, "error": result.error,
         "attempts": result.attempts,
@@ -160,7 +174,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "torch_version": env.torch if env else None, "cuda_version": env.cuda if env else None,
         "driver": env.driver if env else None, "git_commit": env.git_commit if env else None,
         "image_digest": env.image_digest if env else None, "hostname": env.hostname if env else None,
-        "other_gpu_processes": env.other_gpu_processes if env else None,
+        "other_gpu_processes": env.other_gpu_processes if env else None, "python_version": env.python if env else None,
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "sequence_length": config.sequence_length,
         "output_tokens": config.output_tokens, "steps": config.steps, "block_length": config.block_length,
@@ -168,7 +182,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions,
-        "impl": config.impl_name, "timed_steps": config.timed_steps,
+        "impl": config.impl_name, "execution": execution_of(config), "timed_steps": config.timed_steps,
         "extrapolated": bool(samples and samples.extrapolated is not None),
         "nfe": result.nfe, "model_load_s": result.model_load_s,
         "cache_bytes": result.cache_bytes, "preparation_s": result.preparation_s,
@@ -186,11 +200,48 @@ def _row(result: RunResult) -> dict[str, Any]:
     row["useful_fraction"] = useful_mean / config.generation_length if useful_mean is not None else None
     row["low_useful"] = None if useful_mean is None else row["useful_fraction"] < USEFUL_FRACTION_FLAG
     row.update(_timing_columns(result, useful_mean))
+    samples = result.samples
+    if samples is not None and samples.step_s and samples.tokens_committed:
+        row.update(decoding_summaries(
+            steps=[list(s) for s in samples.step_s], committed=[list(c) for c in samples.tokens_committed],
+            batch_size=config.batch_size, num_blocks=config.num_blocks,
+            schedule_steps=config.steps if samples.extrapolated is not None else None))
     row.update(_memory_columns(result))
     row.update(_energy_columns(result))
     row.update(_quality_columns(result.quality, result.quality_note))
     row.update(_provenance_columns(result))
+    row.update({"sessions": 1, "session_ids": [session], "run_ids": [result.run_id],
+                "latency_e2e_s_by_session": [row["latency_e2e_s_samples"]]})
     return row
+
+
+# What a configuration's runs in different sessions differ by: the session, and the quality that only one of
+# them measures (quality does not depend on the session).
+_PER_SESSION_FIELDS = ("session", "quality", "evaluator")
+
+
+EAGER, COMPILED, GRAPH_CAPTURED = "eager", "compiled", "graph-captured"
+
+
+def execution_of(config: RunConfig) -> str:
+    """How the run's implementation executes: graph-captured (CUDA graphs replay every step), compiled
+    (torch.compile) or eager (Python dispatches every operator: on a fast GPU, host-bound)."""
+    impl = config.llada_impl or config.llama_impl or config.dream_impl
+    if getattr(impl, "graph", False):
+        return GRAPH_CAPTURED
+    if getattr(impl, "compile", False):
+        return COMPILED
+    return EAGER
+
+
+def config_key(config: RunConfig) -> str:
+    """A short hash of the config without its per-session fields: the same measured configuration in every
+    session has the same key (report/sessions.py pools its runs by it)."""
+    data = config.model_dump(mode="json")
+    for name in _PER_SESSION_FIELDS:
+        data.pop(name, None)
+    data.get("controls", {}).pop("sessions", None)
+    return hashlib.sha256(canonical_json(data).encode("utf-8")).hexdigest()[:12]
 
 
 def forwards_per_generation(
@@ -224,70 +275,97 @@ def _provenance_columns(result: RunResult) -> dict[str, Any]:
 
 def _timing_columns(result: RunResult, useful_mean: float | None) -> dict[str, Any]:
     samples = result.samples
-    latency = list(samples.latency_e2e_s) if samples else []
-    config = result.config
-    ttft = list(samples.ttft_s or []) if samples else []
-    passes = [list(p) for p in samples.itl_s] if samples and samples.itl_s else []
-    steps = [list(p) for p in samples.step_s] if samples and samples.step_s else []
+    return {
+        **timing_summaries(
+            latency=list(samples.latency_e2e_s) if samples else [],
+            ttft=list(samples.ttft_s or []) if samples else [],
+            passes=[list(p) for p in samples.itl_s] if samples and samples.itl_s else [],
+            steps=[list(p) for p in samples.step_s] if samples and samples.step_s else [],
+            output_tokens=result.config.output_tokens, batch_size=result.config.batch_size,
+            generation_length=result.config.generation_length, useful_mean=useful_mean,
+        ),
+        "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
+        "tokens_committed_samples": (
+            [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
+        ),
+    }
+
+
+def timing_summaries(
+    *, latency: list[float], ttft: list[float], passes: list[list[float]], steps: list[list[float]],
+    output_tokens: int, batch_size: int, generation_length: int, useful_mean: float | None,
+) -> dict[str, Any]:
+    """Every timing column from a run's raw samples (or several sessions' pooled): per-repetition quantities
+    summarised with their interval, quartiles and tails, and the samples themselves."""
     per_rep: dict[str, list[float]] = {
         "latency_e2e_s": latency,
         # T_gen = B x N_out / L_e2e (study 3.1.2), one value per repetition.
-        "tokens_per_s": [config.output_tokens / value for value in latency if value > 0],
+        "tokens_per_s": [output_tokens / value for value in latency if value > 0],
         # Goodput: B x useful tokens (before the first EOS) / L_e2e.
         "goodput_tokens_per_s": (
-            [config.batch_size * useful_mean / value for value in latency if value > 0]
-            if useful_mean is not None else []
+            [batch_size * useful_mean / value for value in latency if value > 0] if useful_mean is not None else []
         ),
         "ttft_s": ttft,
         "decode_s": [sum(p) for p in passes],
         # L_itl of one repetition as the study defines it (3.1.1): (L_e2e - L_prefill) / (N_out - 1).
         "itl_s": (
-            [(e2e - prefill) / (config.generation_length - 1) for e2e, prefill in zip(latency, ttft)]
-            if ttft and config.generation_length > 1 else []
+            [(e2e - prefill) / (generation_length - 1) for e2e, prefill in zip(latency, ttft)]
+            if ttft and generation_length > 1 else []
         ),
         # The mean of the timed decode passes alone (leaves out the host work between them).
         "itl_pass_s": [_mean(p) for p in passes if p],
         "step_s": [_mean(p) for p in steps if p],
     }
     row: dict[str, Any] = {}
-    for name in _SUMMARISED_WITH_INTERVAL:
+    for name in (*_SUMMARISED_WITH_INTERVAL, *_SUMMARISED):
         summary = stats.summarize(per_rep[name])
         row.update({
             f"{name}_n": summary.n, f"{name}_median": summary.median, f"{name}_p25": summary.p25,
             f"{name}_p75": summary.p75, f"{name}_interval_low": summary.low, f"{name}_interval_high": summary.high,
-            f"{name}_interval": summary.interval, f"{name}_mean": summary.mean, f"{name}_sd": summary.sd,
-            f"{name}_cv": summary.cv,
+            f"{name}_interval": summary.interval,
         })
-    for name in _SUMMARISED:
-        values = per_rep[name]
-        row.update({
-            f"{name}_median": stats.median(values), f"{name}_p25": stats.quantile(values, 0.25),
-            f"{name}_p75": stats.quantile(values, 0.75),
-        })
-    for name, raw in (("itl_token_s", passes), ("step_s", steps)):
-        tails = stats.percentiles([value for rep in raw for value in rep])
-        row.update({f"{name}_p{p}": value for p, value in tails.items()})
+        if name in _SUMMARISED_WITH_INTERVAL:
+            row.update({f"{name}_mean": summary.mean, f"{name}_sd": summary.sd, f"{name}_cv": summary.cv})
+    for name, values in (("ttft_s", ttft), ("itl_token_s", [v for rep in passes for v in rep]),
+                         ("step_s", [v for rep in steps for v in rep])):
+        row.update({f"{name}_p{p}": value for p, value in stats.percentiles(values).items()})
     row.update({
-        "latency_e2e_s_samples": latency,
-        "warmup_latency_s_samples": list(samples.warmup_latency_s) if samples else [],
-        "tokens_per_s_samples": per_rep["tokens_per_s"],
-        "ttft_s_samples": ttft,
-        "itl_s_samples": passes,
-        "step_s_samples": steps,
-        "tokens_committed_samples": (
-            [list(s) for s in samples.tokens_committed] if samples and samples.tokens_committed else []
-        ),
+        "latency_e2e_s_samples": latency, "tokens_per_s_samples": per_rep["tokens_per_s"], "ttft_s_samples": ttft,
+        "itl_s_samples": passes, "step_s_samples": steps,
     })
     return row
+
+
+def decoding_summaries(
+    *, steps: list[list[float]], committed: list[list[int]], batch_size: int, num_blocks: int | None,
+    schedule_steps: int | None,
+) -> dict[str, Any]:
+    """A diffusion run's decoding as serving engines report it, from its repetitions' step times and committed
+    tokens (or several sessions' pooled): committed tokens per second, what the timed steps committed (whole batch)
+    over those steps' time, median over repetitions; tokens committed per step per sequence, the mean over every
+    timed step; and steps per block, the mean over repetitions of the steps a block took (a confidence rule ends
+    blocks early; None for a sampler without blocks). `schedule_steps`: an extrapolated run's schedule, which its
+    generation ran though only its first steps were timed."""
+    rates = [sum(count) / sum(times) for times, count in zip(steps, committed) if times and sum(times) > 0]
+    per_step = [count / batch_size for rep in committed for count in rep]
+    ran = [schedule_steps or len(rep) for rep in steps]
+    return {
+        "committed_tokens_per_s_median": stats.median(rates),
+        "tokens_per_step_mean": stats.mean(per_step),
+        "steps_per_block_mean": stats.mean([n / num_blocks for n in ran]) if num_blocks else None,
+    }
 
 
 def _memory_columns(result: RunResult) -> dict[str, Any]:
     memory = result.memory
     if memory is None:
         return {"peak_memory_kind": None}
-    # The heatmap's one number per run: reserved memory on a GPU, the process's RSS growth on CPU.
+    # The heatmap's one number per run: reserved memory on a GPU; on CPU the tensors' peak, else (older artifacts)
+    # the process's RSS growth, which the heatmap refuses to draw.
     if memory.peak_reserved_bytes is not None:
         peak, kind = memory.peak_reserved_bytes, "reserved"
+    elif memory.peak_tensor_bytes is not None:
+        peak, kind = memory.peak_tensor_bytes, "tensors"
     elif memory.peak_rss_delta_bytes is not None:
         peak, kind = memory.peak_rss_delta_bytes, "rss_delta"
     else:
@@ -298,7 +376,7 @@ def _memory_columns(result: RunResult) -> dict[str, Any]:
         "at_failure_allocated_bytes": memory.at_failure_allocated_bytes,
         # CUDA graphs' pools: replays write them without allocating (workers/measure/memory.py)
         "graph_pool_bytes": memory.graph_pool_bytes, "peak_in_use_bytes": memory.peak_in_use_bytes,
-        "peak_memory_bytes": peak, "peak_memory_kind": kind,
+        "peak_tensor_bytes": memory.peak_tensor_bytes, "peak_memory_bytes": peak, "peak_memory_kind": kind,
     }
 
 

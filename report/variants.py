@@ -4,8 +4,7 @@ size from which a variant stops paying off.
 
 Pure functions over the flat results table (report.table), the quality long table (report.quality) and the
 prediction table (report.predictions). Speedup = median latency of vanilla / median latency of the variant (> 1:
-the variant is faster); its interval follows report.parity.ratio_interval (a BCa CI from six repetitions on each
-side, else the range of the ratio). Quality delta = variant - vanilla per prompt, its median over the prompts
+the variant is faster); its interval is report/intervals.py's, over the two runs' sessions and repetitions. Quality delta = variant - vanilla per prompt, its median over the prompts
 both ran, with a percentile bootstrap CI over prompts (report.stats.rank_interval: continuations too short for a
 metric rank worst) or the range below six prompts.
 """
@@ -20,8 +19,9 @@ import polars as pl
 
 from report import stats
 from report.document import fmt_bytes
-from report.parity import ratio_interval
+from report.parity import bracket
 from report.quality import GENERATED
+from report.sessions import row_speedup
 from report.table import GRID_POINT, full_where_measured, vanilla_runs, with_dream_alg
 from specs.schema import VANILLA
 
@@ -85,13 +85,11 @@ def _compare(row: dict[str, Any], base: dict[str, Any] | None, predicted: dict[s
     out["forwards_source"] = mine["forwards_source"] if mine else None
     if base is None:
         return out
-    own = np.asarray(row["latency_e2e_s_samples"], dtype=np.float64)
-    other = np.asarray(base["latency_e2e_s_samples"], dtype=np.float64)
-    spread = ratio_interval(other, own)
+    spread = row_speedup(base, row)
     out.update({
         "vanilla_run_id": base["run_id"], "vanilla_latency_s": base["latency_e2e_s_median"],
-        "speedup": float(np.median(other) / np.median(own)), "speedup_low": spread.low, "speedup_high": spread.high,
-        "speedup_interval": spread.kind, "vanilla_repetitions": int(other.size),
+        "speedup": spread.estimate, "speedup_low": spread.low, "speedup_high": spread.high,
+        "speedup_interval": spread.label, "vanilla_repetitions": spread.repetitions[0],
         "vanilla_forwards": base["forwards"], "vanilla_tokens_per_forward": base["tokens_per_forward"],
     })
     theirs = predicted.get(base["run_id"])
@@ -242,7 +240,6 @@ def variants_text(variants: pl.DataFrame) -> str:
         lines.append(f"  {key[1]} {key[3]} (N_out {key[5]}{steps})")
         ends = [curve.row(0, named=True)] + ([curve.row(-1, named=True)] if curve.height > 1 else [])
         for r in ends:
-            kind = stats.INTERVAL_LABEL.get(r["speedup_interval"], r["speedup_interval"])
             deltas = "; ".join(
                 f"Δ {m} {r[f'{m}_delta']:+.3g} [{r[f'{m}_delta_low']:+.3g}, {r[f'{m}_delta_high']:+.3g}]"
                 for m in DELTA_METRICS
@@ -251,8 +248,8 @@ def variants_text(variants: pl.DataFrame) -> str:
             cache = f"; KV cache {fmt_bytes(r['cache_bytes'])}" if r["cache_bytes"] is not None else ""
             predicted = f"; roofline {r['predicted_speedup']:.3g}x" if r["predicted_speedup"] is not None else ""
             lines.append(
-                f"    B = {r['batch_size']}: {r['speedup']:.3g}x [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}] "
-                f"({kind}, n={r['vanilla_repetitions']}+{r['repetitions']}){predicted}; forwards "
+                f"    B = {r['batch_size']}: {r['speedup']:.3g}x {bracket(r['speedup_low'], r['speedup_high'])} "
+                f"({r['speedup_interval']}){predicted}; forwards "
                 f"{r['vanilla_forwards']:g} -> {r['forwards']:g}" + (f"; {deltas}" if deltas else "") + cache)
         lines.append(f"    {verdicts[key]}")
     return "\n".join(lines)

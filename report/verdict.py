@@ -1,204 +1,289 @@
-"""The verdict: at most five plain sentences that open report.md, report.html, findings.json and the terminal.
+"""The verdict: a few plain sentences a pair that open report.md, report.html, findings.json and the terminal.
 
-A reader asks three things before any table: who is faster at equal quality at the smallest batch, from which
-batch the autoregressive model stays ahead, and how sure we are. Every word here is generated from the pairings
-(report/pairings.py), one sentence per pairing (vanilla, best) and pair covering every headline quality reference,
-then one on the statistics; nothing is written by hand, so the verdict changes when the measurements do. Each
-side is named by its family's title (LLaMA, LLaDA; Qwen2.5, Dream); where a sweep has several pairs (report/pairs.py)
-each pair's sentences open with its two models.
+A reader asks before any table: who is faster at the smallest batch, at how many diffusion steps and at what
+quality, from which batch the autoregressive model stays ahead (B*), and how sure we are. Every word is generated
+from the pairings (report/pairings.py), so the verdict changes when the measurements do, and it says only what was
+measured:
+- every speedup names its step count (and K / N_out), and whether quality was measured at that scale; where it was
+  not (synthetic weights), the answer is given at K = N_out/4, N_out/2 and N_out where swept, beside what the
+  family's authors published of its quality there (specs/registry.py);
+- "at equal quality" only where parity holds on every headline metric; otherwise the metrics that reached parity,
+  their judge, and whether the judge is the model under test;
+- the best pairing names how each side executes, and says when the two are not like for like;
+- B* always with its interval; the roofline's bound is the roofs-only one, the floor-calibrated B* is a model.
+Each side is named by its family's title; where a sweep has several pairs, each pair's sentences open with its two
+models, and a pair without an answer is named with why.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
-from report import stats
 from report.findings import SHORT_LABEL
-from report.pairings import BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity
-from report.pairs import Sides, sides_of
+from report.intervals import ABOVE, AT_OR_BELOW, crossover_text, level_text
+from report.pairing_text import roofline_value
+from report.pairings import BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity, pairs_of
+from report.pairs import Pair, Sides, sides_of
+from report.parity import bracket, replicate_span
+from specs.registry import family
 
 MAX_SENTENCES = 5  # a pair's
-NO_PAIRING = "No verdict: no successful runs of both models at the same lengths."
+NO_PAIRING = "No verdict: no autoregressive and diffusion model both ran successfully at the same lengths."
 ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its best is the vanilla pairing "
                 "(add variants to the spec's grid to compare them).")
+# Without quality at this scale, the answer is given at these shares of N_out (the study's step range ends at N_out).
+STEP_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(1))
 
 
-def verdict(pairings: Sequence[Pairing]) -> list[str]:
-    """At most MAX_SENTENCES sentences a pair: one per pairing present and pair (each quality reference in it),
-    the vanilla-only note when no variant ran, and how sure the speedups and S_parity are."""
+def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = ()) -> list[str]:
+    """At most MAX_SENTENCES sentences a pair: one per pairing present (the vanilla-only note when no variant ran),
+    quality, and how sure; then one per pair of the sweep without an answer (`unanswered`:
+    report.pairings.unanswered)."""
     if not pairings:
-        return [NO_PAIRING]
-    pairs = list(dict.fromkeys(p.pair for p in pairings))
+        return [f"No verdict: {reason}." for reason in unanswered] or [NO_PAIRING]
+    pairs = pairs_of(pairings)
+    headed = len(pairs) + len(unanswered) > 1
     kinds = [k for k in (VANILLA_PAIRING, BEST_PAIRING) if any(p.pairing == k for p in pairings)]
-    sentences = []
+    sentences: list[str] = []
     for pair in pairs:
-        lead = f"{pair.heading}: " if len(pairs) > 1 else ""
+        lead = f"{pair.heading}: " if headed else ""
         sides = sides_of([pair])
-        for k in kinds:
-            group = [p for p in pairings if p.pairing == k and p.pair == pair]
-            if group:
-                sentences.append(lead + _pairing_sentence(k, group, sides))
-    if kinds == [VANILLA_PAIRING]:
-        sentences.append(ONLY_VANILLA)
-    sentences.append(_how_sure(pairings, sides_of(pairs)))
-    assert len(sentences) <= MAX_SENTENCES * len(pairs), sentences
-    return sentences
+        mine = [p for p in pairings if p.pair == pair]
+        chosen = {k: _chosen([p for p in mine if p.pairing == k]) for k in kinds if any(p.pairing == k for p in mine)}
+        own = [lead + _pairing_sentence(k, spoken, sides) for k, spoken in chosen.items()]
+        if kinds == [VANILLA_PAIRING]:
+            own.append(lead + ONLY_VANILLA)
+        protocol = [p for _, at in chosen.get(VANILLA_PAIRING, []) for p in at]
+        own += [lead + s for s in (_quality_sentence(mine, pair, sides), _how_sure(mine, protocol)) if s]
+        assert len(own) <= MAX_SENTENCES, own
+        sentences += own
+    return sentences + [f"{reason}." for reason in unanswered]
 
 
 # ---------------------------------------------------------------- one sentence per pairing
 
 
-def _pairing_sentence(kind: str, group: list[Pairing], t: Sides) -> str:
-    references = _by_reference(group)
-    spoken = [p for matched in references.values() for p, _ in matched] or group  # the pairings it speaks of
-    lead = ("Vanilla against vanilla (the protocol)" if kind == VANILLA_PAIRING
-            else f"Each at its best ({t.ar} {_impls(p.llama_impls for p in spoken)}, "
-                 f"{t.dllm} {_impls(p.llada_impls for p in spoken)})")
-    clauses, unmatched = [], []
-    for (metric, reference), matched in references.items():
-        label = SHORT_LABEL.get(metric, metric)
-        if not matched:
-            swept = sorted({p.steps for p in group})
-            unmatched.append(f"{t.dllm}'s {label} never matches {reference}'s within the {swept[0]}–{swept[-1]} "
-                             "steps swept")
-            continue
-        parity = ", ".join(sorted({_parity_steps(s) for _, s in matched}, key=_leading_number))
-        clauses.append(f"at equal quality ({label} as good as {reference} from {parity} steps) "
-                       + _speed_clause([p for p, _ in matched], t))
-    clauses += unmatched
-    if not clauses:  # no quality measured: the speed at every step count swept
-        steps = sorted({p.steps for p in group})
-        clauses.append(f"without a quality measurement, at {_steps_list(steps)} steps " + _speed_clause(group, t))
-    where = _where(group)
-    return f"{lead}{where}: " + "; ".join(clauses) + "."
+Chosen = list[tuple[str, list[Pairing]]]  # (where the clause speaks: step count and quality, its pairings)
 
 
-def _by_reference(group: list[Pairing]) -> dict[tuple[str, str], list[tuple[Pairing, SParity]]]:
-    """Per headline (metric, reference): the pairings whose step count is S_parity there, with that S_parity."""
-    out: dict[tuple[str, str], list[tuple[Pairing, SParity]]] = {}
-    for p in group:
-        for s in p.s_parity:
-            matched = out.setdefault((s.metric, s.reference), [])
-            if s.steps == p.steps:
-                matched.append((p, s))
-    return out
+def _chosen(group: list[Pairing]) -> Chosen:
+    return _at_quality(group) if any(p.quality_measured for p in group) else _at_step_shares(group)
+
+
+def _pairing_sentence(kind: str, chosen: Chosen, t: Sides) -> str:
+    spoken = [p for _, at in chosen for p in at]
+    lead = "Vanilla against vanilla (the protocol)" if kind == VANILLA_PAIRING else _best_lead(spoken, t)
+    clauses = [f"{where}: {_speed_clause(ps, t)}" for where, ps in chosen]
+    return f"{lead}{_where(spoken)}, " + "; ".join(clauses) + "."
+
+
+def _best_lead(group: list[Pairing], t: Sides) -> str:
+    """'Each at its best (LLaMA static-compile, compiled; LLaDA dual-cache, eager: not like for like, ...)'."""
+    points = [q for p in group for q in p.speedups]
+    ar = _executions([(q.llama_execution, q.llama_impl) for q in points])
+    dllm = _executions([(q.llada_execution, q.llada_impl) for q in points])
+    kinds_ar = sorted({q.llama_execution for q in points})
+    kinds_dllm = sorted({q.llada_execution for q in points})
+    text = f"Each at its best ({t.ar} {ar}; {t.dllm} {dllm}"
+    if kinds_ar != kinds_dllm:
+        text += (f": not like for like, {_article('/'.join(kinds_ar))} {t.ar} against "
+                 f"{_article('/'.join(kinds_dllm))} {t.dllm}")
+    return text + ")"
+
+
+def _executions(pairs: list[tuple[str, str]]) -> str:
+    """'static-compile (compiled)', 'vanilla or dual-cache (eager)': the implementations used, by execution."""
+    by_kind: dict[str, list[str]] = {}
+    for execution, impl in pairs:
+        names = by_kind.setdefault(execution, [])
+        if impl not in names:
+            names.append(impl)
+    return ", ".join(f"{' or '.join(names)} ({execution})" for execution, names in by_kind.items())
+
+
+def _article(word: str) -> str:
+    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
+
+
+def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
+    """The step count to speak at where quality was measured: the fewest from which every headline metric holds
+    parity ("at equal quality"), else from which the metrics that reach parity do, else the most swept."""
+    s_parity = group[0].s_parity
+    reached = [s for s in s_parity if s.steps is not None]
+    swept = sorted({p.steps for p in group})
+    if reached and len(reached) == len(s_parity):
+        k = max(s.steps for s in reached)
+        where = f"at equal quality ({_parity_list(reached)}) at {_k(k, group)}"
+    elif reached:
+        k = max(s.steps for s in reached)
+        where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
+    else:
+        k = swept[-1]
+        where = f"at {_k(k, group)}, the most swept, where no headline metric reaches parity"
+    at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
+    return [(where, at)]
+
+
+def _at_step_shares(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
+    """Without quality: the speed at K = N_out/4, N_out/2 and N_out where swept (every step count when none is)."""
+    chosen = []
+    for share in STEP_SHARES:
+        at = [p for p in group if Fraction(p.steps, p.generation_length) == share]
+        if at:
+            chosen.append((f"at K = {_share(share)} ({_steps_of(at)}), quality not measured", at))
+    if not chosen:
+        chosen = [(f"at {_k(k, group)}, quality not measured", [p for p in group if p.steps == k])
+                  for k in sorted({p.steps for p in group})]
+    return chosen
 
 
 def _speed_clause(group: list[Pairing], t: Sides) -> str:
-    """Who is faster at each pairing's smallest batch, and from which batch the AR model stays ahead."""
+    """Who is faster at each pairing's smallest batch, with its interval, and B* with its interval."""
     firsts = [p.speedups[0] for p in group]
-    batches = sorted({q.batch_size for q in firsts})
-    at = f"B = {_steps_list(batches)}"
-    if len(firsts) == 1:
-        return f"{_who_is_faster(firsts[0], at, t)}, and {_b_star_clause(group, t)}"
+    at = f"B = {_list(sorted({q.batch_size for q in firsts}))}"
+    if len(group) == 1:
+        return f"{_who_is_faster(firsts[0], at, t)}, and {t.ar} stays ahead from B* = {_b_star(group[0], t)}"
     low, high = min(q.speedup for q in firsts), max(q.speedup for q in firsts)
     who = (f"{t.ar} is {1 / high:.3g}x–{1 / low:.3g}x faster than {t.dllm}" if high < 1
            else f"{t.dllm} is {low:.3g}x–{high:.3g}x faster than {t.ar}" if low >= 1
            else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x (> 1: {t.dllm} faster)")
-    return f"{who} at {at} over {len(firsts)} settings, and {_b_star_clause(group, t)}"
+    stars = sorted((p.b_star_measured, p.b_star_bound) for p in group)
+    b_star = "B* " + "–".join(dict.fromkeys(_bounded(b, bound) for b, bound in (stars[0], stars[-1])))
+    return (f"{who} at {at} over {len(group)} settings, and {t.ar} stays ahead from {b_star} (each with its "
+            "interval in the Findings)")
 
 
 def _who_is_faster(q: PairingPoint, at: str, t: Sides) -> str:
-    """Faster only when the whole bracket says so; a bracket around 1 is a tie."""
-    bracket = f"[{q.speedup_low:.3g}, {q.speedup_high:.3g}]"
-    if q.speedup_low > 1:
-        return f"{t.dllm} is {q.speedup:.3g}x {bracket} faster than {t.ar} at {at}"
-    if q.speedup_high < 1:
-        return (f"{t.ar} is {1 / q.speedup:.3g}x [{1 / q.speedup_high:.3g}, {1 / q.speedup_low:.3g}] faster than "
+    """Faster only when the whole interval says so; an interval around 1 is a tie."""
+    interval = bracket(q.speedup_low, q.speedup_high)
+    if q.speedup_low is not None and q.speedup_low > 1:
+        return f"{t.dllm} is {q.speedup:.3g}x {interval} faster than {t.ar} at {at}"
+    if q.speedup_high is not None and q.speedup_high < 1:
+        return (f"{t.ar} is {1 / q.speedup:.3g}x {bracket(1 / q.speedup_high, 1 / q.speedup_low)} faster than "
                 f"{t.dllm} at {at}")
-    return f"the two are level at {at} (speedup {q.speedup:.3g}x {bracket}, a bracket around 1)"
+    return f"neither is surely faster at {at} (speedup {q.speedup:.3g}x {interval})"
 
 
-def _b_star_clause(group: list[Pairing], t: Sides) -> str:
-    texts = sorted({(p.b_star_measured, p.b_star_bound, max(q.batch_size for q in p.speedups)) for p in group})
-    if len(texts) == 1:
-        b, bound, largest = texts[0]
-        if bound == "<=":
-            return f"{t.ar} is ahead from the smallest batch measured, B = {b:g}, on"
-        if bound == ">":
-            return f"{t.dllm} stays ahead up to the largest batch measured, B = {largest:g}"
-        return f"{t.ar} stays ahead from B = {b:.3g}"
-    low, high = texts[0], texts[-1]
-    return f"{t.ar} stays ahead from B {_bound(low)} to B {_bound(high)}, depending on the setting"
+def _b_star(p: Pairing, t: Sides) -> str:
+    return crossover_text(p.b_star, t.ar, t.dllm)
 
 
-def _bound(point: tuple[float, str, int]) -> str:
-    b, bound, _ = point
-    return {"<=": f"≤ {b:g}", ">": f"> {b:g}"}.get(bound, f"= {b:.3g}")
+def _bounded(b: float, bound: str) -> str:
+    return {AT_OR_BELOW: f"≤ {b:g}", ABOVE: f"> {b:g}"}.get(bound, f"{b:.3g}")
 
 
 def _where(group: list[Pairing]) -> str:
     settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.dream_alg) for p in group}
     if len(settings) != 1:
         knob = "alg" if any(p.dream_alg for p in group) else "block"
-        return f", over {len(settings)} settings of lengths, {knob} and device"
+        return f" over {len(settings)} settings of lengths, {knob} and device"
     hardware, prompt, gen, block, alg = next(iter(settings))
     setting = ", ".join(([f"block {block}"] if block is not None else []) + ([f"alg {alg}"] if alg else []))
     return f" on {hardware}, {prompt} + {gen} tokens" + (f", {setting}" if setting else "")
 
 
-# ---------------------------------------------------------------- how sure
+# ---------------------------------------------------------------- quality and how sure
 
 
-def _how_sure(pairings: Sequence[Pairing], t: Sides) -> str:
-    points = [q for p in pairings for q in p.speedups]
-    repetitions = sorted({(q.llama_repetitions, q.llada_repetitions) for q in points})
-    reps = " or ".join(f"{a} + {b}" for a, b in repetitions)
-    kinds = sorted({q.interval for q in points})
-    if kinds == [stats.RANGE]:
-        bracket = (f"the range of the ratio, not a confidence interval (a 95% CI needs {stats.MIN_CI_SAMPLES} "
-                   "repetitions a side)")
-    else:
-        bracket = " or ".join(f"the {stats.INTERVAL_LABEL.get(k, k)}" + (" (too few repetitions for a CI)"
-                                                                         if k == stats.RANGE else "")
-                              for k in kinds) + " of the ratio of medians"
-    text = (f"How sure: each speedup rests on {reps} measured repetitions ({t.ar} + {t.dllm}), and its bracket is "
-            f"{bracket}")
+def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
+    """What the quality behind the speedups is: each headline metric's parity, its judge and whether the judge is
+    the model under test; or, where none was measured, what the family's authors published."""
+    measured = next((p for p in group if p.quality_measured), None)
+    if measured is None:
+        published = family(pair.dllm_arch).published_quality
+        return ("Quality was not measured here: "
+                + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
+                + ".")
+    parts = []
+    swept = sorted({p.steps for p in group})
+    for s in measured.s_parity:
+        label = SHORT_LABEL.get(s.metric, s.metric)
+        judge = ""
+        if s.judge:
+            judge = f", judged by {s.judge}" + (f", the {t.ar} under test" if s.judge_under_test else "")
+        if s.steps is None:
+            parts.append(f"{label} never matches {s.reference} within the {swept[0]}–{swept[-1]} steps swept{judge}")
+        else:
+            parts.append(f"{label} matches {s.reference} from {_parity_steps(s)} steps{judge}")
+    return f"Quality ({measured.llada_model}, vanilla): " + "; ".join(parts) + "."
+
+
+def _how_sure(group: list[Pairing], protocol: list[Pairing]) -> str:
+    points = [q for p in group for q in p.speedups]
+    labels = sorted({q.interval_label for q in points})
+    text = "How sure: each speedup's interval is a " + " or a ".join(labels)
+    levels = sorted({p.b_star_level for p in group if p.b_star_level is not None})
+    if levels:
+        text += (f"; B*'s interval inverts them (it covers at least {level_text(levels[0])} where the speedup falls "
+                 "monotonically with B)")
+    roofline = _roofline_clause(protocol)
+    if roofline:
+        text += f"; {roofline}"
     if any(q.llada_extrapolated for q in points):
-        text += f"; some {t.dllm} latencies are extrapolated from their first timed steps"
-    parity = _parity_intervals(pairings)
-    if parity:
-        text += "; " + "; ".join(parity)
+        text += "; some diffusion latencies are extrapolated from their first timed steps"
+    seen = set()
+    for s in group[0].s_parity:
+        if s.steps is None or s.parity_fraction is None or s.metric in seen:
+            continue
+        seen.add(s.metric)
+        largest = str(max(p.steps for p in group))
+        text += (f"; S_parity on {SHORT_LABEL.get(s.metric, s.metric)}: "
+                 f"{replicate_span(s.replicate_low_steps, s.replicate_high_steps, largest)}")
     return text + "."
 
 
-def _parity_intervals(pairings: Sequence[Pairing]) -> list[str]:
-    """The 95% bootstrap CI over prompts of each S_parity that was found (once per metric and reference)."""
-    seen: dict[tuple[str, str, int, int], str] = {}
-    for p in pairings:
-        for s in p.s_parity:
-            if s.steps is None or s.parity_fraction is None:
-                continue
-            key = (s.metric, s.reference, p.generation_length, p.prompt_length)
-            if key in seen:
-                continue
-            largest = max(q.steps for q in pairings if q.generation_length == p.generation_length)
-            high = s.ci_high_steps if s.ci_high_steps is not None else f"beyond {largest}"
-            low = s.ci_low_steps if s.ci_low_steps is not None else _parity_steps(s)
-            seen[key] = (f"S_parity on {SHORT_LABEL.get(s.metric, s.metric)} has a 95% bootstrap CI over prompts of "
-                         f"{low}–{high} steps ({s.parity_fraction:.0%} of replicates reach parity)")
-    return list(seen.values())
+def _roofline_clause(group: list[Pairing]) -> str:
+    """The roofline's B* for the vanilla pairing at the verdict's first setting: the bound and the model."""
+    p = next((p for p in group if p.b_star_roofs_bound is not None), None)
+    if p is None:
+        return ""
+    text = (f"the roofline ({p.roofline_profile}) puts B* at {roofline_value(p.b_star_roofs, p.b_star_roofs_bound)} "
+            f"on its roofs alone (each latency at its lower bound)")
+    if p.calibration:
+        text += (f" and at {roofline_value(p.b_star_calibrated, p.b_star_calibrated_bound)} with {p.calibration} "
+                 "(a calibrated model, not a bound)")
+    return text + f" at {p.steps} steps"
 
 
 # ---------------------------------------------------------------- formats
 
 
-def _impls(lists: Iterable[list[str]]) -> str:
-    names = list(dict.fromkeys(name for names in lists for name in names))
-    return " or ".join(names)
+def _k(k: int, group: list[Pairing]) -> str:
+    """'4 steps (K = N_out/8)'."""
+    gens = sorted({p.generation_length for p in group if p.steps == k}) or [group[0].generation_length]
+    shares = ", ".join(dict.fromkeys(_share(Fraction(k, g)) for g in gens))
+    return f"{k} step{'s' if k != 1 else ''} (K = {shares})"
+
+
+def _share(share: Fraction) -> str:
+    if share == 1:
+        return "N_out"
+    if share.numerator == 1:
+        return f"N_out/{share.denominator}"
+    return f"{share.numerator} N_out/{share.denominator}"
+
+
+def _steps_of(group: list[Pairing]) -> str:
+    return ", ".join(dict.fromkeys(f"{p.steps} steps for {p.generation_length} tokens" for p in group))
+
+
+def _parity_list(reached: list[SParity]) -> str:
+    return ", ".join(f"{SHORT_LABEL.get(s.metric, s.metric)} as good as {s.reference} from {_parity_steps(s)} steps"
+                     for s in reached)
+
+
+def _metrics(reached: list[SParity]) -> str:
+    return " and ".join(SHORT_LABEL.get(s.metric, s.metric) for s in reached)
 
 
 def _parity_steps(s: SParity) -> str:
     return f"≤ {s.steps}" if s.bound == "<=" else str(s.steps)
 
 
-def _leading_number(text: str) -> int:
-    return int(text.lstrip("≤ "))
-
-
-def _steps_list(values: Sequence[int]) -> str:
+def _list(values: Sequence[int]) -> str:
     return ", ".join(str(v) for v in values[:-1]) + (" and " if len(values) > 1 else "") + str(values[-1])
 
 
@@ -215,3 +300,4 @@ def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) 
         lines += textwrap.wrap(sentence, TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
     lines.append(f"The full Findings, both pairings and any variants: {markdown} and {findings_json.name} beside it")
     return "\n".join(lines)
+

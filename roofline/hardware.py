@@ -39,6 +39,25 @@ class HardwareProfile(BaseModel):
         "layer count of the model costed. 0: no host floor (the study's datasheet profiles).",
     )
     host_floor_layers: int = Field(default=32, gt=0, description="Layers of the forward `host_floor_s` was measured on.")
+    floor_origin: str = Field(default="", description="What the floor (host or dispatch) was measured or fitted on.")
+
+    @property
+    def has_floor(self) -> bool:
+        return bool(self.dispatch_s or self.host_floor_s)
+
+    def roofs_only(self) -> HardwareProfile:
+        """This profile without its floors: the roofs alone, under which no run can finish (a lower bound on
+        latency). With a floor the model is calibrated to measured host or dispatch time: a model, not a bound."""
+        return self.model_copy(update={"dispatch_s": 0.0, "host_floor_s": 0.0})
+
+    def floor_note(self) -> str | None:
+        """The floor in words, with what it was measured or fitted on; None without one."""
+        origin = f", {self.floor_origin}" if self.floor_origin else ""
+        if self.host_floor_s:
+            return f"a host floor of {self.host_floor_s * 1e3:.3g} ms per eager {self.host_floor_layers}-layer forward{origin}"
+        if self.dispatch_s:
+            return f"a dispatch floor of {self.dispatch_s * 1e6:.3g} µs per operator{origin}"
+        return None
 
     def host_floor_of(self, num_layers: int) -> float:
         """The host floor of one eager forward of a `num_layers`-layer decoder: host work is per module, so it
@@ -58,6 +77,8 @@ class HardwareProfile(BaseModel):
 # the H100 and A100 profiles take the same value (a node of that class runs the same Python), and a run that
 # measured its own model's (workers/measure/calibrate.py) is costed on that instead.
 EAGER_FORWARD_HOST_FLOOR_S = 24e-3
+HOST_FLOOR_FITTED_ON = ("fitted to the median inter-token latency of the nine eager LLaMA-3-8B runs of the "
+                        "campaign-h100 sweep on an H200 (results/h200/campaign-h100)")
 _HOST_FLOOR_SOURCE = (
     " Host floor 24 ms per eager forward of a 32-layer decoder, measured on an H200 node (eager transformers, "
     "torch 2.11): the median ITL of the host-bound eager LLaMA decode."
@@ -110,6 +131,7 @@ def _datasheet_profile(
         memory_bytes=memory_gib * _GIB,
         source=source + (_HOST_FLOOR_SOURCE if host_floor_s else ""),
         host_floor_s=host_floor_s,
+        floor_origin=HOST_FLOOR_FITTED_ON if host_floor_s else "",
     )
 
 

@@ -28,10 +28,11 @@ def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
     vector, notes = vector_roof(roofs)
     gpu = roofs.device not in ("cpu", "unknown")
     floor_s, floor_layers = roofs.host_floor_s, roofs.host_floor_layers
+    origin = "measured on the device that ran (workers/measure/calibrate.py)"
     if floor_s is None and gpu:
         named = hardware_for_gpu_name(roofs.device)
         if named is not None and named.host_floor_s:
-            floor_s, floor_layers = named.host_floor_s, named.host_floor_layers
+            floor_s, floor_layers, origin = named.host_floor_s, named.host_floor_layers, named.floor_origin
             notes += f"; host floor {floor_s * 1e3:.3g} ms per {floor_layers}-layer eager forward from profile {named.name}"
     return HardwareProfile(
         name=f"{roofs.device} (measured, {roofs.dtype}{threads})",
@@ -43,6 +44,7 @@ def profile_from_roofs(roofs: MeasuredRoofs) -> HardwareProfile:
         dtype=roofs.dtype,
         host_floor_s=floor_s or 0.0,
         host_floor_layers=floor_layers or 32,
+        floor_origin=origin,
         source=f"measured by workers/measure/calibrate.py in the sweep's worker: {roofs.method}{notes}",
     )
 

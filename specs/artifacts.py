@@ -38,15 +38,18 @@ CHECKSUMS_FILE = "checksums.jsonl"
 LOCK_FILE = "sweep.lock"  # present while a sweep writes here: host, pid, start time
 # The report: the HTML, its Markdown, and the Findings as data (both pairings; report/pairings.py).
 REPORT_FILES = ("report.html", "report.md", "findings.json")
+# The checksum of every file the report last wrote (specs/report_record.py).
+REPORT_MANIFEST_FILE = "report-manifest.json"
 FIGURE_SUFFIXES = (".png", ".svg")
 # What a sweep directory may hold; anything else is a stray that `verify` names.
-SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, *REPORT_FILES})
+SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, REPORT_MANIFEST_FILE,
+                         *REPORT_FILES})
 SWEEP_DIRS = frozenset({RUNS_DIR, FIGURES_DIR})
 # Temporary files the package itself names (specs/safefile.atomic_write): `.<name>.<random>.tmp` for the files
 # a sweep writes, the report's included; `<name>.tmp`, the report's own before it took unique names.
 _STORE_TEMP = re.compile(
     r"^\.(?:spec\.yaml|manifest\.json|write-check|[0-9a-f]+\.json|results\.parquet|report\.html|report\.md"
-    r"|findings\.json)\.[^/]+\.tmp$"
+    r"|findings\.json|report-manifest\.json)\.[^/]+\.tmp$"
 )
 _REPORT_TEMPS = frozenset(name + TEMP_SUFFIX for name in (RESULTS_FILE, *REPORT_FILES))
 _FIGURE_TEMP = re.compile(r"^\.[^/]+\.(?:png|svg)\.[^/]+\.tmp$")
@@ -96,43 +99,47 @@ class SweepLayout:
     def lock(self) -> Path:
         return self.root / LOCK_FILE
 
+    @property
+    def report_manifest(self) -> Path:
+        return self.root / REPORT_MANIFEST_FILE
+
     def run_file(self, run_id: str) -> Path:
         return self.runs / f"{run_id}.json"
 
     def run_files(self) -> dict[str, Path]:
         """Every finished run file on disk, by run id (temporary files and directories are not runs)."""
-        if not _is_own_dir(self.runs):
+        if not is_own_dir(self.runs):
             return {}
-        return {p.stem: p for p in sorted(self.runs.glob("*.json")) if _is_regular(p)}
+        return {p.stem: p for p in sorted(self.runs.glob("*.json")) if is_regular(p)}
 
     def temporaries(self) -> list[Path]:
         """Temporary files this package names itself, left by an interrupted write (never anything else)."""
-        found = [p for p in _entries(self.root) if is_own_temporary(p.name)]
-        if _is_own_dir(self.runs):
-            found += [p for p in _entries(self.runs) if _STORE_TEMP.match(p.name)]
-        if _is_own_dir(self.figures):
-            found += [p for p in _entries(self.figures) if _FIGURE_TEMP.match(p.name)]
-        return [p for p in found if _is_regular(p)]
+        found = [p for p in entries(self.root) if is_own_temporary(p.name)]
+        if is_own_dir(self.runs):
+            found += [p for p in entries(self.runs) if _STORE_TEMP.match(p.name)]
+        if is_own_dir(self.figures):
+            found += [p for p in entries(self.figures) if _FIGURE_TEMP.match(p.name)]
+        return [p for p in found if is_regular(p)]
 
 
 def is_own_temporary(name: str) -> bool:
     return bool(_STORE_TEMP.match(name)) or name in _REPORT_TEMPS
 
 
-def _entries(directory: Path) -> list[Path]:
+def entries(directory: Path) -> list[Path]:
     try:
         return sorted(directory.iterdir())
     except OSError:
         return []
 
 
-def _is_regular(path: Path) -> bool:
+def is_regular(path: Path) -> bool:
     """A regular file itself, not a symlink to one (lstat)."""
     status = lstat_or_none(path)
     return status is not None and stat.S_ISREG(status.st_mode)
 
 
-def _is_own_dir(path: Path) -> bool:
+def is_own_dir(path: Path) -> bool:
     """A directory itself, not a symlink to one: a sweep never follows a link out of its folder."""
     status = lstat_or_none(path)
     return status is not None and stat.S_ISDIR(status.st_mode)
@@ -150,7 +157,7 @@ def refuse_unsafe_entries(layout: SweepLayout) -> None:
             if stat.S_ISLNK(status.st_mode) or is_special(status.st_mode):
                 raise UnsafeFileError(_unsafe(directory, status.st_mode))
             continue  # a file where a directory belongs: a stray, named by verify
-        for path in _entries(directory):
+        for path in entries(directory):
             mode = lstat_or_none(path)
             if mode is not None and (stat.S_ISLNK(mode.st_mode) or is_special(mode.st_mode)):
                 raise UnsafeFileError(_unsafe(path, mode.st_mode))
@@ -168,7 +175,7 @@ def _unsafe(path: Path, mode: int) -> str:
 def holds_sweep(root: Path) -> bool:
     """Whether a directory holds a sweep of this package: its checksum record, or a manifest that parses."""
     layout = SweepLayout(root)
-    if _is_regular(layout.checksums):
+    if is_regular(layout.checksums):
         return True
     try:
         return read_manifest(layout) is not None
@@ -245,7 +252,7 @@ def verify(layout: SweepLayout) -> list[Problem]:
         return [Problem(str(layout.manifest), "missing")]
     problems: list[Problem] = []
     recorded = read_checksums(layout)
-    if not _is_regular(layout.spec):
+    if not is_regular(layout.spec):
         problems.append(Problem(str(layout.spec), "missing"))
     elif sha256_file(layout.spec) != manifest.spec_sha256:
         problems.append(Problem(str(layout.spec), "checksum mismatch (edited after the sweep)"))
@@ -285,7 +292,7 @@ def strays(layout: SweepLayout) -> list[Problem]:
     """Entries a sweep never writes: unknown files and folders, a run path that is not a file, figures
     that are not images. The package's own temporary files are not strays (the next sweep removes them)."""
     problems = []
-    for path in _entries(layout.root):
+    for path in entries(layout.root):
         name = path.name
         if is_own_temporary(name):
             continue
@@ -297,24 +304,24 @@ def strays(layout: SweepLayout) -> list[Problem]:
                 problems.append(Problem(str(path), "stray: not a regular file"))
         else:
             problems.append(Problem(str(path), "stray: not part of a sweep"))
-    for path in _entries(layout.runs) if _is_own_dir(layout.runs) else []:
+    for path in entries(layout.runs) if is_own_dir(layout.runs) else []:
         if _STORE_TEMP.match(path.name):
             continue
         if path.suffix != ".json":
             problems.append(Problem(str(path), "stray: not a run file"))
         elif not path.is_file() or path.is_symlink():
             problems.append(Problem(str(path), "stray: a run file must be a regular file"))
-    for path in _entries(layout.figures) if _is_own_dir(layout.figures) else []:
+    for path in entries(layout.figures) if is_own_dir(layout.figures) else []:
         if _FIGURE_TEMP.match(path.name):
             continue
-        if path.suffix not in FIGURE_SUFFIXES or not _is_regular(path):
+        if path.suffix not in FIGURE_SUFFIXES or not is_regular(path):
             problems.append(Problem(str(path), "stray: not a figure"))
     return problems
 
 
 def provenance_warning(layout: SweepLayout) -> str | None:
     """A line to print when the manifest's checksums cannot be checked against the record of writes."""
-    if _is_regular(layout.manifest) and read_checksums(layout) is None:
+    if is_regular(layout.manifest) and read_checksums(layout) is None:
         return (
             f"{layout.checksums}: missing, so the manifest's checksums cannot be checked against the record of "
             "what the sweep wrote (a directory from an older version, or the record was deleted)"

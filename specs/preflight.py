@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.paths import resolve_path
-from specs.registry import FAMILIES, family, loads_model_type
+from specs.paths import broken_link, resolve_path
+from specs.registry import family, loads_model_type, model_type_advice
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
 
@@ -133,7 +133,7 @@ def _looks_local(checkpoint: str) -> bool:
 def _local_dir(name: str) -> Path | None:
     """The local folder a checkpoint or tokenizer names, or None for a hub id."""
     path = resolve_path(Path(name).expanduser())
-    return path if path.exists() or _looks_local(name) else None
+    return path if path.exists() or broken_link(path) or _looks_local(name) else None
 
 
 def _check_checkpoint(field: str, source_field: str, model: ModelSpec, source: CheckpointSource) -> str | None:
@@ -169,6 +169,9 @@ def _check_checkpoint(field: str, source_field: str, model: ModelSpec, source: C
 
 def _check_folder(field: str, name: str, directory: Path) -> str | None:
     if not directory.exists():
+        broken = broken_link(directory)
+        if broken:
+            return f"{field}: {name!r} {broken}; point it at the directory, or give the directory itself"
         return f"{field}: no such directory {name!r} (a hub id looks like 'org/name')"
     if not directory.is_dir():
         return f"{field}: {name!r} is a file; give the checkpoint's directory (config.json, weights, tokenizer)"
@@ -195,17 +198,7 @@ def _check_format(field: str, name: str, directory: Path, config: dict[str, Any]
     (LLaMA's for llama or llada, LLaDA's own, Qwen2's, Dream's), with safetensors weights."""
     model_type = config.get("model_type")
     if not loads_model_type(arch, model_type):
-        owners = [f.name for f in FAMILIES.values() if model_type in f.checkpoint_model_types]
-        if owners:
-            return (
-                f"{field}: {name!r} is a {model_type} checkpoint (model_type {model_type!r}); give it arch: "
-                f"{' or '.join(owners)}"
-            )
-        supported = "; ".join(f"{f.name}: {', '.join(f.checkpoint_model_types)}" for f in FAMILIES.values())
-        return (
-            f"{field}: {name!r} has model_type {model_type!r}, which loads only with remote code; supported: "
-            f"{supported}; or set source.trust_remote_code: true"
-        )
+        return f"{field}: {name!r} {model_type_advice(arch, model_type)}"
     index = directory / WEIGHTS_INDEX
     if index.is_file():
         data, problem = _read_json(field, index)

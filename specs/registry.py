@@ -53,6 +53,9 @@ class Family(BaseModel):
     # The autoregressive family a diffusion family is paired with first in a report: the one it was initialised
     # from or is compared with at the same scale (None for autoregressive families).
     peer: str | None = None
+    # What the family's authors published of its quality against its step count, with the source: what a verdict
+    # says where a sweep measured no quality at that scale (synthetic weights). None: nothing recorded here.
+    published_quality: str | None = None
 
     @property
     def is_diffusion(self) -> bool:
@@ -136,6 +139,12 @@ FAMILIES: dict[str, Family] = {
             bidirectional=True, logit_shift=0, checkpoint_model_types=("llada", "llama"),
             hub_ids=("GSAI-ML/LLaDA-8B-Base", "GSAI-ML/LLaDA-8B-Instruct", "GSAI-ML/LLaDA-1.5"),
             presets={"tiny": _LLADA_TINY, "small": _LLADA_SMALL, "8b": _LLADA_8B}, full_size="8b", peer="llama",
+            published_quality=(
+                "LLaDA's authors report quality best at K = N_out and lower with fewer steps (Nie et al., Large "
+                "Language Diffusion Models, arXiv:2502.09992v3, App. B.7, Fig. 5: LLaDA 8B Base, N_out = 256, K = "
+                "32-256, accuracies plotted only); the published LLaDA-8B figure at N_out = 256 with blocks of 32 is "
+                "at K = N_out (GSM8K 79.3%, LLaDA-8B-Instruct, the baseline of Fast-dLLM, arXiv:2505.22618), and none "
+                "is published at K = N_out/4 or N_out/2"),
         ),
         Family(
             name="qwen2", title="Qwen2.5", paradigm="autoregressive", sampler="autoregressive", layout="qwen2",
@@ -187,3 +196,22 @@ def full_shape(arch: str) -> ModelShape:
 def loads_model_type(arch: str, model_type: str | None) -> bool:
     """Whether a checkpoint's config.json model_type loads as `arch` without remote code."""
     return model_type in family(arch).checkpoint_model_types
+
+
+def model_type_advice(arch: str, model_type: object) -> str:
+    """Why a config.json whose model_type does not load as `arch` is refused, and what to do. Remote code is
+    offered only to an autoregressive family: a diffusion family's sampler needs the package's own loading, so
+    ModelSpec refuses `trust_remote_code` for it."""
+    entry = family(arch)
+    allowed = " or ".join(repr(t) for t in entry.checkpoint_model_types)
+    if model_type is None:
+        return (f"has a config.json with no model_type, so it names no architecture (a {entry.title} "
+                f"checkpoint's says {allowed}): give the checkpoint's own config.json")
+    owners = [f.name for f in FAMILIES.values() if model_type in f.checkpoint_model_types]
+    if owners:
+        return f"is a {model_type} checkpoint (model_type {model_type!r}); give it arch: {' or '.join(owners)}"
+    if entry.is_diffusion:
+        return (f"has model_type {model_type!r}, which arch {arch} does not load (allowed: {allowed}); give a "
+                f"{entry.title} checkpoint: {entry.title} models never run remote code")
+    return (f"has model_type {model_type!r}, which arch {arch} loads only with the checkpoint's own code (without "
+            f"it: {allowed}); set source.trust_remote_code: true to run that code")

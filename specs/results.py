@@ -26,6 +26,12 @@ class RunStatus(str, Enum):
     SKIPPED = "skipped"  # the roofline predicted it cannot fit and the spec asked to skip
 
 
+# An extrapolated run is suspect when its median timed step is off the full runs' at the same shape by more than
+# this (either way): a vanilla step costs the same whatever the step count, and the H200 campaign's check points
+# agree within 4% but for one that was 38% slow (report/extrapolation.py, orchestrator/extrapolation.py).
+EXTRAPOLATION_TOLERANCE = 0.10
+
+
 class ExtrapolatedLatency(Record):
     """A LLaDA run that timed only its first `timed_steps` of `steps` (controls.extrapolation).
 
@@ -56,7 +62,8 @@ class Samples(Record):
 
 
 class Memory(Record):
-    """Peak memory of the measured region; on CPU only the process's RSS growth is known."""
+    """Peak memory of the measured region; on CPU the process's RSS growth, and the tensors' own peak from an untimed
+    generation after it."""
 
     device: Literal["cuda", "cpu"]
     weights_bytes: int
@@ -71,6 +78,11 @@ class Memory(Record):
     # artifact written before they were read (workers/measure/memory.py).
     graph_pool_bytes: int | None = None
     graph_pool_allocated_bytes: int | None = None
+    # CPU: the most bytes of tensors alive at once that one more generation of the measured model allocated above
+    # what was alive before it (its weights), as torch's allocator reported them in an untimed pass after the
+    # repetitions (workers/measure/memory.py `tensor_peak_bytes`): the same shapes give the same bytes, where the RSS
+    # growth varies with what malloc kept. None: a GPU run, or an artifact written before it was measured.
+    peak_tensor_bytes: int | None = None
 
     @property
     def peak_in_use_bytes(self) -> int | None:
@@ -214,6 +226,9 @@ class RunResult(Record):
     attempts: int = 1
     error: str | None = None
     traceback: str | None = None
+    # The error is in the model's files (missing, unreadable, a config.json that contradicts its weights): nothing
+    # was measured, so this is no result, and a resume reruns it once the files are fixed.
+    input_error: bool = False
     model_load_s: float | None = None  # this actor's load of the model, 0 when already loaded
     samples: Samples | None = None
     memory: Memory | None = None

@@ -42,6 +42,7 @@ from specs.model_spec import (
     SyntheticSource,
 )
 from specs.registry import PRESET_NAMES, family
+from specs.study import ControlKey
 
 # ---------------------------------------------------------------- the spec
 
@@ -88,6 +89,11 @@ class ExperimentSpec(Frozen):
     controls: Controls = Controls()
     prompts: Prompts = Prompts()
     quality: QualitySpec = QualitySpec()
+    # Spec-level notes, never part of a RunConfig (no run id depends on them), printed by the report:
+    # why the sweep departs from the study's design (specs/study.py), per control, in its "Departures" table;
+    departures: dict[ControlKey, str] = Field(default_factory=dict)
+    # and what was edited in this spec after its runs, and why (its provenance section).
+    amendments: list[str] = Field(default_factory=list)
 
     _name = field_validator("name")(safe_name)
 

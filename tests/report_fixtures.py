@@ -96,6 +96,8 @@ class FixtureGrid:
     dream_algs: tuple[str, ...] = ("entropy",)  # Dream's remasking algorithms (one curve each)
     # Latency multipliers per `families` entry (1 where absent): what sets each pair's crossover apart.
     family_speed: tuple[tuple[str, float], ...] = ()
+    # Families every run of which failed (an error artifact, no measurement), as when a checkpoint is broken.
+    failing_families: tuple[str, ...] = ()
 
 
 DUAL = LladaImpl(name="dual-cache", cache="dual")
@@ -135,7 +137,8 @@ def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
     for kind in grid.hardware:
         for config in _configs(grid, kind):
             variant = config.impl_name != "vanilla"
-            results.append(_result(grid, kind, config, variant_rng if variant else rng))
+            result = _result(grid, kind, config, variant_rng if variant else rng)
+            results.append(_failed(result) if config.model.arch in grid.failing_families else result)
         if grid.extra_failures:
             results.extend(_failures(grid, kind))
     runs: dict[str, str] = {}
@@ -166,9 +169,10 @@ def _is_ar(entry: str) -> bool:
     return not family(entry.partition("#")[0]).is_diffusion
 
 
-def _evaluator(grid: FixtureGrid) -> ModelSpec:
-    """The perplexity evaluator: the grid's first autoregressive model."""
-    return _model(grid, next(a for a in grid.families if _is_ar(a)))
+def _evaluator(grid: FixtureGrid) -> ModelSpec | None:
+    """The perplexity evaluator: the grid's first autoregressive model (None without one)."""
+    first = next((a for a in grid.families if _is_ar(a)), None)
+    return _model(grid, first) if first is not None else None
 
 
 def _speed(grid: FixtureGrid, kind: HardwareKind, model: str) -> float:
@@ -184,7 +188,9 @@ def _controls(grid: FixtureGrid, kind: HardwareKind) -> Controls:
 
 
 def _quality_spec(grid: FixtureGrid) -> QualitySpec:
-    return QualitySpec(bertscore=BertScoreSpec(), perplexity=PerplexitySpec(evaluator=_evaluator(grid).name))
+    evaluator = _evaluator(grid)
+    return QualitySpec(bertscore=BertScoreSpec(),
+                       perplexity=PerplexitySpec(evaluator=evaluator.name) if evaluator is not None else None)
 
 
 def _configs(grid: FixtureGrid, kind: HardwareKind) -> list[RunConfig]:
@@ -288,7 +294,10 @@ def _result(grid: FixtureGrid, kind: HardwareKind, config: RunConfig, rng: np.ra
         memory = Memory(device="cuda", weights_bytes=16 * GIB, peak_allocated_bytes=int(peak * 0.93),
                         peak_reserved_bytes=peak)
     else:
-        memory = Memory(device="cpu", weights_bytes=4 << 20, peak_rss_delta_bytes=int(peak / 4096))
+        # The tensors' peak follows the shapes alone; the RSS growth also drifts with what else ran (here with the
+        # step count), as malloc's does.
+        memory = Memory(device="cpu", weights_bytes=4 << 20, peak_tensor_bytes=(peak - 16 * GIB) // 4096,
+                        peak_rss_delta_bytes=int(peak / 4096) + (config.steps or 0) * (1 << 20))
     quality, note = None, "quality disabled on this device"
     if kind.quality:
         quality = _quality(config, rng)
@@ -416,6 +425,16 @@ def _failures(grid: FixtureGrid, kind: HardwareKind) -> list[RunResult]:
     return out
 
 
+def _failed(result: RunResult) -> RunResult:
+    """The run as an error artifact: its config and environment, no measurement."""
+    return RunResult(
+        run_id=result.run_id, sweep=result.sweep, config=result.config, status=RunStatus.ERROR, weights=result.weights,
+        started_at=result.started_at, finished_at=result.finished_at, attempts=1,
+        error="ValueError: the checkpoint's config contradicts its weights", traceback="Traceback ...",
+        environment=result.environment,
+    )
+
+
 def _impl_axis(impls: tuple[LladaImpl, ...] | tuple[LlamaImpl, ...]) -> dict:
     """`impl: [vanilla, variants...]` as a spec writes it (nothing when the grid has no variants)."""
     if not impls:
@@ -447,6 +466,5 @@ def _spec_dict(grid: FixtureGrid) -> dict:
         "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,
                      "repetitions": grid.repetitions},
         "prompts": {"dataset": "specs/data/prompts.txt", "count": grid.prompts},
-        "quality": {"bertscore": {"model": "packaged-minilm", "num_layers": 6},
-                    "perplexity": {"evaluator": _evaluator(grid).name}},
+        "quality": _quality_spec(grid).model_dump(mode="json", exclude_none=True),
     }

@@ -54,6 +54,24 @@ def test_a_batch_far_beyond_the_devices_memory_is_refused_with_both_sizes(
     assert not (tmp_path / "out" / "runs").exists()  # refused before any run
 
 
+@pytest.mark.parametrize(("shape", "field", "fix"), [
+    ({"vocab_size": 10**12}, "vocab_size", "its embedding and LM head (1,000,000,000,000 x 64) hold most of them; "
+                                           "lower the shape's vocab_size"),
+    ({"num_layers": 10**8}, "num_layers", "its 100000000 layers hold most of them"),
+], ids=["vocabulary", "layers"])
+def test_a_shape_too_large_at_any_batch_is_blamed_not_the_batch_size(
+    shape: dict, field: str, fix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tiny_spec(batch_sizes=[1])
+    data["models"][1]["source"] = {"synthetic": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 4,
+                                                 "intermediate_size": 128, "vocab_size": 30522, **shape}}
+    path = write_spec(tmp_path, data)
+    err = _refusal(["plan", str(path)], capsys)
+    assert f"error: {path}: models.1.source.synthetic.{field}: the weights of llada-tiny alone are predicted " in err
+    assert "so no batch size can run" in err and fix in err
+    assert "batch_sizes" not in err and "lower the batch" not in err
+
+
 def test_on_a_profile_the_refusal_names_the_profile_and_a_batch_near_the_wall_still_plans(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -3,11 +3,18 @@ marked, and checked against the full run where the sweep ran both (controls.extr
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
+from test_report_pairings import unpack
 
-from report.extrapolation import extrapolated_share, extrapolation_checks
+from report.extrapolation import extrapolated_share, extrapolation_checks, with_extrapolation_check
+from report.findings import crossover_table
+from report.pairings import pairing_table
+from report.parity import PARITY_SCHEMA
+from report.render import _load
 from report.sections import extrapolation_blocks
 from report.table import full_where_measured, results_table, vanilla_runs
 from specs.artifacts import SweepLayout
@@ -16,13 +23,15 @@ from specs.results import ExtrapolatedLatency, RunResult
 TIMED = 2
 
 
-def extrapolated_twin(result: RunResult, factor: float) -> RunResult:
-    """The same configuration timed from its first TIMED steps, its extrapolated latency `factor` x the full one."""
-    assert result.samples is not None and result.config.steps is not None
+def extrapolated_twin(result: RunResult, factor: float, step_factor: float = 1.0) -> RunResult:
+    """The same configuration timed from its first TIMED steps, its extrapolated latency `factor` x the full one and
+    its timed steps `step_factor` x the full run's first ones."""
+    assert result.samples is not None and result.config.steps is not None and result.samples.step_s
     config = result.config.model_copy(update={"timed_steps": TIMED})
     latency = [x * factor for x in result.samples.latency_e2e_s]
     samples = result.samples.model_copy(update={
         "latency_e2e_s": latency,
+        "step_s": [[x * step_factor for x in rep[:TIMED]] for rep in result.samples.step_s],
         "extrapolated": ExtrapolatedLatency(timed_steps=TIMED, steps=result.config.steps,
                                             measured_e2e_s=[x * TIMED / result.config.steps for x in latency]),
     })  # fmt: skip
@@ -73,8 +82,13 @@ def test_the_latency_section_says_which_latencies_are_extrapolated(runs) -> None
 
 
 def test_unchecked_extrapolation_is_said_to_be_unchecked(runs) -> None:
+    """No full run at its shape (at any step count): nothing checks it."""
     lone = llada_ok(runs)[0]
-    table = results_table([*(r for r in runs if r.run_id != lone.run_id), extrapolated_twin(lone, 1.0)])
+
+    def shape(r: RunResult) -> tuple:
+        return r.config.model.name, r.config.batch_size, r.config.prompt_length, r.config.generation_length
+
+    table = results_table([*(r for r in runs if shape(r) != shape(lone)), extrapolated_twin(lone, 1.0)])
     (paragraph,) = extrapolation_blocks(table)
     assert "unchecked" in paragraph.text
     assert extrapolation_checks(table).height == 0
@@ -86,3 +100,55 @@ def test_the_table_marks_an_extrapolated_run_without_outputs(runs) -> None:
     table = results_table([*runs, twin])
     row = table.filter(pl.col("run_id") == twin.run_id).row(0, named=True)
     assert row["extrapolated"] is True and row["timed_steps"] == TIMED
+
+
+def test_a_slow_extrapolation_is_suspect_at_any_step_count_and_left_out_of_speedups_and_b_star(runs) -> None:
+    """A vanilla step costs the same whatever the step count, so a run extrapolated from slow steps is caught by the
+    full runs at its shape even where no full run has its step count (the H200 campaign's 16-step point)."""
+    llada = [r for r in llada_ok(runs) if r.config.batch_size == 1]
+    steps = sorted({r.config.steps for r in llada})
+    slow = next(r for r in llada if r.config.steps == steps[0])
+    fair = next(r for r in llada if r.config.steps == steps[-1])
+    kept = [r for r in runs if r.run_id not in {slow.run_id, fair.run_id}]
+    table = with_extrapolation_check(results_table(
+        [*kept, extrapolated_twin(slow, 1.4, step_factor=1.4), extrapolated_twin(fair, 1.05, step_factor=1.05)]))
+    flags = {row["steps"]: (row["extrapolation_step_ratio"], row["extrapolation_suspect"])
+             for row in table.filter(pl.col("extrapolated")).iter_rows(named=True)}
+    assert flags[steps[0]][0] == pytest.approx(1.4, rel=0.05) and flags[steps[0]][1] is True
+    assert flags[steps[-1]][0] == pytest.approx(1.05, rel=0.05) and flags[steps[-1]][1] is False
+    assert table.filter(~pl.col("extrapolated"))["extrapolation_suspect"].null_count() == table.filter(
+        ~pl.col("extrapolated")).height  # nothing to check on a full run
+    checks = extrapolation_checks(table)
+    assert checks.filter(pl.col("suspect"))["steps"].to_list() == [steps[0]]
+    assert checks.filter(pl.col("steps") == steps[0])["ratio"].item() is None  # no full run of 16 steps to pair
+    base = full_where_measured(vanilla_runs(table))
+    gen = slow.config.generation_length
+    crossing = crossover_table(base, {}, {}).filter((pl.col("steps") == steps[0])
+                                                    & (pl.col("generation_length") == gen))
+    assert crossing["batch_sizes"].to_list() == [", ".join(map(str, sorted({r.config.batch_size for r in runs} - {1})))]
+    results = [*kept, extrapolated_twin(slow, 1.4, 1.4), extrapolated_twin(fair, 1.05, 1.05)]
+    pairings = pairing_table(table, results, pl.DataFrame(schema=PARITY_SCHEMA), crossover_table(base, {}, {}), {})
+    at = {p.steps: [s.batch_size for s in p.speedups] for p in pairings if p.generation_length == gen}
+    assert 1 not in at[steps[0]] and 1 in at[steps[-1]]  # the suspect point is left out; the fair one stands
+    (warning,) = [b for b in extrapolation_blocks(table) if getattr(b, "warning", False)]
+    assert f"{steps[0]} steps" in warning.text and "left out of the speedups and B*" in warning.text
+
+
+def test_the_h200_campaigns_slow_first_runs_are_flagged(tmp_path: Path) -> None:
+    """results/h200/campaign-h100 at 256 + 256, B = 1: the campaign's first two LLaDA runs timed 31 ms steps where
+    the full 64-step run took 22 ms and the 256-step run 21-24 ms. Both are flagged (the 16-step point had no
+    check before), the 256-step one is not, and the speedups and B* leave the flagged ones out."""
+    results, _ = _load(SweepLayout(unpack("campaign-h100", tmp_path)), strict=True)
+    table = with_extrapolation_check(results_table(results))
+    suspect = table.filter(pl.col("extrapolation_suspect").fill_null(False))
+    assert sorted(suspect.select("prompt_length", "batch_size", "steps").iter_rows()) == [(256, 1, 16), (256, 1, 64)]
+    assert suspect["extrapolation_step_ratio"].to_list() == pytest.approx([1.43, 1.38], abs=0.01)
+    ratios = table.filter(pl.col("extrapolated") & ~pl.col("extrapolation_suspect"))["extrapolation_step_ratio"]
+    assert ratios.is_between(0.96, 1.02).all() and ratios.len() == 16  # the rest agree within 4%
+    base = full_where_measured(vanilla_runs(table))
+    crossovers = crossover_table(base, {}, {})
+    point = crossovers.filter((pl.col("prompt_length") == 256) & (pl.col("steps") == 16)).row(0, named=True)
+    assert point["batch_sizes"] == "8, 64" and point["b_star"] == pytest.approx(27.7, abs=0.05)
+    pairings = pairing_table(table, results, pl.DataFrame(schema=PARITY_SCHEMA), crossovers, {})
+    (sixteen,) = [p for p in pairings if p.prompt_length == 256 and p.steps == 16]
+    assert [s.batch_size for s in sixteen.speedups] == [8, 64]

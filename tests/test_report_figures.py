@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from report_fixtures import A100, CPU_ROOFS, H100, SMOKE_LIKE, write_sweep
@@ -188,10 +189,24 @@ def test_memory_heatmap_cells_and_shared_scale(a100) -> None:
     assert "reserved" in fig.axes[-1].get_ylabel()  # the one colour bar
 
 
-def test_memory_heatmap_on_cpu_shows_rss(tmp_path: Path) -> None:
-    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+def test_memory_heatmap_on_cpu_draws_the_tensors_peak_never_the_rss(tmp_path: Path) -> None:
+    results = load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE)))
+    table = results_table(results)
     fig = memory_heatmap(table)
-    assert "RSS" in fig.axes[-1].get_ylabel() and "MiB" in fig.axes[-1].get_ylabel()
+    assert "live tensors" in fig.axes[-1].get_ylabel() and "MiB" in fig.axes[-1].get_ylabel()
+    # One LLaDA cell holds every step count: the tensors' peak is the same for all of them, the RSS growth is not.
+    cell_runs = table.filter((pl.col("arch") == "llada") & (pl.col("batch_size") == 4)
+                             & (pl.col("sequence_length") == 64))
+    assert cell_runs["steps"].n_unique() == 3
+    assert cell_runs["peak_tensor_bytes"].n_unique() == 1 and cell_runs["peak_rss_delta_bytes"].n_unique() == 3
+    cell = {(c.x, c.y): c for c in plotted(fig).panel("LLaDA").cells}[(4, 64)]
+    assert cell.value == pytest.approx(cell_runs["peak_tensor_bytes"][0] / 2**20)
+    assert any("repeats" in n for n in plotted(fig).notes)
+    # Artifacts that recorded only the RSS growth: no heatmap, and the report says why.
+    rss_only = results_table([r.model_copy(update={"memory": r.memory.model_copy(update={"peak_tensor_bytes": None})})
+                              for r in results])
+    with pytest.raises(FigureSkipped, match="only the process's RSS growth.*not the model's memory"):
+        memory_heatmap(rss_only)
 
 
 # ------------------------------------------------------------------ 1, 2, 6: quality
@@ -221,6 +236,25 @@ def test_pareto_for_lower_is_better_metric(sweep, a100) -> None:
     frontier = data.panel("N_out = 128").get("Pareto frontier")
     assert list(frontier.y) == sorted(frontier.y, reverse=True)  # slower must mean lower perplexity
     assert "lower is better" in data.panels[0].ylabel
+
+
+def test_perplexity_is_drawn_on_a_log_axis_wherever_it_is_plotted(sweep, a100) -> None:
+    quality = sweep[2]
+    figures = {
+        "pareto": pareto_frontier(a100, quality.by_run, "gen_ppl"),
+        "steps": quality_vs_steps(a100, quality.by_setting, "gen_ppl", quality.parity_markers),
+        "per forward": quality_vs_tokens_per_forward(a100, quality.by_setting, ["bertscore_f1", "gen_ppl"]),
+        "ablation": block_length_ablation(a100, quality.by_setting, "gen_ppl"),
+    }
+    for name, fig in figures.items():
+        panels = [p for p in plotted(fig).panels if "perplexity" in p.ylabel]
+        assert panels, name
+        assert all(p.yscale == "log" for p in panels), name
+        drawn = [ax for ax in fig.axes if "perplexity" in ax.get_ylabel()]
+        assert drawn and all(ax.get_yscale() == "log" for ax in drawn), name
+    # BERTScore F1 stays linear (a bounded score).
+    f1 = plotted(figures["per forward"]).panel("BERTScore F1")
+    assert f1.yscale == "linear"
 
 
 def test_quality_figures_are_skipped_without_quality(sweep, h100) -> None:
@@ -329,6 +363,43 @@ def test_measured_vs_predicted(sweep, a100) -> None:
 
 
 
+def drawn_points(fig) -> list[tuple[float, float]]:
+    """Every marker and line vertex of every panel, in display pixels (the figure drawn once)."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    FigureCanvasAgg(fig).draw()
+    points = []
+    for ax in fig.axes:
+        for collection in ax.collections:
+            offsets = np.asarray(collection.get_offsets())
+            if offsets.size:
+                points += [tuple(p) for p in collection.get_offset_transform().transform(offsets)]
+        for line in ax.lines:
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            xy = xy[np.isfinite(xy).all(axis=1)] if xy.size else xy
+            if xy.size:
+                points += [tuple(p) for p in line.get_transform().transform(xy)]
+    return points
+
+
+def legends(fig) -> list:
+    return [*fig.legends, *(ax.get_legend() for ax in fig.axes if ax.get_legend() is not None)]
+
+
+@pytest.mark.parametrize("name", ["roofline", "measured_vs_predicted"])
+def test_roofline_legends_cover_no_data(sweep, a100, name) -> None:
+    fig = all_figures(sweep, a100)[name]()
+    points = drawn_points(fig)
+    assert points and legends(fig)
+    renderer = fig.canvas.get_renderer()  # the Agg canvas drawn_points attached
+    for legend in legends(fig):
+        box = legend.get_window_extent(renderer)
+        assert not [p for p in points if box.contains(*p)], f"{name}: the legend covers plotted points"
+        # Outside every panel, so no run of another sweep can fall under it either.
+        assert not [ax for ax in fig.axes if box.overlaps(ax.get_window_extent(renderer))]
+
+
 # ------------------------------------------------------------------ figures added with the Findings
 
 
@@ -361,6 +432,81 @@ def test_findings_figure_overlays_the_roofline_and_marks_the_crossover(sweep, a1
     for row in crossings.iter_rows(named=True):
         mark = marks[f"B* at {row['steps']} steps = {row['b_star']:.3g}"]
         assert mark.x == (row["b_star"],) and 1 < row["b_star"] < 32
+
+
+def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep, a100) -> None:
+    import math
+
+    results = sweep[0]
+    profiles, shapes = {A100: A100_PROFILE}, model_shapes(results)
+    crossovers = crossover_table(a100, profiles, shapes)
+    fig = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), crossovers)
+    panel = plotted(fig).panel("N_out = 64")
+    # Measured medians are points with the interval the tables give, and nothing solid joins them.
+    measured = panel.get("llada-8b: 16 steps")
+    assert measured.kind == "points"
+    rows = a100.filter((pl.col("arch") == "llada") & (pl.col("generation_length") == 64) & (pl.col("steps") == 16)
+                       & (pl.col("block_length") == 32) & (pl.col("status") == "ok")).sort("batch_size")
+    assert list(measured.y_low) == pytest.approx(rows["tokens_per_s_interval_low"].to_list())
+    assert list(measured.y_high) == pytest.approx(rows["tokens_per_s_interval_high"].to_list())
+    for ax in fig.axes:
+        for line in ax.lines:
+            if len(line.get_xdata()) > 1:
+                assert line.get_linestyle() != "-", f"a solid line joins measured points: {line.get_label()}"
+    # B* lies where the two interpolated segments cross, in log B and log throughput (as measured_crossover reads it).
+    def at(series, x: float) -> float:
+        logs = [(math.log(a), math.log(b)) for a, b in zip(series.x, series.y)]
+        return math.exp(float(np.interp(math.log(x), *zip(*logs))))
+
+    row = crossovers.filter((pl.col("generation_length") == 64) & (pl.col("b_star_bound") == "=")
+                            & (pl.col("block_length") == 32)).row(0, named=True)
+    ar = panel.get("llama-8b (interpolated in log B)")
+    dllm = panel.get(f"llada-8b: {row['steps']} steps (interpolated in log B)")
+    assert ar.kind == dllm.kind == "interpolation"
+    assert at(ar, row["b_star"]) == pytest.approx(at(dllm, row["b_star"]), rel=1e-6)
+    assert any("not measured" in t for t in fig.axes[0].get_legend_handles_labels()[1])
+    assert any("Dotted" in n and "interpolated" in n for n in plotted(fig).notes)
+    # B*'s interval (report.intervals) is drawn with it: a bar, running to the panel's edge past the measured batches.
+    def bars(ax) -> list[tuple[float, float]]:
+        from matplotlib.collections import LineCollection
+
+        return [tuple(sorted((seg[0][0], seg[1][0]))) for c in ax.collections if isinstance(c, LineCollection)
+                for seg in c.get_segments() if len(seg) == 2 and seg[0][1] == seg[1][1] and seg[0][0] != seg[1][0]]
+
+    mark = panel.get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
+    assert row["b_star_low"] is not None and row["b_star_high"] is not None
+    assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star_low"], row["b_star_high"]))
+    assert (row["b_star_low"], row["b_star_high"]) in [pytest.approx(b) for b in bars(fig.axes[0])]
+    open_low = crossovers.with_columns(pl.lit("<=").alias("b_star_low_bound"))
+    ax = findings_throughput(a100, predicted_throughput(a100, profiles, shapes), open_low).axes[0]
+    assert min(low for low, _ in bars(ax)) == pytest.approx(ax.get_xlim()[0])
+
+
+def test_error_bars_are_the_tables_intervals_with_their_kind_in_the_caption(sweep, a100) -> None:
+    throughput = plotted(throughput_by_batch(a100))
+    bars = throughput.panel("N_out = 128").get("llama-8b")
+    rows = a100.filter((pl.col("arch") == "llama") & (pl.col("generation_length") == 128)).sort("batch_size")
+    assert list(bars.y_low) == pytest.approx(rows["tokens_per_s_interval_low"].to_list())
+    assert list(bars.y_high) == pytest.approx(rows["tokens_per_s_interval_high"].to_list())
+    assert set(rows["tokens_per_s_interval"].to_list()) == {"range"}  # five repetitions: a range, not a CI
+    assert any("range, n = 5" in n for n in throughput.notes)
+    latency = plotted(latency_vs_generation_length(a100))
+    ttft = latency.panel("batch 1").get("llama-8b: TTFT (prefill)")
+    llama = a100.filter((pl.col("arch") == "llama") & (pl.col("batch_size") == 1)).sort("generation_length")
+    assert list(ttft.y_low) == pytest.approx(llama["ttft_s_interval_low"].to_list())
+    assert any("range, n = 5" in n and "IQR" not in n for n in latency.notes)
+    steps = plotted(step_time_vs_length(a100)).panels[0].get("llada-8b, batch 1")
+    assert all(lo <= y <= hi for lo, y, hi in zip(steps.y_low, steps.y, steps.y_high))
+
+
+def test_six_repetitions_give_ci_error_bars_and_say_so(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    grid = replace(SMOKE_LIKE, repetitions=6)
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, grid))))
+    data = plotted(throughput_by_batch(table))
+    assert any("95% BCa CI, n = 6" in n for n in data.notes)
+    assert not any("range" in n for n in data.notes)
 
 
 def test_quality_vs_tokens_per_forward(sweep, a100) -> None:
@@ -402,3 +548,84 @@ def test_an_unlearned_llada_model_gets_a_warning_on_every_quality_figure(tmp_pat
         drawn = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any("WARNING" in t for t in drawn), "the warning is drawn across the panels"
         assert any("trained here" in n and "tokens seen" in n for n in data.notes)  # provenance in the caption
+
+
+# ------------------------------------------------------------------ each family its own colour and marker
+
+
+def drawn_styles(fig) -> dict[str, tuple[str, str]]:
+    """Each legend label's (colour, marker shape) as drawn: a line's, an error-bar plot's data line, a scatter's;
+    a marker is known by its path's vertices, so a scatter's and a line's compare ('None': no marker)."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+    from matplotlib.container import ErrorbarContainer
+    from matplotlib.markers import MarkerStyle
+
+    def shape(path) -> str:
+        return path.vertices.round(3).tobytes().hex()
+
+    styles = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if isinstance(handle, ErrorbarContainer):
+                handle = handle.lines[0]
+            if isinstance(handle, PathCollection):
+                colors = handle.get_facecolor() if len(handle.get_facecolor()) else handle.get_edgecolor()
+                styles[label] = (to_hex(colors[0]), shape(handle.get_paths()[0]))
+            elif hasattr(handle, "get_marker"):
+                marker = MarkerStyle(handle.get_marker())
+                drawn = "None" if handle.get_marker() in ("None", None, "") else shape(
+                    marker.get_path().transformed(marker.get_transform()))
+                styles[label] = (to_hex(handle.get_color()), drawn)
+    return styles
+
+
+@pytest.fixture(scope="module")
+def four_families(tmp_path_factory: pytest.TempPathFactory):
+    from dataclasses import replace
+
+    from report_fixtures import HardwareKind
+
+    cpu = HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True)
+    grid = replace(SMOKE_LIKE, name="four", batch_sizes=(1, 4, 16), generation_lengths=(64,), hardware=(cpu,),
+                   families=("llama", "llada", "qwen2", "dream"), family_speed=(("qwen2", 0.7),))
+    results = load_results(SweepLayout(write_sweep(tmp_path_factory.mktemp("four"), grid)))
+    table = results_table(results)
+    return results, table, analyse_quality(results, table)
+
+
+def test_four_families_get_four_colours_and_markers_in_every_figure(four_families) -> None:
+    results, table, quality = four_families
+    profile = choose_profile("cpu", CPU_ROOFS).profile
+    shapes = model_shapes(results)
+    pred = prediction_table(results, table, profile)
+    figures = {
+        "findings": findings_throughput(table, predicted_throughput(table, {"cpu": profile}, shapes),
+                                        crossover_table(table, {"cpu": profile}, shapes)),
+        "measured_vs_predicted": measured_vs_predicted(table, pred, profile),
+        "quality_vs_steps": quality_vs_steps(table, quality.by_setting, "bertscore_f1", quality.parity_markers),
+        "pareto": pareto_frontier(table, quality.by_run, "bertscore_f1"),
+    }
+    models = {"llama": "llama-tiny", "llada": "llada-tiny", "qwen2": "qwen2-tiny", "dream": "dream-tiny"}
+    for name, fig in figures.items():
+        styles = drawn_styles(fig)
+        by_family = {arch: {style for label, style in styles.items() if label.startswith(model)}
+                     for arch, model in models.items()}
+        assert all(by_family.values()), (name, styles)
+        # No two families share a marker (a level drawn as a plain line has none: its colour tells it).
+        markers = {arch: {m for _, m in found} - {"None"} for arch, found in by_family.items()}
+        for a in models:
+            for b in models:
+                if a < b:
+                    assert not markers[a] & markers[b], (name, a, b, markers)
+        if name != "pareto":  # the Pareto frontier colours by batch size; its families differ by marker
+            colors = {arch: {c for c, _ in found} for arch, found in by_family.items()}
+            for a in models:
+                for b in models:
+                    if a < b:
+                        assert not colors[a] & colors[b], (name, a, b, colors)
+    # Each figure draws a family the same way: its AR models' measured points in one colour and marker.
+    throughput = drawn_styles(figures["findings"])
+    latency = drawn_styles(figures["measured_vs_predicted"])
+    assert throughput["qwen2-tiny"] == latency["qwen2-tiny (Qwen2.5) + dispatch"]
+    assert throughput["llama-tiny"] == latency["llama-tiny (LLaMA) + dispatch"]

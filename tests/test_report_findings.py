@@ -14,8 +14,8 @@ from report.findings import (
     crossover_table,
     findings_table,
     findings_text,
-    measured_crossover,
 )
+from report.intervals import crossing
 from report.parity import parity_table
 from report.quality import quality_long_table
 from report.table import results_table
@@ -26,13 +26,15 @@ A100 = get_hardware("a100-sxm4-80gb")
 
 
 def throughput_table(llama: dict[int, float], llada: dict[int, dict[int, float]]) -> pl.DataFrame:
-    """The flat table's columns the crossover reads: median tokens/s per (model, steps, batch)."""
+    """The flat table's columns the crossover reads: median tokens/s per (model, steps, batch), and the one
+    latency repetition that gives it (N_out = 64)."""
     rows = [("llama", "llama", None, None, b, t) for b, t in llama.items()]
     rows += [("llada", "llada", k, 32, b, t) for k, by_batch in llada.items() for b, t in by_batch.items()]
     frame = pl.DataFrame(rows, schema={"arch": pl.String, "model": pl.String, "steps": pl.Int64,
                                        "block_length": pl.Int64, "batch_size": pl.Int64,
                                        "tokens_per_s_median": pl.Float64}, orient="row")
     return frame.with_columns(
+        pl.concat_list(pl.col("batch_size") * 64 / pl.col("tokens_per_s_median")).alias("latency_e2e_s_samples"),
         pl.lit("ok").alias("status"), pl.lit("cpu").alias("hardware"), pl.lit(32, pl.Int64).alias("prompt_length"),
         pl.lit(64, pl.Int64).alias("generation_length"), pl.lit("low_confidence").alias("remasking"),
         pl.lit(None, pl.Float64).alias("cfg_scale"), pl.lit("float32").alias("dtype"),
@@ -55,7 +57,7 @@ def test_a_known_crossover_is_interpolated_between_measured_batches() -> None:
 
 def test_a_crossover_that_falls_back_is_not_a_crossover() -> None:
     # LLaMA ahead at B = 4 by noise, behind again at 16, ahead from 64 on: B* lies between 16 and 64.
-    b_star, bound = measured_crossover([1, 4, 16, 64], [0.5, 1.1, 0.8, 2.0])
+    b_star, bound = crossing([1, 4, 16, 64], [1 / r for r in (0.5, 1.1, 0.8, 2.0)])
     assert bound == "=" and 16 < b_star < 64
 
 
@@ -100,7 +102,8 @@ def values(findings: pl.DataFrame, prefix: str) -> list[str]:
 def test_findings_with_parity_at_the_first_step() -> None:
     findings = findings_of({8: 0.95 + noise(1), 16: 0.97 + noise(2)})
     (f1,) = [v for v in values(findings, "S_parity: llada, BERTScore F1 vs llama greedy")]
-    assert f1.startswith("<= 8 steps (95% CI 8–8; 100% of 2000 bootstrap replicates reach parity)")
+    assert f1.startswith("<= 8 steps (replicates over prompts put it at 8 steps (the grid's resolution, not a "
+                         "confidence interval); 100% of 2000 bootstrap replicates reach parity)")
     speedups = values(findings, "speedup at S_parity (BERTScore F1)")
     assert [s.split("x")[0] for s in speedups] == [">= 8", ">= 2"]  # LLaMA 2 s; LLaDA 8/32 s x B: lower bounds
     assert findings.filter(pl.col("finding").str.starts_with("speedup"))["source"].unique().to_list() == [PARITY_ANCHOR]
@@ -109,7 +112,7 @@ def test_findings_with_parity_at_the_first_step() -> None:
 def test_findings_at_a_middle_step_after_a_noisy_early_crossing() -> None:
     findings = findings_of({8: 0.83 + noise(1), 16: 0.6 + noise(2), 32: 0.85 + noise(3), 64: 0.9 + noise(4)})
     (f1,) = values(findings, "S_parity: llada, BERTScore F1")
-    assert f1.startswith("32 steps (95% CI")
+    assert f1.startswith("32 steps (replicates over prompts put it at ") and "CI" not in f1
     b1, b4 = values(findings, "speedup at S_parity (BERTScore F1)")
     assert b1.startswith("2x [") and b4.startswith("0.5x [")
     assert "S_parity held at 32" in b1 and "goodput 2x" in b1

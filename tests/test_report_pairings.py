@@ -14,15 +14,9 @@ import polars as pl
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report import stats
-from report.findings import measured_crossover
-from report.pairings import (
-    BEST_PAIRING,
-    NO_VARIANTS,
-    VANILLA_PAIRING,
-    FindingsFile,
-    crossing_batch,
-)
+from report.intervals import AT_OR_BELOW, RANKS, crossing
+from report.pairings import BEST_PAIRING, NO_VARIANTS, VANILLA_PAIRING, FindingsFile
+from roofline.crossover import crossing_batch
 from report.render import render_report
 from report.table import full_where_measured, results_table
 from specs.artifacts import SweepLayout, verify
@@ -72,16 +66,19 @@ def test_the_best_pairing_takes_each_models_fastest_run_at_each_batch(variants) 
             assert (q.llama_impl, q.llada_impl) == (llama["impl"], llada["impl"])
             assert q.speedup == pytest.approx(np.median(llama["latency_e2e_s_samples"])
                                               / np.median(llada["latency_e2e_s_samples"]))
-            # Six repetitions a side: a bootstrap CI, never the range; it contains the estimate.
-            assert q.interval in (stats.CI, stats.PERCENTILE_CI) and (q.llama_repetitions, q.llada_repetitions) == (6, 6)
+            # Six repetitions a side in one session: the rank interval at the level they support (>= 95%).
+            assert q.interval_method == RANKS and (q.llama_repetitions, q.llada_repetitions) == (6, 6)
+            assert q.interval_level >= 0.95 and q.sessions == 1 and "one session" in q.interval_label
             assert q.speedup_low <= q.speedup <= q.speedup_high
         # The compiled LLaMA step and the dual cache lose to vanilla at B = 32 (the fixture's cost law): the best
         # pairing names a different implementation there than at B = 1.
         by_batch = {q.batch_size: q for q in p.speedups}
         assert by_batch[1].llama_impl == "static-compile" and by_batch[32].llama_impl == "vanilla"
         assert p.llama_impls == ["static-compile", "vanilla"]
-        ratios = [q.throughput_ratio for q in p.speedups]
-        assert (p.b_star_measured, p.b_star_bound) == measured_crossover([q.batch_size for q in p.speedups], ratios)
+        # B* reads the same speedups the table shows, so the two never disagree on who is ahead at a batch.
+        speedups = [q.speedup for q in p.speedups]
+        assert (p.b_star_measured, p.b_star_bound) == crossing([q.batch_size for q in p.speedups], speedups)
+        assert p.b_star_low <= p.b_star_measured <= p.b_star_high
         assert p.roofline_profile is not None and p.roofline_implementations is not None
 
 
@@ -109,13 +106,14 @@ def test_findings_json_report_md_and_the_terminal_give_both_pairings(variants) -
     raw = json.loads(variants.findings_json.read_text(encoding="utf-8"))
     for obj in raw["findings"]:
         for key in ("pairing", "prompt_length", "generation_length", "steps", "llama_model", "llada_model",
-                    "llama_impls", "llada_impls", "b_star_measured", "b_star_roofline", "speedups"):
+                    "llama_impls", "llada_impls", "b_star_measured", "b_star_low", "b_star_high", "b_star_level",
+                    "b_star_roofs", "b_star_roofs_bound", "speedups"):
             assert key in obj
     md = variants.markdown.read_text(encoding="utf-8")
     findings = md[md.index("## 1. Findings"):md.index("## 2. Setup")]
     assert "The answer both ways" in findings and "| vanilla |" in findings and "| best |" in findings
     assert "vanilla pairing (" in variants.pairings and "best pairing (" in variants.pairings
-    assert "static-compile vs" in variants.pairings
+    assert "static-compile (compiled) vs" in variants.pairings
     assert not (variants.sweep_dir / "findings.json.tmp").exists()
     assert not verify(SweepLayout(variants.sweep_dir))  # findings.json is part of a sweep, not a stray
 
@@ -127,11 +125,11 @@ def test_a_vanilla_only_sweep_says_no_other_implementation_ran(vanilla_only) -> 
     assert "vanilla pairing (" in vanilla_only.pairings and f"best pairing: {NO_VARIANTS}" in vanilla_only.pairings
     md = vanilla_only.markdown.read_text(encoding="utf-8")
     assert f"Best pairing: {NO_VARIANTS}." in md
-    # Three repetitions: each interval is the range of the ratio and says so.
+    # Three repetitions a side in one session support a 90% interval at most, and it says what it leaves out.
     points = [q for p in found.findings for q in p.speedups]
-    assert points and all(q.interval == stats.RANGE for q in points)
-    assert all("(too few for a CI)" in q.interval_label for q in points)
-    assert any("not a confidence interval" in note for note in found.notes)
+    assert points and all(q.interval_method == RANKS and q.interval_level == pytest.approx(0.9) for q in points)
+    assert all(q.interval_label.startswith("90% distribution-free") for q in points)
+    assert any("variation between sessions" in note for note in found.notes)
 
 
 def test_the_crossing_search_interpolates_in_log_batch() -> None:
@@ -157,14 +155,17 @@ def test_on_the_h200_the_best_pairing_is_static_compile_against_dual_cache(accel
     assert best.llama_impls == ["static-compile"] and best.llada_impls == ["dual-cache"]
     assert [q.batch_size for q in best.speedups] == [1, 8]
     assert best.b_star_bound == "=" and 1 < best.b_star_measured < 8  # LLaDA ahead at B = 1, LLaMA at B = 8
-    assert best.b_star_roofline is not None and best.roofline_profile.startswith("NVIDIA H200")
+    assert best.roofline_profile.startswith("NVIDIA H200") and best.b_star_calibrated is not None
     (vanilla,) = [p for p in found.findings if p.pairing == VANILLA_PAIRING]
     assert vanilla.b_star_bound == "=" and vanilla.b_star_measured > best.b_star_measured
-    for q in best.speedups + vanilla.speedups:  # three repetitions a side: a range, not a CI
-        assert q.interval == stats.RANGE and (q.llama_repetitions, q.llada_repetitions) == (3, 3)
+    # On the roofs alone LLaMA is ahead already at B = 1: said as "<=", never as a crossing at 1.0.
+    assert vanilla.b_star_roofs_bound == AT_OR_BELOW and "≤ 1 on the roofs alone" in accel.pairings
+    assert "(a calibrated model, not a bound)" in accel.pairings
+    for q in best.speedups + vanilla.speedups:  # three repetitions a side, one session: 90% at most
+        assert q.interval_level == pytest.approx(0.9) and (q.llama_repetitions, q.llada_repetitions) == (3, 3)
         assert q.llama_joules_per_token is not None and q.llada_joules_per_token is not None
     assert "llama-8b-synthetic vs llada-8b-synthetic" in accel.pairings
-    assert "static-compile vs dual-cache" in accel.pairings
+    assert "static-compile (compiled) vs dual-cache (eager)" in accel.pairings
 
 
 @pytest.mark.slow
@@ -173,7 +174,9 @@ def test_on_the_h200_campaign_every_point_has_its_vanilla_pairing(tmp_path: Path
     found = read_findings(outputs.sweep_dir)
     assert found.pairings == [VANILLA_PAIRING] and NO_VARIANTS in found.notes
     assert len(found.findings) == 9  # three lengths x three step counts
-    assert all(len(p.speedups) == 3 and p.b_star_roofline is not None for p in found.findings)
+    assert all(p.b_star_roofs_bound is not None for p in found.findings)
+    # Every batch but one: B = 1 at 256 + 256, 16 steps, failed its extrapolation check (report/extrapolation.py).
+    assert [(p.prompt_length, p.steps) for p in found.findings if len(p.speedups) != 3] == [(256, 16)]
     # Extrapolated LLaDA latencies (and their energy) say so, point by point.
     extrapolated = [q for p in found.findings for q in p.speedups if q.llada_extrapolated]
     assert extrapolated and all(q.llada_energy_extrapolated for q in extrapolated)

@@ -16,7 +16,8 @@ import pytest
 from report_fixtures import COMPILE, CPU_ROOFS, FixtureGrid, HardwareKind, write_sweep
 
 from report.findings import crossover_table
-from report.pairings import findings_file, findings_json, pairing_table, pairings_text
+from report.pairing_text import pairings_text
+from report.pairings import findings_file, findings_json, pairing_table
 from report.pairs import Pair, pairs_from, sides_of
 from report.parity import parity_table
 from report.predictions import model_shapes, profile_from_roofs
@@ -100,7 +101,7 @@ def test_a_dream_and_qwen_sweep_gets_that_pairs_b_star_and_verdict(tmp_path: Pat
         assert p.block_length is None and p.dream_alg == "entropy" and (p.ar_arch, p.dllm_arch) == ("qwen2", "dream")
         b_star, bound = _expected_b_star(tps[("qwen2-tiny", None)], tps[("dream-tiny", p.steps)])
         assert (p.b_star_measured, p.b_star_bound) == (pytest.approx(b_star), bound)
-        assert p.b_star_roofline is not None or p.roofline_note  # the roofline costs Dream too
+        assert p.b_star_roofs_bound is not None or p.roofline_note  # the roofline costs Dream too
     at16 = next(p for p in pairings if p.steps == 16)
     assert at16.b_star_bound == "=" and 4 < at16.b_star_measured < 16  # a crossing between measured batches
     row = crossovers.filter(crossovers["steps"] == 16).row(0, named=True)
@@ -109,7 +110,7 @@ def test_a_dream_and_qwen_sweep_gets_that_pairs_b_star_and_verdict(tmp_path: Pat
     sentences = verdict(pairings)
     assert "Qwen2.5 stays ahead from B" in sentences[0] and "Dream" in sentences[0] and "LLaMA" not in sentences[0]
     assert f"= {at16.b_star_measured:.3g}" in sentences[0]
-    assert "(Qwen2.5 + Dream)" in sentences[-1]
+    assert sentences[-1].startswith("How sure: ") and "Dream" in sentences[-2]  # the quality sentence
     assert "speedup = L_e2e(Qwen2.5) / L_e2e(Dream)" in pairings_text(pairings)
 
 
@@ -128,8 +129,10 @@ def test_a_sweep_of_all_four_families_gives_two_pairs_each_with_its_own_b_star(t
     assert dream.b_star_measured < 0.95 * llada.b_star_measured
     sentences = verdict(pairings)
     assert sentences[0].startswith("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ") and "LLaMA stays ahead" in sentences[0]
-    assert sentences[1].startswith("dream-tiny (Dream) vs qwen2-tiny (Qwen2.5): ") and "Qwen2.5 stays ahead" in sentences[1]
-    assert "(AR + dLLM)" in sentences[-1]
+    dream_first = next(s for s in sentences if s.startswith("dream-tiny (Dream) vs qwen2-tiny (Qwen2.5): "))
+    assert "Qwen2.5 stays ahead" in dream_first
+    # Every sentence belongs to one pair and says so.
+    assert all(s.startswith(("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ", "dream-tiny (Dream) vs qwen2-tiny")) for s in sentences)
     text = pairings_text(pairings)
     assert "    llada-tiny (LLaDA) vs llama-tiny (LLaMA)" in text and "    dream-tiny (Dream) vs qwen2-tiny (Qwen2.5)" in text
     # findings.json lists the pairs, and each finding's families, where a sweep has several.
@@ -216,3 +219,27 @@ def test_a_report_of_two_pairs_renders_a_pairings_table_per_pair(tmp_path: Path)
     parity_rows = {(f["llama_model"], s["reference"]) for f in found["findings"] for s in f["s_parity"]}
     assert {ar for ar, _ in parity_rows} == {"llama-tiny", "qwen2-tiny"}
     assert all(ref.startswith(f"{ar} ") for ar, ref in parity_rows), parity_rows
+
+
+def test_a_pair_whose_diffusion_runs_all_failed_is_named_in_the_verdict_findings_and_findings_json(
+        tmp_path: Path) -> None:
+    grid = dataclasses.replace(FOUR, name="dreamfails", failing_families=("dream",))
+    out = render_report(write_sweep(tmp_path, grid), echo=False)
+    found = json.loads(out.findings_json.read_text(encoding="utf-8"))
+    (reason,) = found["unanswered"]
+    assert reason.startswith("dream-tiny (Dream) vs qwen2-tiny (Qwen2.5): no answer: every dream-tiny run failed (")
+    assert "error)" in reason
+    # The answered pair keeps its heading: the verdict does not read as the sweep's whole answer.
+    assert found["verdict"][-1] == f"{reason}."
+    assert all(v.startswith("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ") for v in found["verdict"][:-1])
+    assert "NO ANSWER" in out.findings and reason in out.findings
+    assert reason in out.markdown.read_text(encoding="utf-8")
+
+
+def test_a_sweep_of_one_paradigm_says_there_is_nothing_to_pair(tmp_path: Path) -> None:
+    grid = dataclasses.replace(PAIRS, name="dreamonly", families=("dream",))
+    out = render_report(write_sweep(tmp_path, grid), echo=False)
+    found = json.loads(out.findings_json.read_text(encoding="utf-8"))
+    assert found["verdict"] == ["No verdict: nothing to compare: the sweep has no autoregressive model to pair with "
+                                "dream-tiny."]
+    assert "no successful runs of both models" not in out.markdown.read_text(encoding="utf-8")

@@ -70,6 +70,58 @@ def test_llama_and_llada_specific_columns(results, table) -> None:
     assert llada["nfe"] == llada["steps"] and llada["num_blocks"] == llada["generation_length"] // llada["block_length"]
 
 
+def test_ttft_percentiles_beside_its_median(results, table) -> None:
+    llama = table.filter((pl.col("arch") == "llama") & (pl.col("status") == "ok")).row(0, named=True)
+    ttft = next(r for r in results if r.run_id == llama["run_id"]).samples.ttft_s
+    assert [llama[f"ttft_s_p{p}"] for p in (50, 90, 99)] == pytest.approx(list(np.percentile(ttft, [50, 90, 99])))
+    assert llama["ttft_s_p50"] == pytest.approx(llama["ttft_s_median"])
+    assert llama["ttft_s_interval"] == "range" and llama["ttft_s_n"] == len(ttft)
+
+
+def test_diffusion_decoding_under_serving_names(results, table) -> None:
+    llada = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok"))
+    for row in llada.iter_rows(named=True):
+        run = next(r for r in results if r.run_id == row["run_id"])
+        # The fixture's schedule commits B x N_out / steps tokens a step: N_out / steps a sequence.
+        assert row["tokens_per_step_mean"] == pytest.approx(row["generation_length"] / row["steps"])
+        assert row["steps_per_block_mean"] == pytest.approx(row["steps"] / row["num_blocks"])
+        rates = [sum(c) / sum(t) for t, c in zip(run.samples.step_s, run.samples.tokens_committed)]
+        assert row["committed_tokens_per_s_median"] == pytest.approx(float(np.median(rates)))
+        # Every step is timed here, so it is the end-to-end throughput.
+        assert row["committed_tokens_per_s_median"] == pytest.approx(row["tokens_per_s_median"], rel=1e-9)
+    llama = table.filter(pl.col("arch") == "llama")
+    assert llama["tokens_per_step_mean"].null_count() == llama["committed_tokens_per_s_median"].null_count() \
+        == llama.height
+
+
+def test_sessions_pooled_give_the_decoding_columns_of_every_repetition(table) -> None:
+    from report.sessions import pool_sessions
+
+    run = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok")).head(1)
+    slower = [[t * 2 for t in rep] for rep in run["step_s_samples"][0].to_list()]  # a second session at half the speed
+    again = run.with_columns(pl.lit(1, pl.Int64).alias("session"), pl.lit("second-session").alias("run_id"),
+                             pl.Series("step_s_samples", [slower]))
+    pooled = pool_sessions(pl.concat([run, again])).row(0, named=True)
+    committed = run["tokens_committed_samples"][0].to_list() * 2
+    steps = run["step_s_samples"][0].to_list() + slower
+    rates = [sum(c) / sum(t) for t, c in zip(steps, committed)]
+    assert pooled["sessions"] == 2
+    assert pooled["committed_tokens_per_s_median"] == pytest.approx(float(np.median(rates)))
+    assert pooled["committed_tokens_per_s_median"] < run["committed_tokens_per_s_median"][0]
+    assert pooled["tokens_per_step_mean"] == pytest.approx(run["tokens_per_step_mean"][0])
+
+
+def test_a_confidence_rule_takes_fewer_steps_per_block(tmp_path: Path) -> None:
+    from report_fixtures import VARIANTS
+
+    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, VARIANTS))))
+    rule = table.filter((pl.col("impl") == "prefix-t09") & (pl.col("steps") == 32)).row(0, named=True)
+    forwards = rule["forwards_samples"]
+    assert rule["steps_per_block_mean"] == pytest.approx(float(np.mean(forwards)) / rule["num_blocks"])
+    assert rule["steps_per_block_mean"] < 32 / rule["num_blocks"]
+    assert rule["tokens_per_step_mean"] > rule["generation_length"] / 32
+
+
 def test_failures_are_rows_without_numbers(table) -> None:
     oom = table.filter(pl.col("status") == "oom")
     assert oom.height == 12  # LLaDA at batch 32, N_out 128: 3 steps x 2 blocks x 2 GPUs
@@ -94,10 +146,15 @@ def test_hardware_memory_and_quality_columns(table) -> None:
     assert {f"{m}_samples" for m in QUALITY_METRICS} <= set(table.columns)
 
 
-def test_cpu_runs_use_the_rss_growth(tmp_path: Path) -> None:
-    table = results_table(load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE))))
+def test_cpu_runs_use_the_tensors_peak_else_the_rss_growth(tmp_path: Path) -> None:
+    results = load_results(SweepLayout(write_sweep(tmp_path, SMOKE_LIKE)))
+    table = results_table(results)
     assert set(table["hardware"].unique()) == {"cpu"}
-    assert set(table["peak_memory_kind"].unique()) == {"rss_delta"}
+    assert set(table["peak_memory_kind"].unique()) == {"tensors"}
+    assert (table["peak_memory_bytes"] == table["peak_tensor_bytes"]).all()
+    older = results_table([r.model_copy(update={"memory": r.memory.model_copy(update={"peak_tensor_bytes": None})})
+                           for r in results])
+    assert set(older["peak_memory_kind"].unique()) == {"rss_delta"}
     assert table["peak_reserved_bytes"].null_count() == table.height
     assert set(table["weights"].unique()) == {"synthetic"}
 

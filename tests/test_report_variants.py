@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ def test_the_table_carries_the_variant_columns(sweep) -> None:
     assert dual["cache_bytes"] == 2 * 32 * 8 * 128 * 4096 * 2
 
 
-def test_speedup_is_the_ratio_of_median_latencies_with_a_ci_from_six_repetitions(sweep, variants) -> None:
+def test_speedup_is_the_ratio_of_median_latencies_with_its_interval_from_six_repetitions(sweep, variants) -> None:
     _, results = sweep
     for impl, arch, batch, steps in ((DUAL.name, "llada", 1, 16), (PREFIX_THRESHOLD.name, "llada", 32, 32),
                                      (COMPILE.name, "llama", 8, None)):
@@ -78,14 +79,16 @@ def test_speedup_is_the_ratio_of_median_latencies_with_a_ci_from_six_repetitions
         variant = _run(results, impl, arch, batch, steps).samples.latency_e2e_s
         row = _row(variants, impl, batch, steps)
         assert row["speedup"] == pytest.approx(np.median(vanilla) / np.median(variant))
-        assert row["speedup_interval"] == "bca95" and (row["repetitions"], row["vanilla_repetitions"]) == (6, 6)
+        # One session of 6 + 6 repetitions: the distribution-free interval at the level they support.
+        assert row["speedup_interval"].startswith("95.9% distribution-free interval over repetitions, 1 session x 6 + 6")
+        assert (row["repetitions"], row["vanilla_repetitions"]) == (6, 6)
         assert row["speedup_low"] < row["speedup"] < row["speedup_high"]
     # The fixture's laws: the dual cache's cached step costs 0.2 + 0.03 B of a full one.
     assert _row(variants, DUAL.name, 1, 16)["speedup"] == pytest.approx(16 / (2 + 14 * 0.23), rel=0.05)
     assert _row(variants, DUAL.name, 32, 16)["speedup"] < 1
 
 
-def test_fewer_than_six_repetitions_give_a_range(tmp_path: Path) -> None:
+def test_three_repetitions_give_the_whole_range_of_ratios_at_90_percent(tmp_path: Path) -> None:
     root = write_sweep(tmp_path, dataclasses.replace(VARIANTS, repetitions=3, llada_impls=(DUAL,), llama_impls=()))
     results = _load(root)
     table = results_table(results)
@@ -93,7 +96,7 @@ def test_fewer_than_six_repetitions_give_a_range(tmp_path: Path) -> None:
     row = _row(frame, DUAL.name, 8, 32)
     vanilla = _run(results, "vanilla", "llada", 8, 32).samples.latency_e2e_s
     variant = _run(results, DUAL.name, "llada", 8, 32).samples.latency_e2e_s
-    assert row["speedup_interval"] == "range"
+    assert row["speedup_interval"].startswith("90% distribution-free interval over repetitions, 1 session x 3 + 3")
     assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(
         (min(vanilla) / max(variant), max(vanilla) / min(variant)))
 
@@ -199,7 +202,8 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     section = markdown[markdown.index("7. Accelerated variants"):markdown.index("8. Roofline")]
     assert "measured: stops paying off at B = 32; roofline: pays off at every batch measured" in section
     row = _row(variants, DUAL.name, 1, 16)
-    assert f"{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] (95% BCa CI, n=6+6)" in section
+    assert (f"{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] (95.9% distribution-free "
+            "interval over repetitions, 1 session x 6 + 6 repetitions") in section
     assert "16 → 7.5" in section and "8 prompts paired" in section
     assert "vanilla, dual-cache (cache dual), prefix-t09 (cache prefix, threshold 0.9)" in markdown  # the grid
     speedup = plotted(next(f.figure for f in with_variants.figures if f.stem == "variant_speedup"))
@@ -226,6 +230,19 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     plain_md = plain.markdown.read_text(encoding="utf-8")
     assert "No accelerated variants in this sweep" in plain_md
     assert not [f for f in plain.figures + plain.skipped if f.stem.startswith("variant_")] and plain.variants == ""
+
+
+def test_figures_are_numbered_in_the_order_the_report_shows_them(rendered) -> None:
+    markdown = rendered[0].markdown.read_text(encoding="utf-8")
+    numbers = [int(n) for n in re.findall(r"^### Figure (\d+)\. ", markdown, re.MULTILINE)]
+    assert numbers == list(range(1, len(numbers) + 1)) and len(numbers) == len(rendered[0].figures)
+    # The variants' figures (section 7) are read before the roofline's (section 8), so numbered before them.
+    variant_speedup = int(re.search(r"^### Figure (\d+)\. Speedup of each variant", markdown, re.MULTILINE)[1])
+    roofline = int(re.search(r"^### Figure (\d+)\. Roofline with", markdown, re.MULTILINE)[1])
+    assert markdown.index("7. Accelerated variants") < markdown.index("8. Roofline")
+    assert variant_speedup < roofline
+    html = rendered[0].html.read_text(encoding="utf-8")
+    assert [int(n) for n in re.findall(r'<figure id="figure-(\d+)">', html)] == numbers
 
 
 def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> None:

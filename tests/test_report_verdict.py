@@ -13,29 +13,36 @@ from report.pairings import BEST_PAIRING, VANILLA_PAIRING, FindingsFile, Pairing
 from report.render import render_report
 from report.verdict import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, verdict
 
-PPL = SParity(metric="gen_ppl", reference="llama-mini sampled (T = 1)", steps=4, bound="=", ci_low_steps=4,
-              ci_high_steps=8, parity_fraction=1.0)
-BERT = SParity(metric="bertscore_f1", reference="llama-mini greedy", steps=None, bound=None, ci_low_steps=32,
+PPL = SParity(metric="gen_ppl", reference="llama-mini sampled (T = 1)", judge="llama-mini", judge_under_test=True,
+              steps=4, bound="=", replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0)
+BERT = SParity(metric="bertscore_f1", reference="llama-mini greedy", steps=None, bound=None, replicate_low_steps=32,
                parity_fraction=0.24)
+BERT_AT_8 = BERT.model_copy(update={"steps": 8, "bound": "=", "replicate_low_steps": 8, "replicate_high_steps": 8,
+                                    "parity_fraction": 0.9})
 
 
 def point(batch: int, speedup: float, low: float, high: float, *, llama: str = "vanilla", llada: str = "vanilla",
-          reps: int = 5, interval: str = "range") -> PairingPoint:
+          llama_execution: str = "eager", llada_execution: str = "eager", reps: int = 5, sessions: int = 3,
+          level: float = 0.95) -> PairingPoint:
     return PairingPoint(
-        batch_size=batch, llama_impl=llama, llada_impl=llada, llama_run_id="a" * 12, llada_run_id="b" * 12,
-        llama_latency_s=speedup, llada_latency_s=1.0, speedup=speedup, speedup_low=low, speedup_high=high,
-        interval=interval, interval_label="", llama_repetitions=reps, llada_repetitions=reps,
-        llada_extrapolated=False, throughput_ratio=1 / speedup)
+        batch_size=batch, llama_impl=llama, llada_impl=llada, llama_execution=llama_execution,
+        llada_execution=llada_execution, llama_run_id="a" * 12, llada_run_id="b" * 12, llama_latency_s=speedup,
+        llada_latency_s=1.0, speedup=speedup, speedup_low=low, speedup_high=high, interval_level=level,
+        interval_method="t-sessions", interval_label=f"95% t interval over sessions, {sessions} sessions x {reps} + {reps} repetitions",
+        sessions=sessions, llama_repetitions=reps, llada_repetitions=reps, llada_extrapolated=False)
 
 
 def pairing(steps: int, points: list[PairingPoint], b_star: float, bound: str = "=", *, kind: str = VANILLA_PAIRING,
-            s_parity: tuple[SParity, ...] = (PPL, BERT)) -> Pairing:
+            s_parity: tuple[SParity, ...] = (PPL, BERT), generation: int = 32,
+            interval: tuple[float, str, float, str] | None = None) -> Pairing:
+    low, low_bound, high, high_bound = interval or (b_star * 0.8, bound, b_star * 1.25, bound)
     return Pairing(
-        pairing=kind, hardware="cpu", prompt_length=32, generation_length=32, steps=steps, block_length=32,
+        pairing=kind, hardware="cpu", prompt_length=32, generation_length=generation, steps=steps, block_length=32,
         llama_model="llama-mini", llada_model="llada-mini", llama_impls=list(dict.fromkeys(p.llama_impl for p in points)),
         llada_impls=list(dict.fromkeys(p.llada_impl for p in points)), s_parity=list(s_parity),
         at_s_parity=[s.metric for s in s_parity if s.steps == steps], speedups=points, b_star_measured=b_star,
-        b_star_bound=bound, b_star_roofline=None, roofline_profile=None)
+        b_star_bound=bound, b_star_low=low, b_star_low_bound=low_bound, b_star_high=high, b_star_high_bound=high_bound,
+        b_star_level=0.95, roofline_profile=None)
 
 
 SMOKE = [
@@ -43,62 +50,86 @@ SMOKE = [
     pairing(4, [point(1, 2.15, 1.87, 2.46), point(4, 1.07, 0.97, 1.15), point(16, 0.333, 0.279, 0.39)], 4.32),
     pairing(8, [point(1, 1.12, 0.93, 1.29), point(16, 0.18, 0.15, 0.28)], 1.24),
 ]
-BEST = [pairing(4, [point(1, 1.6, 1.3, 1.9, llama="static-compile", llada="dual-cache"),
-                    point(16, 0.5, 0.4, 0.6, llama="static-compile", llada="dual-cache")], 3.7, kind=BEST_PAIRING)]
+COMPILED_VS_EAGER = {"llama": "static-compile", "llada": "dual-cache", "llama_execution": "compiled"}
+BEST = [pairing(4, [point(1, 1.6, 1.3, 1.9, **COMPILED_VS_EAGER), point(16, 0.5, 0.4, 0.6, **COMPILED_VS_EAGER)],
+                3.7, kind=BEST_PAIRING)]
 
 
-def test_each_pairing_says_who_is_faster_at_parity_and_where_llama_takes_over() -> None:
+def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_its_interval() -> None:
     sentences = verdict([*SMOKE, *BEST])
     assert 1 < len(sentences) <= MAX_SENTENCES
-    vanilla, best, sure = sentences
-    assert vanilla.startswith("Vanilla against vanilla (the protocol) on cpu, 32 + 32 tokens, block 32")
-    assert ("at equal quality (perplexity as good as llama-mini sampled (T = 1) from 4 steps) LLaDA is 2.15x "
-            "[1.87, 2.46] faster than LLaMA at B = 1, and LLaMA stays ahead from B = 4.32") in vanilla
-    assert "LLaDA's BERTScore F1 never matches llama-mini greedy's within the 2–8 steps swept" in vanilla
-    assert best.startswith("Each at its best (LLaMA static-compile, LLaDA dual-cache)")
-    assert "LLaDA is 1.6x [1.3, 1.9] faster than LLaMA at B = 1, and LLaMA stays ahead from B = 3.7" in best
-    assert sure.startswith("How sure: each speedup rests on 5 + 5 measured repetitions")
-    assert "the range of the ratio, not a confidence interval" in sure
-    assert "S_parity on perplexity has a 95% bootstrap CI over prompts of 4–8 steps" in sure
+    vanilla, best, quality, sure = sentences
+    assert vanilla.startswith("Vanilla against vanilla (the protocol) on cpu, 32 + 32 tokens, block 32, at 4 steps "
+                              "(K = N_out/8), where quality matches on perplexity only: ")
+    assert ("LLaDA is 2.15x [1.87, 2.46] faster than LLaMA at B = 1, and LLaMA stays ahead from B* = 4.32 "
+            "[3.46, 5.4] (interpolated between measured batches; 95% interval)") in vanilla
+    # Parity on perplexity alone is never called equal quality.
+    assert "equal quality" not in " ".join(sentences)
+    assert best.startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager): not like "
+                           "for like, a compiled LLaMA against an eager LLaDA)")
+    assert "LLaDA is 1.6x [1.3, 1.9] faster than LLaMA at B = 1" in best
+    assert "perplexity matches llama-mini sampled (T = 1) from 4 steps, judged by llama-mini, the LLaMA under test" in quality
+    assert "BERTScore F1 never matches llama-mini greedy within the 2–8 steps swept" in quality
+    assert sure.startswith("How sure: each speedup's interval is a 95% t interval over sessions, 3 sessions x 5 + 5")
+    assert "S_parity on perplexity: replicates over prompts put it at 4–8 steps (the grid's resolution, not a " \
+           "confidence interval)" in sure
+    assert "95% CI" not in " ".join(sentences)
+
+
+def test_equal_quality_only_where_every_headline_metric_holds_parity() -> None:
+    both = [pairing(k, [point(1, x, x * 0.9, x * 1.1), point(16, 0.3, 0.2, 0.4)], b, s_parity=(PPL, BERT_AT_8))
+            for k, x, b in ((4, 2.15, 4.3), (8, 1.12, 1.24))]
+    first = verdict(both)[0]
+    assert ("at equal quality (perplexity as good as llama-mini sampled (T = 1) from 4 steps, BERTScore F1 as good "
+            "as llama-mini greedy from 8 steps) at 8 steps (K = N_out/4): LLaDA is 1.12x") in first
 
 
 def test_the_sentences_come_from_the_numbers() -> None:
     """Generated, never written: another measurement gives another verdict."""
-    slower = [pairing(4, [point(1, 0.5, 0.4, 0.6), point(16, 0.2, 0.1, 0.3)], 1, "<=")]
-    (sentence, _, _) = verdict(slower)
+    slower = [pairing(4, [point(1, 0.5, 0.4, 0.6), point(16, 0.2, 0.1, 0.3)], 1, "<=", interval=(1, "<=", 1, "<="))]
+    sentence = verdict(slower)[0]
     assert "LLaMA is 2x [1.67, 2.5] faster than LLaDA at B = 1" in sentence
-    assert "LLaMA is ahead from the smallest batch measured, B = 1, on" in sentence
-    ahead = [pairing(4, [point(1, 3.0, 2.5, 3.5), point(16, 1.5, 1.2, 1.8)], 16, ">")]
-    assert "LLaDA stays ahead up to the largest batch measured, B = 16" in verdict(ahead)[0]
+    assert "LLaMA stays ahead from B* = ≤ 1 [≤ 1, ≤ 1] (LLaMA ahead already at the smallest batch measured" in sentence
+    ahead = [pairing(4, [point(1, 3.0, 2.5, 3.5), point(16, 1.5, 1.2, 1.8)], 16, ">", interval=(16, ">", 16, ">"))]
+    assert "B* = > 16 [> 16, > 16] (LLaDA still ahead at the largest batch measured" in verdict(ahead)[0]
 
 
-def test_a_bracket_around_one_is_a_tie_not_a_winner() -> None:
+def test_an_interval_around_one_is_a_tie_not_a_winner() -> None:
     level = [pairing(4, [point(1, 1.04, 0.78, 1.10), point(8, 0.79, 0.74, 0.80)], 1.39)]
     first = verdict(level)[0]
-    assert "the two are level at B = 1 (speedup 1.04x [0.78, 1.1], a bracket around 1)" in first
-    assert "faster" not in first
+    assert "neither is surely faster at B = 1 (speedup 1.04x [0.78, 1.1])" in first
+    assert "faster than" not in first
 
 
-def test_without_quality_it_says_so_and_still_answers_the_speed() -> None:
-    points = [point(1, 2.82, 2.48, 4.19, reps=3), point(8, 0.422, 0.418, 0.449, reps=3)]
-    sentences = verdict([pairing(64, points, 3.11, s_parity=())])
-    assert "without a quality measurement, at 64 steps LLaDA is 2.82x [2.48, 4.19] faster" in sentences[0]
+def test_without_quality_it_answers_at_quarter_half_and_full_steps_beside_the_published_quality() -> None:
+    at = {k: pairing(k, [point(1, x, x * 0.9, x * 1.1, reps=3), point(8, 0.4, 0.3, 0.5, reps=3)], b, s_parity=(),
+                     generation=256) for k, x, b in ((16, 14.5, 27.7), (64, 5.16, 6.04), (128, 2.5, 2.9), (256, 1.33, 1.36))}
+    sentences = verdict(list(at.values()))
+    first = sentences[0]
+    assert "at K = N_out/4 (64 steps for 256 tokens), quality not measured: LLaDA is 5.16x" in first
+    assert "at K = N_out/2 (128 steps for 256 tokens)" in first and "at K = N_out (256 steps for 256 tokens)" in first
+    assert "16 steps" not in first  # a share of N_out the verdict does not speak of
     assert sentences[1] == ONLY_VANILLA
-    assert "3 + 3 measured repetitions" in sentences[2] and "S_parity" not in sentences[2]
+    assert sentences[2].startswith("Quality was not measured here: ") and "arXiv:2502.09992" in sentences[2]
+    assert "S_parity" not in sentences[3]
 
 
-def test_many_settings_give_ranges_in_one_sentence() -> None:
-    many = [pairing(s, [point(1, x, x * 0.9, x * 1.1, reps=6, interval="bca95"), point(64, 0.1, 0.09, 0.11)], b,
-                    s_parity=())
-            for s, x, b in ((16, 25.3, 28.8), (64, 6.3, 7.3), (256, 1.6, 1.36))]
-    first, _, sure = verdict(many)
-    assert "LLaDA is 1.6x–25.3x faster than LLaMA at B = 1 over 3 settings" in first
-    assert "LLaMA stays ahead from B = 1.36 to B = 28.8, depending on the setting" in first
-    assert "95% BCa CI" in sure
+def test_many_settings_give_ranges_in_one_clause() -> None:
+    many = [pairing(64, [point(1, x, x * 0.9, x * 1.1), point(64, 0.1, 0.09, 0.11)], b, s_parity=(), generation=g)
+            for g, x, b in ((256, 5.2, 6.0), (256, 6.3, 7.3))]
+    first = verdict(many)[0]
+    assert "LLaDA is 5.2x–6.3x faster than LLaMA at B = 1 over 2 settings" in first
+    assert "LLaMA stays ahead from B* 6–7.3 (each with its interval in the Findings)" in first
 
 
-def test_no_pairing_no_verdict() -> None:
+def test_no_pairing_no_verdict_and_an_unanswered_pair_is_named() -> None:
     assert verdict([]) == [NO_PAIRING]
+    reason = "dream-tiny (Dream) vs qwen-tiny (Qwen2.5): no answer: every dream-tiny run failed (6 error)"
+    assert verdict([], [reason]) == [f"No verdict: {reason}."]
+    sentences = verdict(SMOKE, [reason])
+    assert sentences[-1] == f"{reason}."
+    # With a second pair in the sweep, the answered pair's sentences name their models.
+    assert all(s.startswith("llada-mini (LLaDA) vs llama-mini (LLaMA): ") for s in sentences[:-1])
 
 
 # ---------------------------------------------------------------- where it stands
@@ -113,7 +144,7 @@ def test_findings_json_opens_with_the_verdict(rendered) -> None:
     text = (rendered.sweep_dir / "findings.json").read_text(encoding="utf-8")
     assert text.lstrip("{\n ").startswith('"verdict"')
     found = FindingsFile.model_validate_json(text)
-    assert found.verdict == verdict(found.findings) and len(found.verdict) <= MAX_SENTENCES
+    assert found.verdict == verdict(found.findings, found.unanswered) and len(found.verdict) <= MAX_SENTENCES
 
 
 def test_the_report_shows_the_verdict_before_its_first_table(rendered) -> None:

@@ -153,7 +153,8 @@ def test_checkpoints_checked_without_loading_them(tmp_path: Path, capsys) -> Non
          "models.1.mask_token_id: 4099 is outside the model's vocabulary of 4099 ids; allowed: 0..4098"),
         (use_checkpoint(checkpoint(tmp_path / "e", "llada")), "is a llada checkpoint (model_type 'llada'); give it arch: llada"),
         (use_checkpoint(checkpoint(tmp_path / "f", "llama", lambda c: c.update(model_type="gpt2"))),
-         "has model_type 'gpt2', which loads only with remote code"),
+         "has model_type 'gpt2', which arch llama loads only with the checkpoint's own code (without it: 'llama'); "
+         "set source.trust_remote_code: true"),
         (use_checkpoint(checkpoint(tmp_path / "g", "llama", drop=("model.safetensors",))), "has no model.safetensors"),
         (use_checkpoint(checkpoint(tmp_path / "h", "llama", drop=("tokenizer.json", "tokenizer_config.json"))),
          "has no tokenizer files"),
@@ -163,6 +164,45 @@ def test_checkpoints_checked_without_loading_them(tmp_path: Path, capsys) -> Non
         (tmp_path / str(index)).mkdir()
         line = plan_error(spec_file(tmp_path / str(index), mutate), capsys)
         assert expected in line, line
+
+
+def as_dream_checkpoint(source: Path) -> Callable[[dict[str, Any]], None]:
+    """models.1 becomes a Dream model read from `source` (the grid's LLaDA axes become Dream's; quality off)."""
+    def mutate(d: dict[str, Any]) -> None:
+        d["models"][1] = {"name": "dream-ckpt", "arch": "dream", "source": {"checkpoint": str(source)}}
+        d["grid"].pop("llada")
+        d["grid"].update(dream={"steps": [16]}, generation_lengths=[32])
+        d.pop("quality")
+
+    return mutate
+
+
+@pytest.mark.parametrize(("config", "expected"), [
+    ({"hidden_size": 8}, "has a config.json with no model_type, so it names no architecture (a Dream checkpoint's "
+                         "says 'Dream'): give the checkpoint's own config.json"),
+    ({"model_type": "gpt2"}, "has model_type 'gpt2', which arch dream does not load (allowed: 'Dream'); give a Dream "
+                             "checkpoint: Dream models never run remote code"),
+], ids=["no model_type", "unknown model_type"])
+def test_a_diffusion_checkpoint_is_never_told_to_trust_remote_code(
+    tmp_path: Path, capsys, config: dict[str, Any], expected: str
+) -> None:
+    """The Dream family refuses source.trust_remote_code, so the advice must be another one."""
+    (tmp_path / "dream").mkdir()
+    (tmp_path / "dream" / "config.json").write_text(json.dumps(config))
+    line = plan_error(spec_file(tmp_path, as_dream_checkpoint(tmp_path / "dream")), capsys)
+    assert f"models.1.source.checkpoint: '{tmp_path / 'dream'}' {expected}" in line
+    assert "trust_remote_code" not in line
+
+
+@pytest.mark.parametrize("link", ["loop", "dangling"])
+def test_a_broken_link_as_a_checkpoint_says_what_it_is(tmp_path: Path, capsys, link: str) -> None:
+    path = tmp_path / "ckpt"
+    path.symlink_to(path if link == "loop" else tmp_path / "gone")
+    line = plan_error(spec_file(tmp_path, use_checkpoint(path)), capsys)
+    said = ("is a symlink loop (following it leads back to itself)" if link == "loop"
+            else f"is a symlink to '{tmp_path / 'gone'}', which does not exist")
+    assert f"models.0.source.checkpoint: '{path}' {said}; point it at the directory" in line
+    assert "no such directory" not in line
 
 
 def test_real_checkpoints_and_hub_ids_pass(tmp_path: Path, capsys) -> None:

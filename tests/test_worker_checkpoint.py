@@ -223,6 +223,13 @@ def test_missing_local_directory_is_named() -> None:
         resolve_checkpoint("./no/such/checkpoint")
 
 
+def test_a_symlink_loop_is_named_as_one_even_where_a_hub_id_could_be(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("loop").symlink_to("loop")
+    with pytest.raises(ModelNotAvailableError, match=r"'loop' is a symlink loop \(following it leads back to itself\)"):
+        resolve_checkpoint("loop")
+
+
 def test_bin_only_checkpoint_is_refused(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
     (tmp_path / "pytorch_model.bin").write_bytes(b"")

@@ -306,6 +306,56 @@ def test_extrapolated_run_scales_latency_and_energy_from_its_timed_steps(monkeyp
         assert e2e == pytest.approx(measured + 12 * sum(steps) / 4)
 
 
+def test_tensor_peak_counts_the_bytes_alive_at_once_and_repeats() -> None:
+    from workers.measure.memory import tensor_peak_bytes
+
+    def run() -> tuple[torch.Tensor, torch.Tensor]:
+        first = torch.empty(1 << 20, dtype=torch.uint8)
+        second = torch.empty(2 << 20, dtype=torch.uint8)
+        del first  # freed before the third: 3 MiB alive at most, never 4
+        third = torch.empty(1 << 20, dtype=torch.uint8)
+        return second, third
+
+    kept = torch.empty(8 << 20, dtype=torch.uint8)  # alive before the run: not counted
+    peaks = [tensor_peak_bytes(run) for _ in range(3)]
+    assert peaks == [3 << 20] * 3
+    del kept
+
+
+def test_on_cpu_the_tensor_peak_comes_from_one_more_generation_after_the_timed_region(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from tests.worker_fixtures import run_config
+    from workers.measure import energy, scenario
+
+    log: list[str] = []
+    fake = _fake_generate(log)
+
+    def generate(*args, **kwargs):
+        held = torch.empty(1 << 20, dtype=torch.uint8)  # what a generation needs at its peak
+        result = fake(*args, **kwargs)
+        del held
+        return result
+
+    class LoggedTracker(MemoryTracker):
+        def __exit__(self, *exc) -> None:
+            super().__exit__(*exc)
+            log.append("region closed")
+
+    monkeypatch.setattr(energy, "import_pynvml", lambda: None)
+    monkeypatch.setattr(scenario, "generate", generate)
+    monkeypatch.setattr(scenario, "MemoryTracker", LoggedTracker)
+    config = run_config("llama")  # warmup 1, repetitions 2
+    measurement = scenario.measure(SimpleNamespace(device=torch.device("cpu"), weights_bytes=64), config,
+                                   [torch.zeros((2, 16), dtype=torch.long)])
+    assert log == ["generate"] * 3 + ["region closed", "generate"]  # warm-up, 2 timed, then the untimed pass
+    assert len(measurement.samples.latency_e2e_s) == 2
+    assert measurement.memory.peak_tensor_bytes >= 1 << 20
+    assert measurement.memory.peak_rss_delta_bytes is not None  # the tracker's reading stays beside it
+
+
 def test_rapl_counter_sums_packages_and_unwraps(tmp_path) -> None:
     from workers.measure.energy import EnergyMeter
 

@@ -32,7 +32,7 @@ from specs.registry import is_diffusion
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
 from workers.environment import capture_environment
-from workers.errors import SpecMismatchError
+from workers.errors import CheckpointFilesError, SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
 from workers.measure.calibrate import measured_roofs, with_host_floor
 from workers.measure.memory import free_device_memory, memory_at_failure
@@ -340,6 +340,7 @@ class Worker:
             "status": RunStatus.OOM if oom else RunStatus.ERROR,
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": "".join(traceback.format_exception(exc)),
+            "input_error": isinstance(exc, CheckpointFilesError),
         }
         if oom and progress.device is not None:
             try:

@@ -16,19 +16,43 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from report.pairs import AUTOREGRESSIVE, is_dllm, paradigm_of
+from report.stats import INTERVAL_LABEL
 from specs.registry import FAMILIES
 
 PLOT_DATA_ATTR = "_llada_bench_data"
 
-# Each paradigm's colour and marker; a family takes its paradigm's (LLaMA and Qwen2.5 blue squares, LLaDA and
-# Dream orange circles) and is told apart by its name in the legend.
-PARADIGM_COLOR = {"autoregressive": "#1f5fa8", "diffusion": "#c8511c"}
-PARADIGM_MARKER = {"autoregressive": "s", "diffusion": "o"}
-AR_COLOR, DLLM_COLOR = PARADIGM_COLOR["autoregressive"], PARADIGM_COLOR["diffusion"]
-AR_MARKER, DLLM_MARKER = PARADIGM_MARKER["autoregressive"], PARADIGM_MARKER["diffusion"]
+@dataclass(frozen=True)
+class FamilyStyle:
+    """How one model family is drawn in every figure: its colour and marker, and the colour map whose shades tell
+    a diffusion family's settings apart (step counts, block lengths, algs), from `lo` to `hi` of the map."""
+
+    color: str
+    marker: str
+    shades: str
+    lo: float = 0.4
+    hi: float = 0.95
+
+
+# Each family its own colour and marker, the same in every figure, so a sweep of several pairs can be read: LLaMA
+# blue squares and LLaDA vermilion circles (how a LLaMA/LLaDA sweep has always looked), Qwen2.5 green pentagons and
+# Dream wine hexagons. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
+# here is drawn grey.
+FAMILY_STYLES: dict[str, FamilyStyle] = {
+    "llama": FamilyStyle("#1f5fa8", "s", "Blues"),
+    "llada": FamilyStyle("#c8511c", "o", "YlOrRd"),
+    "qwen2": FamilyStyle("#117733", "p", "Greens"),
+    "dream": FamilyStyle("#882255", "h", "RdPu"),
+}
+_UNSTYLED = FamilyStyle("#6b6b6b", "8", "Greys")
+
+
+def family_style(arch: str | None) -> FamilyStyle:
+    return FAMILY_STYLES.get(arch or "", _UNSTYLED)
+
+
 ARCH_LABEL = {name: f.title for name, f in FAMILIES.items()}
-ARCH_COLOR = {name: PARADIGM_COLOR[f.paradigm] for name, f in FAMILIES.items()}
-ARCH_MARKER = {name: PARADIGM_MARKER[f.paradigm] for name, f in FAMILIES.items()}
+ARCH_COLOR = {name: family_style(name).color for name in FAMILIES}
+ARCH_MARKER = {name: family_style(name).marker for name in FAMILIES}
 # A diffusion model's knobs that may vary between series; a label names only those that do.
 LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
 AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
@@ -69,6 +93,30 @@ def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: 
                 ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
 
 
+def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The low and high ends of each row's interval of the median of `name` (report.table: a range below
+    report.stats.MIN_CI_SAMPLES repetitions, a BCa CI from there): the error bars every table's interval matches."""
+    return tuple_of(rows[f"{name}_interval_low"]), tuple_of(rows[f"{name}_interval_high"])
+
+
+def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error bars",
+                  source: str = "as the tables give it") -> str:
+    """What the error bars of `names` are in the plotted `rows`: the interval of each median over its repetitions
+    (`source` says whose), with its kind and the repetitions it rests on ('range, n = 5' or '95% BCa CI, n = 6–10')."""
+    found: dict[str, set[int]] = {}
+    for name in names:
+        if f"{name}_interval" in rows.columns:
+            for kind, n in rows.select(f"{name}_interval", f"{name}_n").drop_nulls().iter_rows():
+                found.setdefault(kind, set()).add(int(n))
+    if not found:
+        return f"{what}: none (no repetitions)."
+    kinds = []
+    for kind in sorted(found):
+        low, high = min(found[kind]), max(found[kind])
+        kinds.append(f"{INTERVAL_LABEL[kind]}, n = {low if low == high else f'{low}–{high}'}")
+    return f"{what}: the interval of each median over its repetitions, {source} ({'; '.join(kinds)})."
+
+
 def error_bars(s: Series) -> list[list[float]]:
     """matplotlib's yerr for a series: each point's distance down to its low bound and up to its high bound (none
     below zero); a series without bounds gets bars of zero."""
@@ -93,7 +141,7 @@ class Series:
     """One plotted series: what a reader sees as one legend entry (or one set of marks)."""
 
     label: str
-    kind: str  # "line", "points", "bars", "frontier", "hline", "vline", "span"
+    kind: str  # "line", "points", "bars", "frontier", "hline", "vline", "span", "interpolation" (not measured)
     x: tuple[float, ...] = ()
     y: tuple[float, ...] = ()
     y_low: tuple[float, ...] | None = None  # error bar / band bounds, same length as y
@@ -247,12 +295,26 @@ def sequential_colors(
     return {v: mcolors.to_rgba(mapper(lo + (hi - lo) * i / (len(ordered) - 1))) for i, v in enumerate(ordered)}
 
 
-def steps_colors(steps: Iterable[object]) -> dict[object, tuple]:
-    """LLaDA's step counts: warm colours darkening with more steps (LLaMA keeps the blue)."""
-    return sequential_colors(steps, "YlOrRd", 0.4, 0.95)
+def shades(arch: str | None, values: Iterable[object]) -> dict[object, tuple]:
+    """One colour per setting of a family (a diffusion family's step counts, blocks or algs): shades of its own map,
+    darkening with the value; an autoregressive family's settings all take its colour."""
+    style = family_style(arch)
+    if is_autoregressive(arch):
+        return {v: mcolors.to_rgba(style.color) for v in values}
+    return sequential_colors(values, style.shades, style.lo, style.hi)
 
 
-LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier")
+def steps_colors(df: pl.DataFrame) -> dict[tuple[str, object], tuple]:
+    """The colour of each (arch, step count) in df's rows: each family's shades (`shades`), so two diffusion
+    families never share a colour; an autoregressive model's key is (arch, None)."""
+    colors: dict[tuple[str, object], tuple] = {}
+    for arch in sorted(df["arch"].drop_nulls().unique().to_list()):
+        steps = df.filter(pl.col("arch") == arch)["steps"].to_list()
+        colors.update({(arch, k): c for k, c in shades(arch, steps).items()})
+    return colors
+
+
+LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier", "y = x", "roofline violated")
 
 
 def figure_legend(fig: Figure, axes: Sequence, *, columns: int = 1) -> None:

@@ -7,14 +7,11 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_COLOR,
-    AR_MARKER,
     ARCH_LABEL,
-    DLLM_MARKER,
+    ARCH_MARKER,
     FigureSkipped,
     Series,
     impl_styles,
-    is_autoregressive,
     matching,
     plain_log_axis,
     power_of_two_axis,
@@ -32,7 +29,8 @@ LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "dream_alg")
 def energy_per_token(df: pl.DataFrame) -> Figure:
     """Joules per generated token (log) against batch size (log2). `df`: this hardware's rows of the flat table,
     every implementation, one row per grid point (report.table.full_where_measured). An AR model's vanilla line
-    is its paradigm's blue and a diffusion model's vanilla lines warm by step count; each variant keeps its own colour and marker
+    is its family's colour and a diffusion model's vanilla lines its family's shades by step count
+    (report.figures.common.steps_colors); each variant keeps its own colour and marker
     (report.figures.common.impl_styles). A point whose joules per token are scaled from its timed steps is hollow
     and marked in the plotted data."""
     frame = Frame.of("energy_per_token", df)
@@ -41,7 +39,7 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
         raise FigureSkipped("no run recorded energy (no NVML or readable RAPL counter on the machine)")
     rows = with_dream_alg(rows.with_columns(pl.col("impl").fill_null("vanilla")))
     styles = impl_styles(rows["impl"].to_list())
-    step_color = steps_colors(rows.filter(pl.col("steps").is_not_null())["steps"].unique().to_list() or [0])
+    step_color = steps_colors(rows)
     blocks = rows.filter(pl.col("block_length").is_not_null())["block_length"].n_unique()
     lengths = length_panels(rows)
     axes = frame.draw(len(lengths), columns=3, panel_size=(4.8, 3.8))
@@ -53,9 +51,8 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
             points = matching(sub, key).sort("batch_size")
             label = _label(key, blocks > 1)
             variant_color, marker = styles[key["impl"]]
-            autoregressive = is_autoregressive(key["arch"])
-            color = variant_color or (AR_COLOR if autoregressive else step_color[key["steps"]])
-            marker = marker or (AR_MARKER if autoregressive else DLLM_MARKER)
+            color = variant_color or step_color[(key["arch"], key["steps"])]
+            marker = marker or ARCH_MARKER.get(key["arch"], "o")
             marks = tuple(EXTRAPOLATED_MARK if e else "" for e in points["energy_extrapolated"].fill_null(False))
             s = Series(label, "line", tuple_of(points["batch_size"]), tuple_of(points["joules_per_token"]),
                        arch=key["arch"], model=key["model"], markers=marks)

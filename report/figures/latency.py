@@ -7,13 +7,15 @@ from matplotlib.figure import Figure
 
 from report.analysis import itl_by_context, step_time_by_length
 from report.figures.common import (
-    AR_COLOR,
+    ARCH_COLOR,
     ARCH_MARKER,
     FigureSkipped,
     Series,
     at_primary_block,
     empty_panel,
     error_bars,
+    interval_bounds,
+    interval_note,
     llada_settings,
     ok_runs,
     power_of_two_axis,
@@ -24,8 +26,6 @@ from report.figures.common import (
 )
 from report.figures.frame import Frame
 from report.pairs import is_ar, table_sides
-
-IQR_NOTE = "Points: median over repetitions; error bars: interquartile range."
 
 
 def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
@@ -44,12 +44,12 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     runs, block_note = at_primary_block(runs)
     batches = sorted(runs["batch_size"].unique().to_list())
     crossed = int(runs.group_by("generation_length").agg(pl.col("prompt_length").n_unique())["prompt_length"].max()) > 1
-    colors = steps_colors(runs["steps"].drop_nulls().to_list())
+    colors = steps_colors(runs)
     for ax, batch in zip(frame.draw(len(batches), panel_size=(4.2, 3.6)), batches):
         sub = runs.filter(pl.col("batch_size") == batch)
         series = _latency_series(sub, crossed)
         for s, steps in series:
-            draw_series(ax, s, colors.get(steps, AR_COLOR))
+            draw_series(ax, s, colors.get((s.arch, steps), ARCH_COLOR.get(s.arch or "", "black")))
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
         yscale = value_axis(ax, [y for s, _ in series for y in s.y])
         frame.panel(ax, f"batch {batch}", "generation length N_out (tokens)", "latency (s)", "log2", yscale,
@@ -57,7 +57,8 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     pairs = runs.select("prompt_length", "generation_length").unique().sort("generation_length")
     prompts = ("Each line crosses prompt lengths: one line per prompt length." if crossed else
                "Prompt length with each N_out: " + ", ".join(f"{p}+{g}" for p, g in pairs.iter_rows()) + ".")
-    notes = (IQR_NOTE, prompts) + ((block_note,) if block_note else ())
+    notes = ("Points: median over repetitions. " + interval_note(runs, ["latency_e2e_s", "ttft_s", "decode_s"]),
+             prompts) + ((block_note,) if block_note else ())
     return frame.finish("End-to-end latency vs generation length", notes, runs)
 
 
@@ -73,22 +74,19 @@ def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Seri
             rows = part_of.filter(pl.col("model") == model).sort("generation_length")
             x = tuple_of(rows["generation_length"])
             for part, column in (("end-to-end", "latency_e2e_s"), ("TTFT (prefill)", "ttft_s"), ("decode", "decode_s")):
-                series.append((Series(
-                    f"{model}{suffix}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
-                    tuple_of(rows[f"{column}_p25"]), tuple_of(rows[f"{column}_p75"]), arch=arch, model=model,
-                ), None))
+                series.append((Series(f"{model}{suffix}: {part}", "line", x, tuple_of(rows[f"{column}_median"]),
+                                      *interval_bounds(rows, column), arch=arch, model=model), None))
         for label, model, steps, line in llada_settings(part_of):
             line = line.sort("generation_length")
             series.append((Series(
                 label + suffix, "line", tuple_of(line["generation_length"]), tuple_of(line["latency_e2e_s_median"]),
-                tuple_of(line["latency_e2e_s_p25"]), tuple_of(line["latency_e2e_s_p75"]), arch=line["arch"][0],
-                model=model,
+                *interval_bounds(line, "latency_e2e_s"), arch=line["arch"][0], model=model,
             ), steps))
     return series
 
 
 def draw_series(ax, s: Series, color) -> None:
-    """A line with IQR error bars; an AR model's TTFT dotted and its decode dashed."""
+    """A line with its intervals as error bars; an AR model's TTFT dotted and its decode dashed."""
     style = {"TTFT (prefill)": ":", "decode": "--"}
     linestyle = next((v for k, v in style.items() if s.label.endswith(k)), "-")
     yerr = error_bars(s) if s.y_low is not None and s.y_high is not None else None
@@ -114,7 +112,7 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
     for (model, batch), rows in steps.group_by(["model", "batch_size"], maintain_order=True):
         rows = rows.sort("sequence_length")
         s = Series(f"{model}, batch {batch}", "line", tuple_of(rows["sequence_length"]), tuple_of(rows["step_s_median"]),
-                   tuple_of(rows["step_s_p25"]), tuple_of(rows["step_s_p75"]), arch=arch_of.get(model), model=model)
+                   *interval_bounds(rows, "step_s"), arch=arch_of.get(model), model=model)
         step_series.append(s)
         draw_series(left, s, colors[batch])
     _side(frame, left, step_series, f"no {sides.dllm} runs", steps["sequence_length"].unique().to_list(),
@@ -131,8 +129,10 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
           "context length attended (tokens)", "inter-token latency (s)")
     notes = (
         (
-            f"{sides.dllm}: median over repetitions of each run's mean step time, then over runs sharing batch and "
-            f"length; bars: IQR. {sides.ar}: each decode pass of the longest run per batch, median over repetitions."
+            f"{sides.dllm}: median of the repetitions' mean step times, over every run sharing batch and length. "
+            + interval_note(steps, ["step_s"], source="those runs' repetitions pooled")
+            + f" {sides.ar}: each decode pass of the longest run per batch, median "
+            "over repetitions."
         ),
     )
     return frame.finish("Per-step cost vs length", notes, runs, legend=False)

@@ -15,15 +15,20 @@ from report.figures.frame import Frame
 from report.pairs import is_ar
 
 GIB, MIB = float(1 << 30), float(1 << 20)
-KIND_LABEL = {"reserved": "peak reserved memory", "rss_delta": "peak RSS growth, CPU"}
-KIND_TITLE = {"reserved": "Peak reserved memory", "rss_delta": "Peak RSS growth of the process (CPU)"}
+KIND_LABEL = {"reserved": "peak reserved memory", "tensors": "peak live tensors above weights"}
+KIND_TITLE = {"reserved": "Peak reserved memory", "tensors": "Peak bytes of live tensors (CPU, untimed pass)"}
+# Why a CPU sweep that recorded only the process's RSS growth gets no heatmap: it does not measure the model.
+RSS_ONLY = ("these CPU runs recorded only the process's RSS growth, which follows what malloc keeps or returns "
+            "(identical shapes differ by tens of MiB from run to run), not the model's memory; runs measured with "
+            "the tensors' peak (an untimed profiled generation, workers/measure/memory.py) draw it: rerun them")
 STATE_TEXT = {"oom": "OOM", "error": "failed", "missing": ""}
 
 
 def memory_heatmap(df: pl.DataFrame) -> Figure:
-    """Peak reserved memory (on CPU: the process's RSS growth) per (sequence length, batch size) cell, one
-    panel per model on one shared colour scale. OOM cells are hatched and labelled; cells never run are blank.
-    A cell is the largest peak of its runs (LLaDA's step counts and block lengths share a cell)."""
+    """Peak reserved memory (on CPU: the peak bytes of live tensors above the weights, from an untimed profiled
+    generation) per (sequence length, batch size) cell, one panel per model on one shared colour scale. OOM cells
+    are hatched and labelled; cells never run are blank. A cell is the largest peak of its runs (LLaDA's step counts
+    and block lengths share a cell). Skipped where CPU runs recorded only the process's RSS growth (`RSS_ONLY`)."""
     frame = Frame.of("memory_heatmap", df, vanilla=True)
     df = frame.runs
     grid = memory_grid(df)
@@ -33,6 +38,8 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     if len(kinds) > 1:
         raise FigureSkipped(f"runs measured different kinds of memory ({', '.join(sorted(kinds))}); not one scale")
     kind = kinds[0] if kinds else "reserved"
+    if kind == "rss_delta":
+        raise FigureSkipped(RSS_ONLY)
     values = grid["peak_memory_bytes"].drop_nulls()
     scale, unit = (GIB, "GiB") if values.len() and values.max() >= GIB else (MIB, "MiB")
     vmin = float(values.min()) / scale if values.len() else 0.0
@@ -61,6 +68,10 @@ def memory_heatmap(df: pl.DataFrame) -> Figure:
     mappable = frame.fig.colorbar(_scalar_mappable(cmap, norm), ax=axes, shrink=0.9)
     mappable.set_label(label)
     notes = ("Each cell: the largest peak among its runs; hatched: out of memory; 'failed': no measurement.",)
+    if kind == "tensors":
+        notes += ("CPU: the most bytes of tensors alive at once in one more generation of the first prompt batch after "
+                  "the timed repetitions, as torch's allocator reported them (weights excluded); it repeats exactly "
+                  "for the same shapes, where the process's RSS growth does not.",)
     if kind == "reserved":  # reserved counts CUDA graphs' pools, which the allocated peak misses (the memory table)
         notes += ("Reserved memory includes CUDA graph pools; the memory table lists them per run.",)
     return frame.finish(f"{KIND_TITLE.get(kind, kind)} by sequence length and batch size", notes,

@@ -9,23 +9,23 @@ from matplotlib.figure import Figure
 
 from report.analysis import pareto_front
 from report.figures.common import (
-    AR_COLOR,
-    AR_MARKER,
+    ARCH_COLOR,
     ARCH_LABEL,
-    DLLM_COLOR,
-    DLLM_MARKER,
+    ARCH_MARKER,
     LLADA_AXES,
     FigureSkipped,
     Series,
     at_primary_block,
     empty_panel,
     error_bars,
+    interval_note,
     is_autoregressive,
     llada_label,
     ok_runs,
     plain_log_axis,
     power_of_two_axis,
     sequential_colors,
+    shades,
     steps_colors,
     tuple_of,
     value_axis,
@@ -44,6 +44,20 @@ METRIC_LABEL = {
 TOKENS_PER_FORWARD = "tokens per forward pass (N_out / forwards)"
 CI_NOTE = ("Quality: median over prompts, error bars its interval (95% BCa bootstrap CI from six prompts up, else "
            "the range); a continuation too short for the metric ranks worst.")
+
+
+# Metrics drawn on a log axis: perplexity is the exponential of a loss, so a linear axis squeezes every point near
+# the good end (where parity is decided) under the few-step points hundreds above them.
+LOG_METRICS = frozenset({"gen_ppl"})
+
+
+def quality_axis(ax, metric: str | None, axis: str = "y") -> str:
+    """Scale a quality axis for `metric` (log with plain labels for LOG_METRICS, else linear); returns the scale
+    name the Panel records."""
+    if metric in LOG_METRICS:
+        plain_log_axis(ax, axis)
+        return "log"
+    return "linear"
 
 
 def metric_label(metric: str) -> str:
@@ -104,8 +118,8 @@ def pareto_frontier(df: pl.DataFrame, quality_by_run: pl.DataFrame, metric: str)
             _draw_quality_series(ax, s, colors[batch], LINESTYLES[style % len(LINESTYLES)])
         frontier = draw_frontier(ax, sub, "latency_e2e_s_median", higher)
         plain_log_axis(ax, "x")
-        frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log", "linear",
-                    (*(s for s, _, _ in series), frontier))
+        frame.panel(ax, at.title, "end-to-end latency, median (s)", metric_label(metric), "log",
+                    quality_axis(ax, metric), (*(s for s, _, _ in series), frontier))
     notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; circled points are on the "
              "frontier.",)
     return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}): the Pareto frontier",
@@ -154,10 +168,11 @@ LINESTYLES = ("-", "--", ":", "-.")
 def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
     yerr = error_bars(s)
     if s.kind == "points":
-        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=AR_MARKER, markersize=8,
+        ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER.get(s.arch or "", "s"),
+                    markersize=8,
                     markeredgecolor="black", linestyle="none", capsize=2, zorder=3)
         return
-    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=DLLM_MARKER, markersize=5,
+    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=5,
                 linestyle=linestyle, linewidth=1.3, capsize=2, zorder=2)
     for x, y, mark in zip(s.x, s.y, s.markers):
         ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=7, color="#333333")
@@ -180,10 +195,11 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     if not llada.height:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
-    block_colors = sequential_colors(llada["block_length"].to_list(), "YlOrRd", 0.45, 0.95)
-    # Dream's algs: one colour each (it has no blocks to colour by).
-    algs = llada["dream_alg"].drop_nulls().unique().to_list()
-    alg_colors = sequential_colors(algs, "YlOrRd", 0.45, 0.95) if algs else {}
+    # Blocks in the blockwise family's shades; Dream's algs (it has no blocks to colour by) in its own.
+    blockwise, dream = llada.filter(pl.col("block_length").is_not_null()), llada.filter(pl.col("dream_alg").is_not_null())
+    block_colors = shades(blockwise["arch"][0], blockwise["block_length"].to_list()) if blockwise.height else {}
+    algs = dream["dream_alg"].unique().to_list()
+    alg_colors = shades(dream["arch"][0], algs) if algs else {}
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
@@ -196,13 +212,13 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                        arch=rows["arch"][0], model=key["model"])
             series.append(s)
             _draw_quality_series(ax, s, alg_colors.get(rows["dream_alg"][0])
-                                 or block_colors.get(rows["block_length"][0], DLLM_COLOR))
+                                 or block_colors.get(rows["block_length"][0], ARCH_COLOR.get(s.arch or "", "black")))
         multi_block = sub_llada["block_length"].n_unique() > 1
         series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
                                block_colors if multi_block else None, max(sub_llada["steps"].to_list()),
                                alg_colors if len(algs) > 1 else None)
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
-        frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", "linear", series)
+        frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
              "matches the reference at every larger step, against the metric's headline reference.",)
     return frame.finish(f"{sides.dllm} quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
@@ -219,10 +235,11 @@ def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
         s = Series(label, "hline", (), (row["value"],), (row["interval_low"],), (row["interval_high"],),
                    arch=row["arch"], model=row["model"])
         out.append(s)
-        ax.axhline(row["value"], color=AR_COLOR, linewidth=1.5, linestyle=":" if sampled else "-",
+        color = ARCH_COLOR.get(row["arch"], "black")
+        ax.axhline(row["value"], color=color, linewidth=1.5, linestyle=":" if sampled else "-",
                    label=label)
         if not sampled and row["interval_low"] is not None and row["interval_high"] is not None:
-            ax.axhspan(row["interval_low"], row["interval_high"], color=AR_COLOR, alpha=0.15, linewidth=0)
+            ax.axhspan(row["interval_low"], row["interval_high"], color=color, alpha=0.15, linewidth=0)
     return out
 
 
@@ -288,7 +305,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
                                         & (pl.col("continuation") == "generated"))
     if metric is not None:
         quality = quality.filter(pl.col("metric") == metric)
-    colors = steps_colors(llada["steps"].to_list())
+    colors = steps_colors(llada)
     axes = frame.draw(2 * swept.height, columns=2, panel_size=(5.0, 3.6))
     for i, (model, prompt, gen, _) in enumerate(swept.iter_rows()):
         left, right = axes[2 * i], axes[2 * i + 1]
@@ -297,7 +314,7 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
         batch = int(runs["batch_size"].min())
         runs = runs.filter(pl.col("batch_size") == batch)
         lat_series = _over_blocks(left, runs.sort("block_length"), model, colors, "latency_e2e_s_median",
-                                  "latency_e2e_s_p25", "latency_e2e_s_p75")
+                                  "latency_e2e_s_interval_low", "latency_e2e_s_interval_high")
         left_scale = value_axis(left, [y for s in lat_series for y in s.y])
         frame.panel(left, f"{model}: latency, N_out = {gen}, batch {batch}", "block length (tokens)",
                     "end-to-end latency, median (s)", "log2", left_scale, lat_series, title_size=10)
@@ -306,15 +323,17 @@ def block_length_ablation(df: pl.DataFrame, quality_by_setting: pl.DataFrame, me
         q_series: list[Series] = []
         label_metric = metric_label(metric) if metric else "quality"
         right_title = f"{model}: {METRIC_LABEL.get(metric or '', 'quality')}, N_out = {gen}"
+        right_scale = "linear"
         if q.height:
             q_series = _over_blocks(right, q, model, colors, "value", "interval_low", "interval_high")
             note = None
+            right_scale = quality_axis(right, metric)
         else:
             note = "no quality data for these runs"
             empty_panel(right, note)
-        frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", "linear", q_series,
+        frame.panel(right, right_title, "block length (tokens)", label_metric, "log2", right_scale, q_series,
                     title_size=10, note=note)
-    notes = ("Latency: median over repetitions, error bars IQR. " + CI_NOTE,)
+    notes = ("Latency: median over repetitions. " + interval_note(llada, ["latency_e2e_s"]) + " " + CI_NOTE,)
     return frame.finish("LLaDA block-length ablation at fixed step counts", notes + _quality_notes(df), llada,
                         warnings=_warnings(df))
 
@@ -329,8 +348,8 @@ def _over_blocks(ax, rows: pl.DataFrame, model: str, colors: dict, value: str, l
                                        arch=rows["arch"][0] if "arch" in rows.columns else None, model=model)))
     lines.sort(key=lambda pair: pair[0])
     for steps, s in lines:
-        ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[steps], marker="o", markersize=4, capsize=2,
-                    label=s.label)
+        ax.errorbar(s.x, s.y, yerr=error_bars(s), color=colors[(s.arch, steps)],
+                    marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=4, capsize=2, label=s.label)
     power_of_two_axis(ax, "x", rows["block_length"].unique().to_list())
     return [s for _, s in lines]
 
@@ -352,7 +371,8 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
     if not setting.filter(is_dllm()).height:
         raise FigureSkipped(f"no {sides.dllm} run has a quality value")
     setting, block_note = at_primary_block(setting)
-    gen_colors = sequential_colors(setting["generation_length"].to_list(), "YlOrRd", 0.45, 0.95)
+    gen_colors = {(arch, gen): color for arch in setting["arch"].unique().to_list() for gen, color in
+                  shades(arch, setting.filter(pl.col("arch") == arch)["generation_length"].to_list()).items()}
     for ax, metric in zip(frame.draw(len(metrics), columns=2, panel_size=(5.2, 4.0)), metrics):
         sub = setting.filter(pl.col("metric") == metric)
         series = []
@@ -361,12 +381,12 @@ def quality_vs_tokens_per_forward(df: pl.DataFrame, quality_by_setting: pl.DataF
             s = quality_series(f"{key['model']}, N_out = {key['generation_length']}", key["arch"], key["model"], rows,
                                "tokens_per_forward")
             series.append(s)
-            color = AR_COLOR if is_autoregressive(key["arch"]) else gen_colors[key["generation_length"]]
+            color = gen_colors[(key["arch"], key["generation_length"])]
             _draw_quality_series(ax, s, color)
         values = sorted({x for s in series for x in s.x})
         power_of_two_axis(ax, "x", values)
-        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
-                    series)
+        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2",
+                    quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" {sides.dllm} points are labelled with their step count; {sides.ar} generates one token "
              "per forward.",)
     notes += (block_note,) if block_note else ()

@@ -10,15 +10,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_MARKER,
     ARCH_COLOR,
     ARCH_LABEL,
-    DLLM_MARKER,
+    ARCH_MARKER,
     FigureSkipped,
     Series,
     caption,
+    figure_legend,
     impl_styles,
-    is_autoregressive,
     plain_log_axis,
     tuple_of,
 )
@@ -27,8 +26,6 @@ from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
 from specs.registry import ARCHS, family
 
-# A measured run's marker by paradigm: AR a diamond, diffusion a star.
-MEASURED_MARKER = {name: "D" if family(name).paradigm == "autoregressive" else "*" for name in ARCHS}
 _STAGE_MARKERS = {"prefill": "x", "decode": "+", "step": "o"}
 _GROUP_COLORS = {
     "qkv/o proj": "tab:blue",
@@ -38,10 +35,6 @@ _GROUP_COLORS = {
     "nonlinear": "tab:gray",
     "sampler": "tab:brown",
 }
-# The roofline CLI's predicted-latency figure: one colour per family in registry order, a paradigm's marker.
-_FAMILY_COLORS = ("tab:blue", "tab:red", "tab:green", "tab:purple", "tab:olive", "tab:cyan")
-_ARCH_STYLE = {name: (family(name).title, _FAMILY_COLORS[i % len(_FAMILY_COLORS)],
-                      "o" if family(name).paradigm == "autoregressive" else "s") for i, name in enumerate(ARCHS)}
 
 
 def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, overridden: bool) -> str:
@@ -63,9 +56,10 @@ def _profile_notes(profile: HardwareProfile) -> tuple[str, ...]:
     return notes + ("Tensor bytes follow each run's dtype.",)
 
 
-def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) -> Figure:
+def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile, *, legend: bool = True) -> Figure:
     """Log-log roofline: each operator at (intensity, attainable FLOP/s) under the bandwidth roof and the
-    tensor-core (matmul) and CUDA-core (elementwise) compute roofs; colour by operator group, marker by phase."""
+    tensor-core (matmul) and CUDA-core (elementwise) compute roofs; colour by operator group, marker by phase. The
+    legend (unless `legend` is off, for a caller that adds points first) stands right of the axes, off the data."""
     fig = Figure(figsize=(8, 6), layout="constrained")
     ax = fig.add_subplot()
     intensities = [p.arithmetic_intensity for p in points] or [1.0]
@@ -98,7 +92,8 @@ def roofline_plot(points: Sequence[OperatorPoint], hardware: HardwareProfile) ->
     ax.set_ylabel("Attainable performance (FLOP/s)")
     ax.set_title(f"Roofline model ({hardware.name})")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize="x-small", loc="lower right", ncols=2)
+    if legend:
+        figure_legend(fig, [ax])
     return fig
 
 
@@ -109,11 +104,11 @@ def predicted_latency_figure(points: Sequence[LatencyPoint], hardware: HardwareP
     fig = Figure(figsize=(5 * max(len(fidelities), 1), 4.5), layout="constrained")
     axes = fig.subplots(1, max(len(fidelities), 1), sharey=True, squeeze=False)[0]
     for ax, fidelity in zip(axes, fidelities, strict=False):
-        for arch, (label, color, marker) in _ARCH_STYLE.items():
+        for arch in ARCHS:  # each family in its colour and marker, as in every figure of the report
             series = sorted((p for p in points if p.fidelity == fidelity and p.arch == arch), key=lambda p: p.gen_len)
             if series:
-                ax.plot([p.gen_len for p in series], [p.latency_s for p in series], marker=marker, color=color,
-                        label=label)
+                ax.plot([p.gen_len for p in series], [p.latency_s for p in series], marker=ARCH_MARKER[arch],
+                        color=ARCH_COLOR[arch], label=ARCH_LABEL[arch])
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("Generation length (tokens)")
@@ -145,7 +140,7 @@ def roofline_figure(
     )
     if not points.height:
         raise FigureSkipped("no successful run has a faithful roofline prediction to place on the roofline")
-    frame.fig = roofline_plot(list(operator_points), profile)
+    frame.fig = roofline_plot(list(operator_points), profile, legend=False)
     frame.axes = frame.fig.axes
     ax = frame.axes[0]
     series = [
@@ -163,12 +158,11 @@ def roofline_figure(
         s = Series(label, "points", tuple_of(rows["arithmetic_intensity"]), tuple_of(rows["measured_flops_per_s"]),
                    arch=arch, model=model, markers=tuple(rows["run_id"].to_list()))
         series.append(s)
-        ax.scatter(s.x, s.y, marker=styles[impl][1] or MEASURED_MARKER.get(arch, "o"), s=70,
+        ax.scatter(s.x, s.y, marker=styles[impl][1] or ARCH_MARKER.get(arch, "o"), s=70,
                    color=ARCH_COLOR.get(arch, "black"), edgecolors="black", linewidths=0.6, label=label, zorder=5)
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
     ax.set_xlim(min(low, min(xs) / 2), max(high, max(xs) * 2))
-    ax.legend(fontsize="x-small", loc="lower right", ncols=2)
     frame.panel(ax, f"Roofline of {profile.name} with measured operating points", "arithmetic intensity (FLOP/byte)",
                 "performance (FLOP/s)", "log", "log", series)
     ar, dllm = _operator_titles(operator_points)
@@ -179,7 +173,7 @@ def roofline_figure(
         ),
         *_profile_notes(profile),
     )
-    return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden), legend=False)
+    return frame.finish(None, notes, _profile_caption(df, frame.hardware, profile, overridden))
 
 
 def _operator_titles(points: Sequence[OperatorPoint]) -> tuple[str, str]:
@@ -221,7 +215,7 @@ def measured_vs_predicted(
         series = []
         styles = impl_styles(sub["impl"].to_list())
         for (arch, model, impl), group in _by_implementation(sub):
-            marker = styles[impl][1] or (AR_MARKER if is_autoregressive(arch) else DLLM_MARKER)
+            marker = styles[impl][1] or ARCH_MARKER.get(arch, "o")
             variants = [("predicted_latency_s", floor_label if dispatch else "", True)]
             if dispatch:
                 variants.append(("predicted_latency_roofs_s", ", roofs only", False))
@@ -256,7 +250,6 @@ def measured_vs_predicted(
         title = f"{fidelity} model" + (f" ({skipped} runs out of its scope)" if skipped else "")
         frame.panel(ax, title, f"predicted latency on {profile.name} (s)", "measured latency, median (s)", "log",
                     "log", series, title_size=10)
-        ax.legend(fontsize="x-small", loc="upper left")
     notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _profile_notes(profile)
     return frame.finish("Measured vs roofline-predicted end-to-end latency", notes,
-                        _profile_caption(df, frame.hardware, profile, overridden), legend=False)
+                        _profile_caption(df, frame.hardware, profile, overridden))

@@ -1,4 +1,5 @@
-"""Figure 3: generation throughput (tokens/s) by batch size, both models side by side, IQR error bars."""
+"""Figure 3: generation throughput (tokens/s) by batch size, both models side by side, each bar with the interval of
+its median."""
 
 from __future__ import annotations
 
@@ -7,11 +8,10 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.common import (
-    AR_COLOR,
     FigureSkipped,
     Series,
     at_primary_block,
-    is_autoregressive,
+    interval_note,
     llada_settings,
     steps_colors,
     tuple_of,
@@ -25,7 +25,8 @@ STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": 
 
 def throughput_by_batch(df: pl.DataFrame) -> Figure:
     """Median T_gen = B x N_out / L_e2e per batch size: one bar per model setting (each AR model, then each
-    diffusion model per step count), error bars the IQR over repetitions; a batch a setting could not run is marked with its status
+    diffusion model per step count), error bars the interval of the median over repetitions (as the throughput
+    table gives it); a batch a setting could not run is marked with its status
     (OOM, error). One panel per generation length."""
     frame = Frame.of("throughput_by_batch", df, vanilla=True)
     runs, block_note = at_primary_block(frame.runs)
@@ -33,7 +34,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
     if not ok.height:
         raise FigureSkipped("no successful runs with throughput samples")
     lengths = length_panels(ok)
-    colors = steps_colors(ok["steps"].drop_nulls().to_list())
+    colors = steps_colors(runs)  # a setting none of whose runs succeeded still gets its status marks
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(6.0, 3.8)), lengths):
         sub = at.of(runs)
         batches = sorted(sub["batch_size"].unique().to_list())
@@ -45,7 +46,7 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
             good = _goodput_series(label, arch, model, rows, batches)
             series += [s, good]
             positions = np.arange(len(batches)) + (i - (len(variants) - 1) / 2) * width
-            color = AR_COLOR if is_autoregressive(arch) else colors[steps]
+            color = colors[(arch, steps)]
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
             ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
@@ -65,8 +66,8 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
         yscale = value_axis(ax, [y for s in series if s.kind == "bars" for y in s.y], log_above_ratio=20.0)
         ax.grid(False, axis="x")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale, series)
-    notes = ("Bars: median over repetitions of B x N_out / end-to-end latency; error bars: interquartile range. "
-             "Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
+    notes = ("Bars: median over repetitions of B x N_out / end-to-end latency. " + interval_note(ok, ["tokens_per_s"])
+             + " Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
              "under 90% of N_out is useful.",)
     notes += (block_note,) if block_note else ()
     return frame.finish("Generation throughput by batch size", notes, ok)
@@ -88,8 +89,8 @@ def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: 
         ok = at.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
         if ok.height:
             y.append(ok["tokens_per_s_median"][0])
-            low.append(ok["tokens_per_s_p25"][0])
-            high.append(ok["tokens_per_s_p75"][0])
+            low.append(ok["tokens_per_s_interval_low"][0])
+            high.append(ok["tokens_per_s_interval_high"][0])
             marks.append("")
         else:
             y.append(None)

@@ -13,6 +13,7 @@ from report.figures.quality import (
     VARIANT_QUALITY,
     draw_frontier,
     metric_label,
+    quality_axis,
     quality_series,
 )
 from report.pairs import table_sides
@@ -44,7 +45,8 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
         series.append(draw_frontier(ax, sub, "latency_s", HIGHER_IS_BETTER.get(metric, True)))
         plain_log_axis(ax, "x")
         frame.panel(ax, f"N_out = {key['generation_length']}, prompt {key['prompt_length']}, B = {key['batch_size']}",
-                    "end-to-end latency, median (s)", metric_label(metric), "log", "linear", series, title_size=10)
+                    "end-to-end latency, median (s)", metric_label(metric), "log", quality_axis(ax, metric), series,
+                    title_size=10)
     notes = (CI_NOTE + f" {table_sides(df).dllm} points are labelled with their step count; circled points are on "
              "the frontier.",)
     return frame.finish(f"Latency vs quality ({METRIC_LABEL.get(metric, metric)}) with every variant: the Pareto "

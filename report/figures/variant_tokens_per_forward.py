@@ -13,6 +13,7 @@ from report.figures.quality import (
     TOKENS_PER_FORWARD,
     VARIANT_QUALITY,
     metric_label,
+    quality_axis,
     quality_series,
 )
 from report.pairs import table_sides
@@ -44,8 +45,8 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
             series.append(s)
             draw_impl_series(ax, s, styles[key["impl"]])
         power_of_two_axis(ax, "x", [x for s in series for x in s.x])
-        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2", "linear",
-                    series)
+        frame.panel(ax, METRIC_LABEL.get(metric, metric), TOKENS_PER_FORWARD, metric_label(metric), "log2",
+                    quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" Each run at its smallest batch size; {table_sides(df).dllm} points are labelled with their "
              "step count (a confidence rule runs fewer forwards than its steps, so it sits further right).",)
     return frame.finish("Quality vs tokens per forward pass, every variant", notes, df)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from report.document import Paragraph, Table
-from report.pairings import pairing_blocks
+from report.pairing_text import pairing_blocks
 from report.pairs import sweep_pairs, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.quality import judge_note
@@ -13,12 +13,12 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     """One table (each number links to the table it comes from) and, in the figures, one figure."""
     findings = inputs.findings
     if not findings.height:
-        return Blocks([Paragraph("No finding: the sweep has no successful runs of both models at the same "
-                                 "lengths.")], [])
+        return Blocks([Paragraph("No finding: no autoregressive and diffusion model both ran successfully at the "
+                                 "same lengths.")], [])
     columns = (["hardware"] if multi else []) + ["N_out", "finding", "value"]
     rows, links = [], []
     for r in findings.iter_rows(named=True):
-        rows.append(tuple(([r["hardware"]] if multi else []) + [str(r["generation_length"]), r["finding"], r["value"]]))
+        rows.append(tuple(([r["hardware"]] if multi else []) + [str(r["generation_length"] or "–"), r["finding"], r["value"]]))
         links.append(tuple(([None] if multi else []) + [None, None, r["source"]]))
     t = table_sides(inputs.table)
     caption = (f"The answer: S_parity (the fewest diffusion steps from which {t.dllm} matches the named {t.ar} "

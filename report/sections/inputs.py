@@ -31,6 +31,8 @@ class ReportInputs:
     crossovers: pl.DataFrame  # report.findings.CROSSOVER_SCHEMA
     variants: pl.DataFrame  # report.variants.VARIANT_SCHEMA (empty without variant runs)
     pairings: tuple[Pairing, ...] = ()  # report.pairings.pairing_table: the answer both ways
+    unanswered: tuple[str, ...] = ()  # report.pairings.unanswered: each pair without an answer, and why
+    interleaved: bool | None = None  # report.sessions.interleaved: both paradigms' runs interleaved point by point
 
 
 

@@ -9,13 +9,14 @@ from report import stats
 from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
 from report.extrapolation import extrapolated_share, extrapolation_checks
 from report.pairs import table_sides
+from specs.results import EXTRAPOLATION_TOLERANCE
 from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell
 from report.sections.inputs import Blocks, ReportInputs
 
 CAPTION = ("Latency per run: median over repetitions with the interval of the median (a 95% BCa bootstrap CI "
            f"from {stats.MIN_CI_SAMPLES} repetitions up, else the range), mean ± sd and CV. ITL (study) is "
-           "(L_e2e - TTFT) / (N_out - 1), the study's definition (3.1.1); the decode-pass and step percentiles "
-           "are over every timed pass of every repetition; compile: torch.compile time spent in the warm-ups "
+           "(L_e2e - TTFT) / (N_out - 1), the study's definition (3.1.1); TTFT's percentiles are over the "
+           "repetitions, ITL's (each decode pass) and the step's over every timed pass of every repetition; compile: torch.compile time spent in the warm-ups "
            "of a compiled variant, never in the latency; roofline efficiency: the roofs-only predicted "
            "latency / the measured median (1 = at the roof; 'VIOLATED': faster than 0.9x the roofs allow)")
 
@@ -33,8 +34,9 @@ def latency_table(ok: pl.DataFrame, multi: bool) -> Table:
         ("mean ± sd", lambda r: _mean_sd(r, "latency_e2e_s", fmt_seconds)),
         ("CV", lambda r: fmt_float(r["latency_e2e_s_cv"], 2)),
         ("TTFT", lambda r: fmt_seconds(r["ttft_s_median"])),
+        ("TTFT p50 / p90 / p99", lambda r: _tails(r, "ttft_s")),
         ("ITL (study)", lambda r: fmt_seconds(r["itl_s_median"])),
-        ("decode pass p50 / p90 / p99", lambda r: _tails(r, "itl_token_s")),
+        ("ITL p50 / p90 / p99", lambda r: _tails(r, "itl_token_s")),
         ("step p50 / p90 / p99", lambda r: _tails(r, "step_s")),
         ("reps", lambda r: str(r["latency_e2e_s_n"])),
         ("timed", timed_cell),
@@ -64,28 +66,44 @@ def _efficiency_cell(row: dict) -> str:
 
 
 def extrapolation_blocks(table: pl.DataFrame) -> list[Block]:
-    """Say how many latencies are extrapolated, and set each check point's extrapolation beside its full run."""
+    """Say how many latencies are extrapolated, and set each checked extrapolation beside the full runs at its
+    shape, naming the suspect ones the speedups and B* leave out."""
     extrapolated, _ = extrapolated_share(table.filter(pl.col("status") == "ok"))
     if not extrapolated:
         return []
     checks = extrapolation_checks(table)
+    dllm = table_sides(table).dllm
     blocks: list[Block] = [Paragraph(
-        f"{extrapolated} {table_sides(table).dllm} run(s) timed only their first steps and extrapolated the rest "
+        f"{extrapolated} {dllm} run(s) timed only their first steps and extrapolated the rest "
         "from the mean timed step "
         "(controls.extrapolation; column 'timed'). Where a point also ran in full, the full measurement is the one "
         "every figure, the Findings and the throughput tables use." + (
-            "" if checks.height else " The sweep has no check point that ran both ways, so the extrapolation is "
-            "unchecked."))]
+            f" A vanilla {dllm} step costs the same whatever the step count, so each extrapolated run's median timed "
+            "step is checked against the full runs' at its lengths, batch and block; one off by more than "
+            f"{EXTRAPOLATION_TOLERANCE:.0%} is SUSPECT and left out of the speedups and B*." if checks.height else
+            " The sweep has no full run at the shape of any extrapolated one, so the extrapolation is unchecked."))]
+    suspect = checks.filter(pl.col("suspect"))
+    if suspect.height:
+        blocks.append(Paragraph(
+            f"{suspect.height} extrapolated run(s) failed the check and are left out of the speedups and B*: "
+            + "; ".join(f"{r['model']} B={r['batch_size']} {r['prompt_length']}+{r['generation_length']} "
+                        f"{r['steps']} steps (timed step {fmt_seconds(r['step_s'])} against "
+                        f"{fmt_seconds(r['full_step_s'])} in full, ratio {fmt_float(r['step_ratio'], 3)})"
+                        for r in suspect.iter_rows(named=True)) + ".", warning=True))
     if checks.height:
         columns = [
             ("model", "model"), ("B", "batch_size"), ("P", "prompt_length"), ("N_out", "generation_length"),
             ("steps", "steps"), ("timed steps", "timed_steps"),
-            ("extrapolated median", lambda r: fmt_seconds(r["extrapolated_median_s"])),
-            ("full median", lambda r: fmt_seconds(r["full_median_s"])),
-            ("extrapolated / full", lambda r: fmt_float(r["ratio"], 3)),
-            ("reps (extrapolated, full)", lambda r: f"{r['extrapolated_n']}, {r['full_n']}"),
+            ("timed step", lambda r: fmt_seconds(r["step_s"])),
+            ("full runs' step", lambda r: f"{fmt_seconds(r['full_step_s'])} ({r['full_steps']} steps)"),
+            ("step ratio", lambda r: fmt_float(r["step_ratio"], 3) + (" SUSPECT" if r["suspect"] else "")),
+            ("extrapolated / full latency", lambda r: fmt_float(r["ratio"], 3)),
+            ("reps (extrapolated, full)",
+             lambda r: f"{r['extrapolated_n']}, {r['full_n']}" if r["full_n"] is not None else "–"),
         ]
         blocks.append(column_table(checks, columns,
-                                   "Extrapolation check: the same configuration timed from its first steps and in "
-                                   "full; a ratio near 1 means the first steps stand for the whole generation"))
+                                   "Extrapolation check: each extrapolated run's median timed step against the full "
+                                   "runs' at its shape, and its latency against the full run of the same step count "
+                                   "where there is one; a ratio near 1 means the first steps stand for the whole "
+                                   "generation"))
     return blocks

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
+from itertools import count
 
 import polars as pl
 
-from report.document import Block, Document, Section
+from report.document import Block, Document, FigureBlock, Section
 from report.energy import energy_blocks
 from report.sections import (
     findings,
@@ -45,15 +47,20 @@ SECTIONS: tuple[tuple[str, str, Callable[[ReportInputs, bool], Blocks]], ...] = 
 
 
 def build_document(inputs: ReportInputs) -> Document:
+    """The sections in order, each with its figures; a drawn figure is numbered here, where the reading order is
+    decided (a skipped one gets no number)."""
     table = inputs.table
     multi = table.filter(pl.col("hardware") != UNKNOWN_HARDWARE)["hardware"].n_unique() > 1
-    figures: dict[str, list[Block]] = {anchor: [] for anchor, _, _ in SECTIONS}
+    figures: dict[str, list[FigureBlock]] = {anchor: [] for anchor, _, _ in SECTIONS}
     for block in inputs.figures:
         figures[inputs.figure_sections[block.number]].append(block)
+    numbers = count(1)
     sections = []
     for anchor, title, build in SECTIONS:
         lead, tail = build(inputs, multi)
-        sections.append(Section(anchor, title, [*lead, *figures[anchor], *tail]))
+        placed: list[Block] = [replace(b, display_number=next(numbers)) if b.png is not None else b
+                               for b in figures[anchor]]
+        sections.append(Section(anchor, title, [*lead, *placed, *tail]))
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
     subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
-    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings))
+    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings, inputs.unanswered))

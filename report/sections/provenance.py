@@ -1,5 +1,5 @@
-"""Section 10, Environment and provenance: the environments the runs recorded, the verification and the
-manifest's checksums."""
+"""Section 10, Environment and provenance: the environments the runs recorded, the verification, any edit of the
+frozen spec after its runs, and the manifest's checksums."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     else:
         blocks.append(Paragraph("Verification passed: every run file and the frozen spec match the "
                                 "manifest's sha256 checksums."))
+    if inputs.spec is not None and inputs.spec.amendments:
+        blocks.append(Paragraph(
+            "spec.yaml was edited after its runs and frozen again (the manifest holds the new sha256, "
+            "checksums.jsonl every one it had); its amendments say what changed and why: "
+            + " ".join(inputs.spec.amendments), warning=True))
     manifest = inputs.manifest
     if manifest is None:
         blocks.append(Paragraph("No readable manifest.json.", warning=True))

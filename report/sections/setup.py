@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from report import stats
+from report.departures import departures, summary
 from report.document import Block, Paragraph, Preformatted, Table
 from report.sections.cells import column_table, key_columns, simple
 from report.sections.inputs import Blocks, ReportInputs
@@ -21,10 +22,12 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
         blocks.append(Paragraph(
             "These artifacts FAILED verification and were rendered only because --allow-unverified was given: "
             + "; ".join(inputs.problems), warning=True))
-    spec = inputs.spec
+    spec, table = inputs.spec, inputs.table
+    blocks += departures_blocks(inputs)
     if spec is not None and spec.description:
         blocks.append(Paragraph(spec.description))
-    table = inputs.table
+    if spec is not None and (elsewhere := _elsewhere(spec, table)):
+        blocks.append(Paragraph(elsewhere, warning=True))
     models = table.select("model", "arch", "weights").unique().sort(["arch", "model"])
     blocks.append(Table(("model", "arch", "weights", "source"), tuple(
         (m, a, w, _source(spec, m)) for m, a, w in models.iter_rows()), "Models"))
@@ -57,10 +60,34 @@ def _spec_blocks(spec: ExperimentSpec) -> list[Block]:
     ), "Controls (identical across runs)")]
     if c.repetitions < stats.MIN_CI_SAMPLES:
         blocks.append(Paragraph(
-            f"{c.repetitions} measured repetitions per run: every latency and throughput interval below is "
-            f"the range of the {c.repetitions} values, not a confidence interval (a 95% interval needs at least "
-            f"{stats.MIN_CI_SAMPLES}; the GPU specs measure 10).", warning=True))
+            f"{c.repetitions} measured repetitions per run (this spec's controls.repetitions): every latency and "
+            f"throughput interval below is the range of the {c.repetitions} values, not a confidence interval (a 95% "
+            f"interval needs at least {stats.MIN_CI_SAMPLES}).", warning=True))
     return blocks
+
+
+def departures_blocks(inputs: ReportInputs) -> list[Block]:
+    """What opens the setup: the sweep against the study's design, every control, the departures named."""
+    rows = departures(inputs.table, inputs.spec, inputs.spec_text, inputs.quality.parity)
+    agrees = {True: "yes", False: "NO", None: "not measured"}
+    return [Paragraph(summary(rows)), Table(
+        ("control", "study (report-draft.md)", "this sweep", "agrees", "why"),
+        tuple((r.control.label, f"§{r.control.section}: {r.control.study}", r.sweep, agrees[r.agrees], r.why or "–")
+              for r in rows),
+        "Departures from the study: each control of its design beside what this sweep's runs recorded", fold=False)]
+
+
+def _elsewhere(spec: ExperimentSpec, table: pl.DataFrame) -> str | None:
+    """A warning when the runs recorded a device other than the one the spec names (controls.hardware)."""
+    hardware = spec.controls.hardware
+    asked = hardware.gpu.strip()
+    devices = sorted(set(table["hardware"].to_list()) - {UNKNOWN_HARDWARE})
+    if asked.lower() == "any" or not devices or all(asked.lower() in d.lower() for d in devices):
+        return None
+    profile = f", roofline profile {hardware.profile}" if hardware.profile else ""
+    return (f"The spec names gpu {asked!r}{profile} (controls.hardware), but the runs recorded "
+            f"{', '.join(devices)} and measured there (allow_mismatch): every number in this report is that "
+            "device's, and the spec's words about the hardware describe the request, not the machine.")
 
 
 def _source(spec: ExperimentSpec | None, model: str) -> str:

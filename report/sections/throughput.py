@@ -9,6 +9,8 @@ import polars as pl
 
 from report.document import Block, Table, fmt_float, fmt_rate
 from report.findings import CROSSOVER_ANCHOR
+from report.intervals import Crossover, crossover_text
+from report.pairing_text import roofline_value
 from report.pairs import Sides, table_sides
 from report.sections.cells import (
     column_table,
@@ -23,7 +25,11 @@ from report.table import USEFUL_FRACTION_FLAG
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
-    tail: list[Block] = [throughput_table(inputs.table.filter(pl.col("status") == "ok"), multi)]
+    ok = inputs.table.filter(pl.col("status") == "ok")
+    tail: list[Block] = [throughput_table(ok, multi)]
+    decoding = ok.filter(pl.col("tokens_per_step_mean").is_not_null())
+    if decoding.height:
+        tail.append(decoding_table(decoding, multi))
     if inputs.crossovers.height:
         tail.append(crossover_table(inputs.crossovers, multi, table_sides(inputs.table)))
     return Blocks([], tail)
@@ -50,6 +56,24 @@ def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
                         "else the schedule's count")
 
 
+def decoding_table(diffusion: pl.DataFrame, multi: bool) -> Table:
+    """Each diffusion run's decoding under the names serving engines give it (report.table `_decoding_columns`)."""
+    columns = [
+        *simple(key_columns(multi, diffusion)),
+        ("committed tokens/s", lambda r: fmt_rate(r["committed_tokens_per_s_median"])),
+        ("tokens committed per step", lambda r: fmt_float(r["tokens_per_step_mean"], 3)),
+        ("steps per block", lambda r: fmt_float(r["steps_per_block_mean"], 3)),
+        ("timed", timed_cell),
+    ]
+    return column_table(diffusion, columns,
+                        "Diffusion decoding per run. Committed tokens/s: the tokens the timed steps committed (whole "
+                        "batch) over those steps' time, median over repetitions (it leaves out the host work between "
+                        "steps that end-to-end throughput counts). Tokens committed per step: per sequence, the mean "
+                        "over every timed step (N_out / steps for a fixed schedule). Steps per block: the mean over "
+                        "repetitions of the steps each block took (fewer than the schedule's where a confidence rule "
+                        "ends a block early; '–': a sampler without blocks)")
+
+
 def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
     """The measured and predicted B* per pair and diffusion setting; `t` names the sides (report.pairs)."""
     algs = crossovers["dream_alg"].drop_nulls().len() > 0
@@ -57,20 +81,30 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
     columns = [*hardware_column(multi), ("P", "prompt_length"), ("N_out", "generation_length"),
                *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
                ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
-               (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured", _measured_b_star),
-               ("B* roofline", _predicted_b_star("predicted_b_star")),
-               ("B* roofline, roofs alone", _predicted_b_star("predicted_b_star_roofs")), ("profile", "profile")]
+               (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured [interval]", _measured_b_star),
+               ("B* roofline, roofs alone (bound)", _predicted_b_star("predicted_b_star_roofs")),
+               ("B* roofline, floor-calibrated (model)", _calibrated_b_star), ("profile", "profile")]
     return column_table(crossovers, columns,
                         f"Crossover: the batch size B* from which {t.ar}'s throughput stays ahead of {t.dllm}'s at "
-                        f"each step count, interpolated in log B between measured batch sizes ('<=': {t.ar} ahead at "
-                        f"every batch measured, '>': {t.dllm} ahead at every one), and the faithful roofline's B* on "
-                        "the device's profile", fold=False, anchor=CROSSOVER_ANCHOR)
+                        f"each step count, from the same speedups as the pairings, interpolated in log B between "
+                        f"measured batch sizes ('≤': {t.ar} ahead at every batch measured, '>': {t.dllm} ahead at "
+                        "every one), its interval inverted from the speedups' (report/intervals.py); and the faithful "
+                        "roofline's B* on the device's profile: on the roofs alone, each latency at its lower bound, "
+                        "and with the profile's floor, a model calibrated to measured runs (never a bound)",
+                        fold=False, anchor=CROSSOVER_ANCHOR)
 
 
 def _measured_b_star(r: dict) -> str:
-    bound = {"<=": "<= ", ">": "> "}.get(r["b_star_bound"], "")
-    return f"{bound}{r['b_star']:.3g}"
+    measured = Crossover(r["b_star"], r["b_star_bound"], r["b_star_low"], r["b_star_low_bound"], r["b_star_high"],
+                         r["b_star_high_bound"], r["b_star_level"])
+    return crossover_text(measured, r["ar_title"], r["dllm_title"])
 
 
 def _predicted_b_star(column: str) -> Callable[[dict], str]:
-    return lambda r: "–" if r["profile"] is None else ("> 4096" if r[column] is None else f"{r[column]:.3g}")
+    return lambda r: "–" if r["profile"] is None else roofline_value(r[column])
+
+
+def _calibrated_b_star(r: dict) -> str:
+    if r["profile"] is None or r["calibration"] is None:
+        return "–: the profile has no floor"
+    return f"{roofline_value(r['predicted_b_star'])} ({r['calibration']})"

@@ -8,6 +8,7 @@ import polars as pl
 from report import stats
 from report.document import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
 from report.pairs import table_sides
+from report.parity import bracket
 from report.sections.cells import column_table, hardware_column
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import has_variants
@@ -17,9 +18,8 @@ from specs.registry import family
 _DELTA_LABEL = {"gen_ppl": "perplexity", "bertscore_f1": "BERTScore F1"}
 COMPARISON_CAPTION = (
     "Each variant against vanilla at the same point. Speedup: vanilla's median end-to-end latency over the "
-    f"variant's (> 1: the variant is faster), with a 95% BCa bootstrap CI of the ratio of medians when both "
-    f"runs have {stats.MIN_CI_SAMPLES} repetitions, else the range of the ratio; n counts vanilla + variant "
-    "repetitions. Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
+    "variant's (> 1: the variant is faster), with its interval, its level and what it rests on (sessions x "
+    "vanilla + variant repetitions; report/intervals.py). Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
     "its measured forwards, else at the step cap). Forwards: per generation (a confidence rule's median over "
     "repetitions). Δ quality: variant minus vanilla per prompt, the median over the prompts both ran with a "
     "percentile bootstrap CI over prompts (the range below six); lower perplexity and higher BERTScore are "
@@ -83,9 +83,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 def _variant_speedup_cell(r: dict) -> str:
     if r["speedup"] is None:
         return "no vanilla run"
-    kind = stats.INTERVAL_LABEL.get(r["speedup_interval"], r["speedup_interval"])
-    return (f"{r['speedup']:.3g}x [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}] "
-            f"({kind}, n={r['vanilla_repetitions']}+{r['repetitions']})")
+    return f"{r['speedup']:.3g}x {bracket(r['speedup_low'], r['speedup_high'])} ({r['speedup_interval']})"
 
 
 def _predicted_cell(r: dict) -> str:

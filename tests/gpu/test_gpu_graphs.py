@@ -1,24 +1,24 @@
-"""Graph-captured forwards on a real CUDA device (skipped elsewhere; `just test-gpu`).
+"""LLaDA's graph-captured step forwards on a real CUDA device (skipped elsewhere; `just test-gpu`).
 
 On a CPU the graph variants run compiled by inductor, which checks their static buffers but captures
-nothing. Here the forwards are captured and replayed: a replay reads the inputs copied into it; LLaDA's
-replayed vanilla, prefix and dual steps give the eager variant's tokens generation after generation (float32,
-peaked weights, so rounding decides no near-tie); the host time of a replayed step is a fraction of an eager
-one; LLaMA's compiled decode over the live prefix (in buckets, reduce-overhead's CUDA graphs) gives the eager
-loop's tokens. Findings are printed (-s) and appended to LLADA_GPU_FINDINGS when it is set.
+nothing. Here the forwards are captured and replayed, by hand (no compilation, so this file takes seconds):
+a replay reads the inputs copied into it; LLaDA's replayed vanilla, prefix and dual steps give the eager
+variant's tokens generation after generation (float32, peaked weights, so rounding decides no near-tie), and
+a prompt replayed again as a timed repetition runs it, frozen, captures nothing; the host time of a replayed
+step is a fraction of an eager one. LLaMA's compiled decode is tests/gpu/test_gpu_compiled.py. Findings are
+printed (-s) and appended to LLADA_GPU_FINDINGS when it is set.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
 
 import pytest
 import torch
 
-from specs.schema import Controls, ModelSpec
 from tests.gpu.findings import CUDA, record_finding
+from tests.gpu.small import peaked_small, random_prompt
 
 pytestmark = [
     pytest.mark.gpu,
@@ -26,25 +26,6 @@ pytestmark = [
 ]
 
 GEN = {"gen_length": 64, "block_length": 32, "steps": 16}  # 2 blocks of 8 steps
-
-
-def _model(arch: str, dtype: str = "float32") -> Any:
-    """The `small` preset on the GPU, its matrices redrawn with a wider spread so predictions are peaked."""
-    from workers.models.loading import load_model
-
-    spec = ModelSpec(name=f"{arch}-small", arch=arch, source={"synthetic": "small"})
-    loaded = load_model(spec, Controls(dtype=dtype, attention="sdpa", device="cuda"), CUDA)
-    generator = torch.Generator(device=CUDA).manual_seed(0)
-    with torch.no_grad():
-        for _, param in sorted(loaded.model.named_parameters()):
-            if param.ndim > 1:
-                param.normal_(0.0, 0.1, generator=generator)
-    return loaded
-
-
-def _prompt(batch: int, length: int, seed: int = 0) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(seed)
-    return torch.randint(1000, 20000, (batch, length), generator=generator).to(CUDA)
 
 
 def test_a_captured_forward_replays_on_the_inputs_copied_into_it() -> None:
@@ -59,20 +40,27 @@ def test_a_captured_forward_replays_on_the_inputs_copied_into_it() -> None:
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
-    """Two generations replay one set of graphs (two prompts, so the replay is not the capture's input)."""
+    """Two generations replay one set of graphs (two prompts, so the replay is not the capture's input); the
+    first prompt again, frozen as a timed repetition runs, replays them and captures nothing."""
     from workers.measure.memory import graph_pool_memory
     from workers.samplers import llada_generate
     from workers.samplers.llada_graphs import LladaGraphs
 
-    loaded = _model("llada")
+    loaded = peaked_small("llada")
     graphs = LladaGraphs(loaded.model, rows=2, length=64 + GEN["gen_length"], cache=cache)
+    kw = {**GEN, "mask_id": loaded.mask_token_id, "cache": cache}
     with torch.inference_mode():
+        eager = {}
         for seed in (0, 1):
-            prompt = _prompt(2, 64, seed)
-            kw = {**GEN, "mask_id": loaded.mask_token_id, "cache": cache}
-            eager = llada_generate(loaded.model, prompt, **kw)
+            prompt = random_prompt(2, 64, seed)
+            eager[seed] = llada_generate(loaded.model, prompt, **kw)
             replayed = llada_generate(loaded.model, prompt, graphs=graphs, **kw)
-            assert torch.equal(replayed, eager), f"seed {seed}: {(replayed != eager).sum().item()} tokens differ"
+            assert torch.equal(replayed, eager[seed]), f"seed {seed}: {(replayed != eager[seed]).sum().item()} tokens differ"
+        # A timed repetition (workers/measure/scenario.py) replays a prompt a warm-up prepared; a capture inside
+        # it raises PreparationInTimedRegion.
+        with graphs.preparation.frozen():
+            again = llada_generate(loaded.model, random_prompt(2, 64, 0), graphs=graphs, **kw)
+        assert torch.equal(again, eager[0])
     expected = {"none": 1, "dual": 2, "prefix": 3}[cache]
     assert graphs.graphs == expected
     pool_reserved, pool_allocated = graph_pool_memory(CUDA)
@@ -90,8 +78,8 @@ def test_llada_replayed_step_costs_a_fraction_of_the_eager_host_time(cache: str)
     from workers.samplers import llada_steps
     from workers.samplers.llada_graphs import LladaGraphs
 
-    loaded = _model("llada", dtype="bfloat16")
-    prompt = _prompt(1, 64)
+    loaded = peaked_small("llada", dtype="bfloat16")
+    prompt = random_prompt(1, 64)
     graphs = LladaGraphs(loaded.model, rows=1, length=64 + GEN["gen_length"], cache=cache)
 
     def host_ms(with_graphs: LladaGraphs | None) -> list[float]:
@@ -113,55 +101,3 @@ def test_llada_replayed_step_costs_a_fraction_of_the_eager_host_time(cache: str)
     record_finding("llada_step_host_ms", cache=cache, eager_median=statistics.median(eager),
              replayed_median=statistics.median(replayed), layers=loaded.model.config.num_hidden_layers)  # fmt: skip
     assert statistics.median(replayed) < 0.5 * statistics.median(eager)
-
-
-@pytest.mark.parametrize("padded", [False, True])
-def test_llama_live_decode_replays_the_eager_loops_tokens(padded: bool) -> None:
-    """Prompt 250 + 20 new tokens: the live lengths 251-270 fall in two buckets (256, then 270 = capacity),
-    each compiled and recorded as a CUDA graph in the first generation and replayed in the second."""
-    from workers.samplers import ar_generate, ar_steps
-    from workers.samplers.compiled import CompiledDecode
-
-    loaded = _model("llama")
-    prompt = _prompt(4, 250)
-    mask = torch.ones_like(prompt)
-    if padded:
-        mask[0, :37] = 0
-    mask_arg = mask if padded else None
-    with torch.inference_mode():
-        eager = ar_generate(loaded.model, prompt, mask_arg, n_new=20)
-        compiled = CompiledDecode(loaded.model, batch=4, capacity=270, decode_attention="live")
-        for _ in range(2):
-            decoder = ar_steps(loaded.model, prompt, mask_arg, n_new=20, compiled=compiled)
-            for _ in decoder:
-                pass
-            assert torch.equal(decoder.sequences, eager)
-    assert compiled.graphs == 2
-    record_finding("llama_live_decode_token_exact", padded=padded, preparation_s=compiled.preparation_s,
-                   kernel=compiled.kernel)  # fmt: skip
-
-
-def test_llama_bucket_met_once_per_generation_is_recorded_before_any_timed_step() -> None:
-    """Prompt 250 + 8 new tokens: decode steps make the sequence 251-257 long; the last alone attends past 256, over
-    all 258 positions (the capacity): a bucket met once per generation. reduce-overhead records a graph on its
-    second call; the preparation makes that call (and a replay) itself, so a second generation run frozen, as a
-    timed repetition is, records nothing."""
-    from workers.samplers import ar_generate, ar_steps
-    from workers.samplers.compiled import CompiledDecode
-
-    loaded = _model("llama")
-    prompt = _prompt(2, 250)
-    with torch.inference_mode():
-        eager = ar_generate(loaded.model, prompt, n_new=8)
-        compiled = CompiledDecode(loaded.model, batch=2, capacity=258, decode_attention="live")
-        for frozen in (False, True):
-            decoder = ar_steps(loaded.model, prompt, n_new=8, compiled=compiled)
-            if frozen:
-                with compiled.preparation.frozen():
-                    for _ in decoder:
-                        pass
-            else:
-                for _ in decoder:
-                    pass
-            assert torch.equal(decoder.sequences, eager)
-    assert compiled.graphs == 2 and len(compiled.preparation.prepared) == 2

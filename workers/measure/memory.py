@@ -27,6 +27,11 @@ Linux the kernel's own high-water mark is reset at the start by writing "5" to
 /proc/self/clear_refs and read back from VmHWM at the end, which misses no short spike. Where that is not
 allowed a sampling thread polls /proc/self/statm every millisecond (can miss spikes shorter than that);
 elsewhere `ru_maxrss` growth is used, which is zero unless the region beat the process's lifetime peak.
+That growth is what malloc kept or returned as much as what the generation needed (identical shapes differ by
+tens of MiB from run to run), so on CPU the model's memory is measured a second way, outside the timed region:
+`tensor_peak_bytes` runs one more generation under torch's profiler, whose allocator reports every tensor
+allocation and free, and takes the highest running total above what was alive before it. The same shapes
+allocate the same bytes, so it repeats.
 """
 
 from __future__ import annotations
@@ -39,10 +44,13 @@ import re
 import resource
 import sys
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 from specs.results import Memory
 
@@ -154,6 +162,48 @@ def _try_reset_peak_rss() -> bool:
     except OSError:
         return False
     return _status_kib("VmHWM") is not None
+
+
+_MEMORY_EVENT = "[memory]"  # the profiler's name for an allocator report (bytes: + allocated, - freed)
+
+
+def tensor_peak_bytes(run: Callable[[], object]) -> int | None:
+    """The most bytes of CPU tensors alive at once while `run` ran, above what was alive when it started, from the
+    allocator's own reports under torch's profiler (profile_memory). Call it outside any timed region: the
+    profiler slows every operator. None where this torch gives the profiler's events no byte counts."""
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with _quiet_stderr():  # its start and stop each print a line to fd 2, which a sweep would show per run
+        prof.start()
+    try:
+        run()
+    finally:
+        with _quiet_stderr():
+            prof.stop()
+    try:
+        events = [e for e in prof.profiler.kineto_results.events() if e.name() == _MEMORY_EVENT]
+        events.sort(key=lambda e: e.start_ns())
+        changes = [int(e.nbytes()) for e in events]
+    except AttributeError:  # a torch whose profiler results lack these accessors
+        return None
+    alive = peak = 0
+    for change in changes:
+        alive += change
+        peak = max(peak, alive)
+    return peak
+
+
+@contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """File descriptor 2 to /dev/null for the duration (the C++ side writes to it directly, past sys.stderr)."""
+    sys.stderr.flush()
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
 
 
 DEFAULT_POOL = (0, 0)  # the caching allocator's own pool; every other id is a private (CUDA graph) pool

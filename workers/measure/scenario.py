@@ -8,7 +8,9 @@ sampler's one host sync per block (finding the block's window) runs between step
 timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the report's job.
 
 A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
-memory and energy trackers around the measured repetitions. With `RunConfig.timed_steps` (LLaDA,
+memory and energy trackers around the measured repetitions. On CPU one more generation of the first prompt
+batch follows them, untimed, to count the tensors' peak bytes (`tensor_peak_bytes`): the RSS growth the
+tracker reads does not repeat. With `RunConfig.timed_steps` (LLaDA,
 controls.extrapolation) each generation stops after that many steps and its end-to-end latency is
 extrapolated from them; the samples say so (`Samples.extrapolated`).
 
@@ -38,7 +40,7 @@ from specs.registry import family, is_diffusion
 from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
 from workers.measure.energy import EnergyMeter
-from workers.measure.memory import MemoryTracker, free_device_memory
+from workers.measure.memory import MemoryTracker, free_device_memory, tensor_peak_bytes
 from workers.measure.preparation import Preparation
 from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 from workers.models.loading import LoadedModel
@@ -334,6 +336,11 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
             batch_index.append(b)
             if b not in outputs:
                 outputs[b] = run.tokens.cpu()
+    memory_record = memory.result()
+    if loaded.device.type == "cpu":  # after the timed region and its trackers: the profiler slows every operator
+        memory_record = memory_record.model_copy(update={"peak_tensor_bytes": tensor_peak_bytes(lambda: generate(
+            loaded, config, batches[0], timer=PerfCounterTimer(), seed=batch_seed(controls.seed, 0),
+            temperature=controls.temperature, compiled=compiled))})
     diffusion = is_diffusion(config.model.arch)  # step samples, not TTFT and ITL
     # The schedule's forwards per generation; where a confidence rule ends blocks early, samples.forwards
     # holds what each repetition ran.
@@ -359,7 +366,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     )
     return Measurement(
         samples=samples,
-        memory=memory.result(),
+        memory=memory_record,
         outputs=outputs,
         nfe=nfe,
         kv_cache=_kv_cache_name(config),

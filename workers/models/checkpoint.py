@@ -17,7 +17,7 @@ import torch
 from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase
 
-from specs.loader import resolve_path
+from specs.paths import broken_link, resolve_path
 from workers.errors import CheckpointFormatError, ModelNotAvailableError
 
 INDEX_FILE = "model.safetensors.index.json"
@@ -43,6 +43,9 @@ def resolve_checkpoint(checkpoint: str, revision: str | None = None, trust_remot
     local = resolve_path(Path(checkpoint).expanduser())
     if local.is_dir():
         return local
+    broken = broken_link(local)
+    if broken:
+        raise ModelNotAvailableError(f"checkpoint {checkpoint!r} {broken}; point it at the checkpoint's directory")
     if _looks_local(checkpoint):
         raise ModelNotAvailableError(f"checkpoint {checkpoint!r}: no such directory")
     from huggingface_hub import snapshot_download

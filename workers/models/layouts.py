@@ -27,6 +27,7 @@ from transformers.models.qwen2.modeling_qwen2 import Qwen2RotaryEmbedding
 
 from specs.registry import LAYOUT_QKV_BIAS, Family
 from specs.shapes import ModelShape
+from workers.models.config_check import ConfigKey, same_key
 from workers.models.dream_checkpoint import (
     dream_mask_token_id,
     dream_to_qwen2_name,
@@ -36,6 +37,7 @@ from workers.models.dream_checkpoint import (
 from workers.models.dream_model import make_dream_bidirectional
 from workers.models.llada_checkpoint import (
     is_llada_config,
+    llada_config_key,
     llada_mask_token_id,
     llada_to_llama_name,
     llama_config_from_llada,
@@ -128,18 +130,20 @@ DIFFUSION_MODELS: dict[str, DiffusionModel] = {
 
 @dataclass(frozen=True)
 class CheckpointFormat:
-    """A config.json model_type the workers load without remote code: its config in the layout's class, and the
-    renaming of its tensors to the layout's names."""
+    """A config.json model_type the workers load without remote code: its config in the layout's class, the
+    renaming of its tensors to the layout's names, and the config.json key behind each of the config's fields."""
 
     matches: Callable[[dict], bool]
     config: Callable[[dict, Path], PretrainedConfig]
     rename: Rename
+    config_key: ConfigKey = same_key
 
 
 CHECKPOINT_FORMATS: dict[str, CheckpointFormat] = {
     "llama": CheckpointFormat(lambda raw: raw.get("model_type") == "llama",
                               lambda raw, directory: LlamaConfig.from_pretrained(str(directory)), keep_name),
-    "llada": CheckpointFormat(is_llada_config, lambda raw, directory: llama_config_from_llada(raw), llada_to_llama_name),
+    "llada": CheckpointFormat(is_llada_config, lambda raw, directory: llama_config_from_llada(raw), llada_to_llama_name,
+                              llada_config_key),
     "qwen2": CheckpointFormat(lambda raw: raw.get("model_type") == "qwen2",
                               lambda raw, directory: Qwen2Config.from_pretrained(str(directory)), keep_name),
     "Dream": CheckpointFormat(is_dream_config, lambda raw, directory: qwen2_config_from_dream(raw), dream_to_qwen2_name),

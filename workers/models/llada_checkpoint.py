@@ -63,6 +63,19 @@ _REQUIRED = {
 }
 
 
+# The key of LLaDA's config.json behind each LlamaConfig field `llama_config_from_llada` sets from it.
+_CONFIG_KEYS = {"hidden_size": "d_model", "intermediate_size": "mlp_hidden_size", "num_hidden_layers": "n_layers",
+                "num_attention_heads": "n_heads", "num_key_value_heads": "n_kv_heads"}
+
+
+def llada_config_key(config: dict, field: str) -> str:
+    """The config.json key that sets a LlamaConfig field of the mapped model (embedding_size, where set, is the
+    vocabulary: the embedding's rows)."""
+    if field == "vocab_size":
+        return "embedding_size" if config.get("embedding_size") else "vocab_size"
+    return _CONFIG_KEYS.get(field, field)
+
+
 def is_llada_config(config: dict) -> bool:
     return config.get("model_type") == LLADA_MODEL_TYPE
 

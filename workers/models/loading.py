@@ -20,13 +20,14 @@ import torch
 from transformers import AutoModelForCausalLM, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import is_flash_attn_2_available
 
-from specs.registry import Family, family
+from specs.registry import Family, family, model_type_advice
 from specs.results import ModelProvenance
 from specs.schema import CheckpointSource, Controls, ModelSpec, SyntheticSource
 from specs.shapes import ModelShape
 from workers.errors import CheckpointFormatError, SpecMismatchError
 from workers.models.attention import make_sync_free
 from workers.models.checkpoint import load_safetensors_into, read_config, resolve_checkpoint
+from workers.models.config_check import check_against_weights
 from workers.models.layouts import (
     DIFFUSION_MODELS,
     LAYOUTS,
@@ -220,12 +221,9 @@ def _load_checkpoint(
     else:
         found = checkpoint_format(entry, raw)
         if found is None:
-            raise CheckpointFormatError(
-                f"{directory}: model_type {raw.get('model_type')!r} with arch {spec.arch!r} is not supported without "
-                f"remote code; supported for arch {spec.arch}: {', '.join(entry.checkpoint_model_types)}; or set "
-                "source.trust_remote_code: true"
-            )
+            raise CheckpointFormatError(f"{directory} {model_type_advice(spec.arch, raw.get('model_type'))}")
         model = build_on_meta(found.config(raw, directory), attention, dtype, entry)
+        check_against_weights(model, directory, raw, found.rename, found.config_key)  # before any memory is taken
         materialise(model, device, seed=None)
         load_safetensors_into(model, directory, device, found.rename)
     mask = None

@@ -1,0 +1,102 @@
+"""A configuration measured in several sessions (controls.sessions: fresh processes, on a GPU fresh CUDA contexts)
+is one grid point to every analysis: its successful runs pooled into one row, their repetitions kept by session
+(`latency_e2e_s_by_session`) for the intervals of report/intervals.py, which treat the session as the unit of
+replication. And whether the two paradigms' runs were interleaved in time, which the setup reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from report.intervals import Speedup, speedup
+from report.table import SCHEMA, decoding_summaries, timing_summaries
+
+_OK = "ok"
+
+
+def pool_sessions(table: pl.DataFrame) -> pl.DataFrame:
+    """One row per configuration (`config_key`) for its successful runs across sessions: the run that measured
+    quality (else the first session's) gives the row its identity, memory and quality; the timing columns are
+    recomputed over every session's repetitions, and `sessions`, `session_ids`, `run_ids` and
+    `latency_e2e_s_by_session` say what was pooled. Failed runs keep their own rows. A sweep of one session
+    comes back unchanged."""
+    if "config_key" not in table.columns or not table.height:
+        return table
+    ok = table.filter(pl.col("status") == _OK)
+    if ok.height == ok["config_key"].n_unique():
+        return table
+    rows: list[dict[str, Any]] = []
+    for _, group in ok.group_by("config_key", maintain_order=True):
+        runs = group.sort("session").to_dicts()
+        rows.append(runs[0] if len(runs) == 1 else _pooled(runs))
+    pooled = pl.DataFrame(rows, schema=SCHEMA, orient="row")
+    failed = table.filter(pl.col("status") != _OK)
+    order = {run_id: i for i, run_id in enumerate(table["run_id"].to_list())}
+    merged = pl.concat([pooled, failed.select(pooled.columns)])
+    return merged.sort(pl.col("run_id").replace_strict(order, return_dtype=pl.Int64))
+
+
+def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    primary = next((r for r in runs if r["quality_prompts"] is not None), runs[0])
+    row = dict(primary)
+    row.update(timing_summaries(
+        latency=[v for r in runs for v in r["latency_e2e_s_samples"]],
+        ttft=[v for r in runs for v in r["ttft_s_samples"]],
+        passes=[p for r in runs for p in r["itl_s_samples"]],
+        steps=[p for r in runs for p in r["step_s_samples"]],
+        output_tokens=primary["output_tokens"], batch_size=primary["batch_size"],
+        generation_length=primary["generation_length"], useful_mean=primary["useful_tokens_mean"],
+    ))
+    row.update({
+        "sessions": len(runs), "session_ids": [r["session"] for r in runs], "run_ids": [r["run_id"] for r in runs],
+        "latency_e2e_s_by_session": [r["latency_e2e_s_samples"] for r in runs],
+        "warmup_latency_s_samples": [v for r in runs for v in r["warmup_latency_s_samples"]],
+        "tokens_committed_samples": [s for r in runs for s in r["tokens_committed_samples"]],
+        "forwards_samples": [v for r in runs for v in r["forwards_samples"]],
+        "repetitions": sum(r["repetitions"] for r in runs),
+    })
+    if row["tokens_committed_samples"]:
+        row.update(decoding_summaries(
+            steps=row["step_s_samples"], committed=row["tokens_committed_samples"], batch_size=primary["batch_size"],
+            num_blocks=primary["num_blocks"], schedule_steps=primary["steps"] if primary["extrapolated"] else None))
+    return row
+
+
+def by_session(row: dict[str, Any]) -> dict[int, list[float]]:
+    """A (pooled) row's latency repetitions per session id: what report/intervals.py pairs across two rows."""
+    sessions = row.get("session_ids") or [row.get("session") or 0]
+    samples = row.get("latency_e2e_s_by_session") or [row["latency_e2e_s_samples"]]
+    return {int(s): list(v) for s, v in zip(sessions, samples)}
+
+
+def aligned(numerator: dict[str, Any], denominator: dict[str, Any]) -> tuple[list[list[float]], list[list[float]]]:
+    """Two rows' repetitions aligned by session (a session one side lacks gets an empty list)."""
+    a, b = by_session(numerator), by_session(denominator)
+    ids = sorted(set(a) | set(b))
+    return [a.get(i, []) for i in ids], [b.get(i, []) for i in ids]
+
+
+def row_speedup(numerator: dict[str, Any], denominator: dict[str, Any]) -> Speedup:
+    """median L(numerator) / median L(denominator) with its interval, the two rows' sessions paired."""
+    return speedup(*aligned(numerator, denominator))
+
+
+def interleaved(table: pl.DataFrame) -> bool | None:
+    """Whether, in every session, each measured point's runs of both paradigms were taken in one block of time
+    (no other point's run started between them): the design that lets a session's drift fall on both alike.
+    None when the runs carry no start times. `table`: per-run rows (not pooled)."""
+    if "started_at" not in table.columns or table["started_at"].null_count() == table.height:
+        return None
+    point = ["hardware", "prompt_length", "generation_length", "batch_size"]
+    runs = table.filter(pl.col("status") == _OK).sort("started_at")
+    for _, session in runs.group_by("session", maintain_order=True):
+        sequence = [tuple(r) for r in session.select(point).iter_rows()]
+        paradigms = session["paradigm"].to_list()
+        for key in set(sequence):
+            at = [i for i, k in enumerate(sequence) if k == key]
+            if len({paradigms[i] for i in at}) < 2:
+                continue  # a point only one paradigm measured pairs nothing
+            if at[-1] - at[0] + 1 != len(at):
+                return False
+    return True
