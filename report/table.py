@@ -48,9 +48,6 @@ SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "config_key": _STR, "session": _I64, "started_at": _STR, "finished_at": _STR,
     "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "execution": _STR, "weights": _STR,
     "status": _STR, "error": _STR, "attempts": _I64,
-    # When the run ran, and in which session (0 for a sweep of one): the intervals over sessions and the pairing of
-    # the models' runs taken side by side in time rest on them.
-    "session": _I64, "started_at": _STR, "finished_at": _STR,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
     "hostname": _STR, "other_gpu_processes": _BOOL, "python_version": _STR,
@@ -158,14 +155,13 @@ def _row(result: RunResult) -> dict[str, Any]:
     env = result.environment
     memory = result.memory
     samples = result.samples
-    session = getattr(config, "session", None) or 0
+    session = config.session or 0  # 0 for a sweep of one session
     row: dict[str, Any] = {
         "run_id": result.run_id, "sweep": result.sweep, "config_key": config_key(config), "session": session,
         "started_at": result.started_at, "finished_at": result.finished_at, "model": config.model.name, "arch": config.model.arch,
         "paradigm": family(config.model.arch).paradigm,
         "weights": result.weights, "status": result.status.value, "error": result.error,
         "attempts": result.attempts,
-        "session": config.session or 0, "started_at": result.started_at, "finished_at": result.finished_at,
         "hardware": env.device if env else UNKNOWN_HARDWARE,
         "device_kind": memory.device if memory else (None if env is None else ("cpu" if env.device == "cpu" else "cuda")),
         "dtype": (env.dtype if env and env.dtype else config.controls.dtype),
