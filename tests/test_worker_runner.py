@@ -98,6 +98,16 @@ def test_interleaved_models_stay_resident() -> None:
     assert worker.load_counts["llama-tiny"] == 2  # another dtype is another model
 
 
+def test_later_sessions_time_only() -> None:
+    """What does not change between sessions (quality, the tensors' peak bytes) is measured in the first only."""
+    controls = QUICK.model_copy(update={"sessions": 2})
+    worker = Worker()
+    first, later = (worker.run(run_config("llada", controls=controls, session=s), sweep="s", run_id=f"s{s}")
+                    for s in (0, 1))
+    assert first.memory.peak_tensor_bytes and later.memory.peak_tensor_bytes is None
+    assert len(later.samples.latency_e2e_s) == len(first.samples.latency_e2e_s) == QUICK.repetitions
+
+
 def test_past_its_budget_a_worker_evicts_the_least_recently_used_and_says_so(capsys) -> None:
     probe = Worker()
     probe.run(run_config("llama", controls=QUICK), sweep="s", run_id="probe")
