@@ -89,7 +89,9 @@ class Worker:
         configure_threads()
         # The ~380k objects torch and transformers leave at import never become garbage, yet every run's two
         # collections (free_device_memory, the memory tracker) scanned them all: half a second a run on a 2-core
-        # machine. Frozen, they are skipped; everything made from here on (models, tensors) is collected as before.
+        # machine. Frozen (after a last collection, so no garbage is frozen with them), they are skipped; everything
+        # made from here on (models, tensors) is collected as before.
+        gc.collect()
         gc.freeze()
 
     @property
