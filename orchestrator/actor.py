@@ -13,8 +13,8 @@ EXIT_DEVICE_BROKEN = 70
 
 
 class RunActor:
-    """One per GPU: keeps its Worker (and so its loaded model) across runs. Imports torch only in its own
-    process, so the driver never does."""
+    """One per GPU and session: keeps its Worker (and so its resident models) across the session's runs. Imports
+    torch only in its own process, so the driver never does."""
 
     def __init__(self, threads: int | None = None) -> None:
         if threads:

@@ -137,7 +137,7 @@ def _plan(args: argparse.Namespace) -> int:
     except SpecError as exc:
         raise SpecError(str(exc).replace("controls.hardware.profile", "--profile") if args.profile else str(exc)) from None
     print(format_plan(planned, estimate.seconds if estimate else None))
-    print(f"{len(planned)} runs planned for sweep {spec.name!r}")
+    print(f"{len(planned)} runs planned for sweep {spec.name!r}{format_sessions(spec, len(planned))}")
     print(format_estimate(estimate, spec.controls.warmup, spec.controls.repetitions))
     return EXIT_OK
 
@@ -155,13 +155,24 @@ def format_estimate(estimate: PlanEstimate | None, warmup: int, repetitions: int
     )
 
 
+def format_sessions(spec: ExperimentSpec, runs: int) -> str:
+    """How the runs split into sessions ('' for one session)."""
+    sessions = spec.controls.sessions
+    if sessions == 1:
+        return ""
+    scored = " (quality scored in session 0 only)" if spec.quality.enabled else ""
+    return f": {sessions} sessions of {runs // sessions} runs, each in fresh worker processes{scored}"
+
+
 def format_plan(planned: list[PlannedRun], predicted_s: dict[str, float] | None = None) -> str:
-    header = ("run_id", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg", "impl", "timed")
+    """The runs in the order they run: session, model and grid point of each."""
+    header = ("run_id", "session", "model", "arch", "batch", "prompt", "gen", "steps", "block", "remasking", "cfg",
+              "impl", "timed")
     if predicted_s is not None:
         header += ("predicted",)
     rows = [header] + [
         (
-            run.run_id, run.config.model.name, run.config.model.arch, str(run.config.batch_size),
+            run.run_id, _dash(run.config.session), run.config.model.name, run.config.model.arch, str(run.config.batch_size),
             str(run.config.prompt_length), str(run.config.generation_length), _dash(run.config.steps),
             _dash(run.config.block_length), _dash(run.config.commit_rule),
             _dash(run.config.cfg_scale if run.config.steps is not None else None), run.config.impl_name,

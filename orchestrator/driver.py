@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import groupby
 from pathlib import Path
 from typing import Any
 
-from orchestrator.actor import RunActor, actor_count, actor_shape, start_actor
+from orchestrator.actor import ActorShape, RunActor, actor_count, actor_shape, start_actor
 from orchestrator.cluster import Capacity, connect, disconnect
 from orchestrator.plan import PlannedRun
 from orchestrator.progress import Progress
@@ -73,15 +74,15 @@ def _timed_wall_s(samples: Samples) -> float:
 
 @dataclass
 class _Slot:
-    """One live actor and what it holds."""
+    """One live actor, and whether a run is in flight on it."""
 
     actor: Any
-    model: str | None = None
     busy: bool = False
 
 
 class _Queue:
-    """Pending runs, handed out so that an actor keeps its model as long as runs of it remain."""
+    """One session's pending runs, handed out in plan order (the models interleaved point by point); a run retried
+    after its worker died goes first."""
 
     def __init__(self, runs: list[PlannedRun]) -> None:
         self._runs = list(runs)
@@ -90,19 +91,24 @@ class _Queue:
     def __bool__(self) -> bool:
         return bool(self._runs)
 
-    def take(self, held: str | None, held_elsewhere: set[str]) -> PlannedRun:
-        choices = (
-            [r for r in self._runs if r.config.model.name == held],
-            [r for r in self._runs if r.config.model.name not in held_elsewhere],
-            self._runs,
-        )
-        run = next(group[0] for group in choices if group)
-        self._runs.remove(run)
-        return run
+    def take(self) -> PlannedRun:
+        return self._runs.pop(0)
 
     def retry(self, run: PlannedRun) -> None:
         self.attempts[run.run_id] += 1
         self._runs.insert(0, run)
+
+
+def by_session(runs: list[PlannedRun]) -> list[tuple[int | None, list[PlannedRun]]]:
+    """The runs cut into their sessions, in plan order (the plan lists session 0's runs, then session 1's, ...)."""
+    return [(session, list(group)) for session, group in groupby(runs, key=lambda r: r.config.session)]
+
+
+def session_note(session: int | None, sessions: int, runs: int) -> str | None:
+    """The line a multi-session sweep prints as a session starts its fresh workers."""
+    if session is None:
+        return None
+    return f"session {session + 1} of {sessions}: {runs} runs to do, on fresh workers"
 
 
 def run_sweep(
@@ -175,24 +181,45 @@ def _drive(
     actor_class: type,
     stop: StopFlag,
 ) -> None:
+    """Each session on actors of its own, started for it and killed after it: a session is a fresh process (on a
+    GPU, a fresh CUDA context)."""
+    shape = actor_shape(capacity.gpus, capacity.cpus, count)
+    for session, runs in by_session(todo):
+        if summary.write_error is not None:
+            return
+        note = session_note(session, spec.controls.sessions, len(runs))
+        if note:
+            progress.note(note)
+        _drive_session(spec, runs, store, summary, progress, shape, count, actor_class, stop)
+
+
+def _drive_session(
+    spec: ExperimentSpec,
+    runs: list[PlannedRun],
+    store: ArtifactStore,
+    summary: SweepSummary,
+    progress: Progress,
+    shape: ActorShape,
+    count: int,
+    actor_class: type,
+    stop: StopFlag,
+) -> None:
     import ray
     from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError, RayTaskError
 
-    shape = actor_shape(capacity.gpus, capacity.cpus, count)
-    slots = [_Slot(start_actor(shape, actor_class)) for _ in range(min(count, len(todo)))]
-    queue = _Queue(todo)
+    slots = [_Slot(start_actor(shape, actor_class)) for _ in range(min(count, len(runs)))]
+    queue = _Queue(runs)
     in_flight: dict[Any, tuple[_Slot, PlannedRun]] = {}
     try:
         while (queue and summary.write_error is None) or in_flight:
             stop.check()
             for slot in slots:
                 if not slot.busy and queue and summary.write_error is None:  # a refused write: drain only
-                    held_elsewhere = {s.model for s in slots if s is not slot and s.model}
-                    run = queue.take(slot.model, held_elsewhere)
+                    run = queue.take()
                     ref = slot.actor.run.remote(
                         run.config.model_dump_json(), spec.name, run.run_id, queue.attempts[run.run_id]
                     )
-                    slot.busy, slot.model = True, run.config.model.name
+                    slot.busy = True
                     in_flight[ref] = (slot, run)
             ready, _ = ray.wait(list(in_flight), num_returns=1, timeout=WAIT_SLICE_S)
             for ref in ready:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from specs.artifacts import canonical_json
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.schema import VANILLA, DreamImpl, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, RunConfig
+from specs.schema import VANILLA, DreamImpl, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, QualitySpec, RunConfig
 
 if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
     from roofline.hardware import HardwareProfile
@@ -32,6 +32,8 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("model", "source", "synthetic", "attention_bias"): False,
     ("evaluator", "dream"): None,
     ("evaluator", "source", "synthetic", "attention_bias"): False,
+    ("controls", "sessions"): 1,
+    ("session",): None,
 }
 # Fields the arch decides (a model's sampler is its family's, or the spec is refused): never part of the id, so
 # naming the sampler in a spec changes no run.
@@ -77,34 +79,68 @@ def _parent(data: dict[str, Any], path: tuple[str, ...]) -> tuple[Any, str]:
 
 
 def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
-    """Every run of the sweep, grouped by model (one load per worker), each model's runs small to large."""
-    evaluator = spec.evaluator_model()
-    prompt_ids = list(range(spec.prompts.count))
+    """Every run of the sweep, session after session (`controls.sessions`). Within a session the grid's points
+    (batch, prompt length, generation length) go from small to large memory, so an out-of-memory wall is met after
+    the runs that fit; at each point the runs of every model, its variants and step counts included, come in an
+    order drawn from the seed and the session, so the compared models are measured side by side in time and drift
+    falls on both alike."""
     planned: list[PlannedRun] = []
-    for model in spec.models:
-        configs = [
-            RunConfig(
-                model=model,
-                batch_size=batch,
-                prompt_length=pair.prompt,
-                generation_length=pair.generation,
-                controls=spec.controls,
-                prompts=spec.prompts,
-                prompt_ids=prompt_ids,
-                quality=spec.quality,
-                evaluator=evaluator if spec.quality.perplexity is not None else None,
-                **sampler,
-            )
-            for pair in spec.grid.length_pairs()
-            for batch in spec.grid.batch_sizes
-            for sampler in _sampler_settings(spec, model)
-        ]
-        configs = _with_extrapolation(spec, configs)
-        configs.sort(key=_memory_order)
-        planned.extend(PlannedRun(run_id_for(c), c) for c in configs)
+    for session in session_indices(spec.controls.sessions):
+        runs = [PlannedRun(run_id_for(c), c) for c in _session_configs(spec, session)]
+        planned.extend(_interleaved(runs, spec.controls.seed, session))
     _check_unique(planned)
     check_prompt_supply(spec)
     return planned
+
+
+def session_indices(sessions: int) -> list[int | None]:
+    """The `session` of each session's runs: None for a sweep of one session (its runs keep their ids)."""
+    return [None] if sessions == 1 else list(range(sessions))
+
+
+def _session_configs(spec: ExperimentSpec, session: int | None) -> list[RunConfig]:
+    """One session's runs. Quality is scored in the first session only: greedy text of fixed prompts is the same in
+    every session, so later sessions time only (their configs turn quality off, and say so)."""
+    scored = session in (None, 0)
+    quality = spec.quality if scored else QualitySpec()
+    evaluator = spec.evaluator_model() if scored and spec.quality.perplexity is not None else None
+    configs = [
+        RunConfig(
+            model=model,
+            batch_size=batch,
+            prompt_length=pair.prompt,
+            generation_length=pair.generation,
+            controls=spec.controls,
+            prompts=spec.prompts,
+            prompt_ids=list(range(spec.prompts.count)),
+            quality=quality,
+            evaluator=evaluator,
+            session=session,
+            **sampler,
+        )
+        for model in spec.models
+        for pair in spec.grid.length_pairs()
+        for batch in spec.grid.batch_sizes
+        for sampler in _sampler_settings(spec, model)
+    ]
+    return _with_extrapolation(spec, configs)
+
+
+def _interleaved(runs: list[PlannedRun], seed: int, session: int | None) -> list[PlannedRun]:
+    """The runs point by point, small to large memory, each point's runs in an order drawn from the seed and the
+    session (a hash of both with the run id: stable across machines and Python versions, whatever order the spec
+    lists its models and axes in)."""
+    points: dict[tuple[int, int, int], list[PlannedRun]] = {}
+    for run in runs:
+        points.setdefault((run.config.batch_size, run.config.prompt_length, run.config.generation_length), []).append(run)
+    ordered: list[PlannedRun] = []
+    for batch, prompt, generation in sorted(points, key=lambda p: (p[0] * (p[1] + p[2]), p[1] + p[2], p[0])):
+        ordered.extend(sorted(points[batch, prompt, generation], key=lambda r: _drawn(seed, session, r.run_id)))
+    return ordered
+
+
+def _drawn(seed: int, session: int | None, run_id: str) -> str:
+    return hashlib.sha256(f"llada-bench:order:{seed}:{session}:{run_id}".encode()).hexdigest()
 
 
 def _with_extrapolation(spec: ExperimentSpec, configs: list[RunConfig]) -> list[RunConfig]:
@@ -185,20 +221,6 @@ def _unless_vanilla(impl: LladaImpl | LlamaImpl | DreamImpl | None) -> LladaImpl
     return impl.model_copy(update={"steps": None}) if isinstance(impl, LladaImpl) else impl
 
 
-def _memory_order(config: RunConfig) -> tuple[int, int, int, int, int, int]:
-    """Tokens resident at once grow the footprint (CFG doubles the batch): an OOM wall is met last.
-    An extrapolated run comes before the full run of the same point (it is the cheaper of the two)."""
-    rows = config.batch_size * (2 if config.cfg_scale > 0 else 1)
-    return (
-        rows * config.sequence_length,
-        config.sequence_length,
-        config.batch_size,
-        config.block_length or 0,
-        config.steps or 0,
-        0 if config.timed_steps else 1,
-    )
-
-
 def _check_unique(planned: list[PlannedRun]) -> None:
     seen: dict[str, RunConfig] = {}
     for run in planned:
@@ -258,7 +280,8 @@ def predicted_run_seconds(config: RunConfig, hardware: HardwareProfile) -> float
 
 def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun], profile: str | None = None) -> PlanEstimate | None:
     """The plan's predicted wall time on `profile` (default: `controls.hardware.profile`); None when neither
-    names one. Each model is loaded once (the plan groups runs by model)."""
+    names one. Each model is loaded once a session: a worker keeps the models it serves resident, and each session
+    starts fresh processes."""
     profile = profile or spec.controls.hardware.profile
     if profile is None:
         return None
@@ -266,8 +289,8 @@ def predict_plan(spec: ExperimentSpec, planned: list[PlannedRun], profile: str |
 
     hardware = hardware_profile(profile)
     loads: dict[str, float] = {}
-    for run in planned:
-        loads.setdefault(run.config.model.name, load_seconds(run.config, hardware))
+    for (model, _), config in {(r.config.model.name, r.config.session): r.config for r in planned}.items():
+        loads[model] = loads.get(model, 0.0) + load_seconds(config, hardware)
     return PlanEstimate(hardware.name, {run.run_id: predicted_run_seconds(run.config, hardware) for run in planned},
                         loads, SWEEP_START_S if planned else 0.0)
 

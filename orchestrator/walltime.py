@@ -48,7 +48,7 @@ CHECKPOINT_LOAD_BYTES_PER_S = 1e9
 def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
     """Wall time of one run on `hardware`: its warm-ups and repetitions (K steps
     each when extrapolated), the untimed generations quality needs (prompt batches no repetition ran; LLaMA's
-    sampled reference), compilation, and the per-run overhead. Model loads are counted once per model
+    sampled reference), compilation, and the per-run overhead. Model loads are counted once per model and session
     (`load_seconds`)."""
     from roofline.predict import predict_run
 

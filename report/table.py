@@ -105,7 +105,8 @@ def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
     table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
     return table.sort(
         [pl.col("paradigm") != "autoregressive", "model", "hardware", "generation_length", "prompt_length",
-         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "run_id"],
+         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "session",
+         "run_id"],
         nulls_last=True,
     )
 
@@ -154,7 +155,7 @@ def _row(result: RunResult) -> dict[str, Any]:
     env = result.environment
     memory = result.memory
     samples = result.samples
-    session = getattr(config, "session", None) or 0
+    session = config.session or 0  # 0 for a sweep of one session
     row: dict[str, Any] = {
         "run_id": result.run_id, "sweep": result.sweep, "config_key": config_key(config), "session": session,
         "started_at": result.started_at, "finished_at": result.finished_at, "model": config.model.name, "arch": config.model.arch,

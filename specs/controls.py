@@ -43,6 +43,10 @@ class Controls(Frozen):
     # Ten by default: from six up the report gives a 95% BCa CI of a median, below it only the range. A spec on
     # a tight budget (smoke, one GPU lease) sets fewer and its report says "range".
     repetitions: int = Field(default=10, ge=1)
+    # Independent repetitions of the whole grid, each in fresh worker processes (on a GPU, a fresh CUDA context), so
+    # an interval can rest on sessions × repetitions rather than on one process's back-to-back repetitions. Quality
+    # does not depend on the session (fixed prompts and seeds): session 0 scores it, later sessions only time.
+    sessions: int = Field(default=1, ge=1)
     temperature: float = Field(default=0.0, ge=0)
     seed: int = 0
     hardware: HardwareRequirement = HardwareRequirement()

@@ -226,6 +226,9 @@ class RunConfig(Frozen):
     # Dream's sampler setting (alg, alg_temp, top_p, top_k); None for other samplers.
     dream: DreamSampling | None = None
     dream_impl: DreamImpl | None = None
+    # Which of the spec's `controls.sessions` this run belongs to (None when the spec asks for one session, so a
+    # sweep of one session keeps the ids it had before sessions existed).
+    session: int | None = Field(default=None, ge=0)
 
     @field_validator("llada_impl", "llama_impl", "dream_impl")
     @classmethod
@@ -248,6 +251,12 @@ class RunConfig(Frozen):
             raise ValueError(f"dream: the Dream sampler's setting is missing for {self.model.name!r}")
         if self.llada_impl is not None and self.llada_impl.parallel and self.remasking == "random":
             raise ValueError("llada_impl: threshold and factor rank confidence; they need remasking low_confidence")
+        sessions = self.controls.sessions
+        if (self.session is None) != (sessions == 1) or (self.session or 0) >= sessions:
+            raise ValueError(
+                f"session: {self.session} does not fit controls.sessions {sessions}; allowed: "
+                + ("none (one session)" if sessions == 1 else f"0 to {sessions - 1}")
+            )
         return self
 
     @property

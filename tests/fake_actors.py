@@ -3,7 +3,8 @@
 Faults are scripted through files in $LLADA_TEST_FAULT_DIR, so a test decides at run time which run
 misbehaves: `die-<run_id>` kills the actor's process once (the file is consumed), `die-always-<run_id>`
 kills it every time, `ray-kill-<run_id>` has Ray kill the actor mid-run, `raise-<run_id>` makes the
-call itself raise. With $LLADA_TEST_EXEC_LOG set, every run start is appended to that file.
+call itself raise; every run start appends `<run_id> <pid>` to `pids.log` there. With $LLADA_TEST_EXEC_LOG set,
+every run start is appended to that file. Like a Worker, an actor keeps every model it has loaded.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ FAULT_DIR_ENV = "LLADA_TEST_FAULT_DIR"
 class FakeActor:
     def __init__(self, threads: int | None = None) -> None:
         self._loads: Counter[str] = Counter()
-        self._held: str | None = None
+        self._resident: set[str] = set()
 
     def run(self, config_json: str, sweep: str, run_id: str, attempt: int) -> str:
         config = RunConfig.model_validate_json(config_json)
@@ -31,9 +32,9 @@ class FakeActor:
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(run_id + "\n")
         self._fault(run_id)
-        if config.model.name != self._held:
+        if config.model.name not in self._resident:
             self._loads[config.model.name] += 1
-            self._held = config.model.name
+            self._resident.add(config.model.name)
         delay_s = float(os.environ.get("LLADA_TEST_RUN_DELAY_S", "0"))
         time.sleep(delay_s)
         return RunResult(
@@ -56,6 +57,8 @@ class FakeActor:
         directory = os.environ.get(FAULT_DIR_ENV)
         if not directory:
             return
+        with open(Path(directory) / "pids.log", "a", encoding="utf-8") as handle:
+            handle.write(f"{run_id} {os.getpid()}\n")
         once = Path(directory) / f"die-{run_id}"
         if once.exists():
             once.unlink()

@@ -69,8 +69,8 @@ def test_too_few_long_passages_is_a_plan_error_that_names_the_fix() -> None:
 def test_existing_sweeps_keep_their_run_ids() -> None:
     """New fields (prompts.join_passages, controls.extrapolation, timed_steps) enter the id only when set,
     so a sweep started before them resumes. The ids below were planned before those fields existed."""
-    planned = plan_runs(load_spec("specs/tiny.yaml"))
-    assert [r.run_id for r in planned[:2]] + [planned[-1].run_id] == ["7ae981ded9bb", "fd40b73a138c", "9e320530365b"]
+    planned = {r.run_id for r in plan_runs(load_spec("specs/tiny.yaml"))}
+    assert {"7ae981ded9bb", "fd40b73a138c", "9e320530365b"} <= planned
 
 
 # ---------------------------------------------------------------- what a plan costs

@@ -108,3 +108,49 @@ def test_ray_kill_mid_run_is_retried_on_a_fresh_actor(local_ray, tmp_path) -> No
     by_id = {r.run_id: r for r in summary.results}
     assert len(by_id) == len(planned)
     assert by_id[target].status is RunStatus.OK and by_id[target].attempts == 2
+
+
+def _ran(fault_dir: Path) -> list[tuple[str, int]]:
+    """(run id, actor pid) of every run started since the log was last cleared, in order."""
+    log = fault_dir / "pids.log"
+    lines = log.read_text().splitlines() if log.exists() else []
+    log.unlink(missing_ok=True)
+    return [(run_id, int(pid)) for run_id, pid in (line.split() for line in lines)]
+
+
+def test_runs_are_handed_out_in_plan_order_with_both_models_resident(local_ray, tmp_path) -> None:
+    _ran(local_ray)
+    _, planned, summary = sweep(tmp_path, spec_from(tiny_dict()), actors=1)
+    assert [run_id for run_id, _ in _ran(local_ray)] == [r.run_id for r in planned]
+    models = [r.config.model.name for r in planned]
+    assert sum(a != b for a, b in zip(models, models[1:])) > 2  # the models alternate, point by point
+    assert dict(summary.model_loads) == {"llama-tiny": 1, "llada-tiny": 1}
+
+
+def _sessions(n: int):
+    return spec_from(mutated(lambda d: d["controls"].update(sessions=n)))
+
+
+def test_each_session_runs_on_fresh_actors(local_ray, tmp_path) -> None:
+    _ran(local_ray)
+    _, planned, summary = sweep(tmp_path, _sessions(3), actors=1)
+    pids = dict(_ran(local_ray))
+    assert sorted(pids) == sorted(r.run_id for r in planned)
+    per_session = [{pids[r.run_id] for r in planned if r.config.session == s} for s in range(3)]
+    assert all(len(p) == 1 for p in per_session) and len(set.union(*per_session)) == 3
+    assert dict(summary.model_loads) == {"llama-tiny": 3, "llada-tiny": 3}  # once a session
+
+
+def test_a_resumed_multi_session_sweep_runs_only_what_is_missing(local_ray, tmp_path) -> None:
+    spec = _sessions(2)
+    planned = plan_runs(spec)
+    cut = len(planned) // 2 + 3  # into the second session
+    store = ArtifactStore(tmp_path / spec.name)
+    store.open(spec, TINY.read_text(), force=True)
+    run_sweep(spec, planned[:cut], store, done=set(), progress=Progress(cut), connect_fn=capacity,
+              actor_class=FakeActor)  # fmt: skip
+    _ran(local_ray)
+    _, _, resumed = sweep(tmp_path, spec, actors=1)
+    assert resumed.skipped_done == cut
+    assert [run_id for run_id, _ in _ran(local_ray)] == [r.run_id for r in planned[cut:]]
+    assert verify(store.layout) == [] and len(store.layout.run_files()) == len(planned)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -86,9 +89,12 @@ def _result(run, sweep: str) -> RunResult:
 
 
 class FakeWorker:
-    """Stands in for workers.runner.Worker: instant results; `break_after` runs leave the GPU unusable."""
+    """Stands in for workers.runner.Worker in a session's child process: instant results, each naming the process
+    in its error field; `break_after` runs leave the GPU unusable, and `die_on` (a run id) kills the process."""
 
     break_after: int | None = None
+    die_on = os.environ.get("LLADA_TEST_DIE_ON")
+    sleep_on = os.environ.get("LLADA_TEST_SLEEP_ON")
 
     def __init__(self) -> None:
         self.broken: str | None = None
@@ -97,12 +103,27 @@ class FakeWorker:
 
     def run(self, config, *, sweep: str, run_id: str, attempt: int = 1) -> RunResult:
         self.runs += 1
+        self.load_counts[config.model.name] = 1
+        if run_id == self.die_on and attempt == 1:
+            os._exit(9)
+        if run_id == self.sleep_on:
+            time.sleep(60)
         run = type("Run", (), {"run_id": run_id, "config": config})
-        result = _result(run, sweep)
+        result = _result(run, sweep).model_copy(update={"error": f"pid {os.getpid()}", "attempts": attempt})
         if self.break_after is not None and self.runs > self.break_after:
             self.broken = "RuntimeError: CUDA error: an illegal memory access was encountered"
             return result.model_copy(update={"status": RunStatus.ERROR, "error": self.broken})
         return result
+
+
+class BreakingWorker(FakeWorker):
+    break_after = 1
+
+
+@pytest.fixture()
+def fake_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(inline, "WORKER", "tests.test_inline.FakeWorker")
+    monkeypatch.setenv("LLADA_BENCH_THREADS", "1")  # the child need not import torch to choose its threads
 
 
 @pytest.fixture()
@@ -113,9 +134,9 @@ def store(tmp_path: Path):
     return spec, store
 
 
-def test_inline_starts_no_run_predicted_to_end_past_the_budget(monkeypatch: pytest.MonkeyPatch, store) -> None:
+@pytest.mark.usefixtures("fake_worker")
+def test_inline_starts_no_run_predicted_to_end_past_the_budget(store) -> None:
     spec, artifacts = store
-    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
     planned = plan_runs(spec)
     predicted = {run.run_id: 10.0 for run in planned}
     predicted[planned[2].run_id] = 1000.0
@@ -131,8 +152,8 @@ def test_inline_starts_no_run_predicted_to_end_past_the_budget(monkeypatch: pyte
 def test_inline_stops_on_an_unusable_gpu_without_recording_the_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(FakeWorker, "break_after", 1)
-    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
+    monkeypatch.setattr(inline, "WORKER", "tests.test_inline.BreakingWorker")
+    monkeypatch.setenv("LLADA_BENCH_THREADS", "1")
     spec_path = write_spec(tmp_path, tiny_spec(batch_sizes=[1]))
     code = sweep_command(str(spec_path), out=tmp_path / "out", executor="inline", report=False)
     assert code == EXIT_INTERRUPTED
@@ -163,7 +184,7 @@ def test_inline_and_ray_write_the_same_run_ids(monkeypatch: pytest.MonkeyPatch, 
     from tests import fake_actors
     from tests.fake_actors import FakeActor
 
-    monkeypatch.setattr("workers.runner.Worker", FakeWorker)
+    monkeypatch.setattr(inline, "WORKER", "tests.test_inline.FakeWorker")
     spec = spec_from(_extrapolating_spec())
     planned = plan_runs(spec)
     ids = {}
@@ -183,3 +204,74 @@ def test_inline_and_ray_write_the_same_run_ids(monkeypatch: pytest.MonkeyPatch, 
         assert verify(SweepLayout(tmp_path / executor)) == []
         ids[executor] = sorted(r.run_id for r in load_results(SweepLayout(tmp_path / executor)))
     assert ids["inline"] == ids["ray"] == sorted(r.run_id for r in planned)
+
+
+def _pid(result: RunResult) -> int:
+    return int(result.error.removeprefix("pid "))
+
+
+def _sessions_store(tmp_path: Path, sessions: int):
+    data = tiny_spec(batch_sizes=[1], generation_lengths=[32])
+    data["controls"]["sessions"] = sessions
+    spec = spec_from(data)
+    store = ArtifactStore(tmp_path / spec.name)
+    store.open(spec, "name: tiny\n", force=True)
+    return spec, store, plan_runs(spec)
+
+
+@pytest.mark.usefixtures("fake_worker")
+def test_each_session_runs_in_a_fresh_child_process(tmp_path: Path) -> None:
+    spec, store, planned = _sessions_store(tmp_path, 3)
+    summary = inline.run_inline(spec, planned, store, done=set(), progress=Progress(len(planned)))
+    assert [r.run_id for r in summary.results] == [r.run_id for r in planned]  # plan order
+    per_session = [{_pid(r) for r in summary.results if r.config.session == s} for s in range(3)]
+    assert all(len(p) == 1 for p in per_session)  # one process keeps a session's models
+    pids = set.union(*per_session)
+    assert len(pids) == 3 and os.getpid() not in pids
+    assert dict(summary.model_loads) == {"llama-tiny": 3, "llada-tiny": 3}
+
+
+@pytest.mark.usefixtures("fake_worker")
+def test_a_resumed_multi_session_inline_sweep_runs_only_what_is_missing(tmp_path: Path) -> None:
+    spec, store, planned = _sessions_store(tmp_path, 2)
+    cut = len(planned) // 2 + 1  # into the second session
+    predicted = {r.run_id: 0.0 for r in planned} | {planned[cut].run_id: 1e9}
+    first = inline.run_inline(spec, planned, store, done=set(), progress=Progress(len(planned)), stop_after_s=1e6,
+                              predicted_s=predicted)  # fmt: skip
+    assert len(first.results) == cut and "time budget" in first.interrupted
+    done = store.completed([r.run_id for r in planned])
+    rest = inline.run_inline(spec, planned, store, done=done, progress=Progress(len(planned) - cut))
+    assert [r.run_id for r in rest.results] == [r.run_id for r in planned[cut:]] and rest.interrupted is None
+    assert verify(store.layout) == []
+
+
+@pytest.mark.usefixtures("fake_worker")
+def test_a_dead_child_is_replaced_and_its_run_retried(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    spec, store, planned = _sessions_store(tmp_path, 1)
+    monkeypatch.setenv("LLADA_TEST_DIE_ON", planned[1].run_id)  # the child reads it as it starts
+    summary = inline.run_inline(spec, planned, store, done=set(), progress=Progress(len(planned)))
+    by_id = {r.run_id: r for r in summary.results}
+    assert sorted(by_id) == sorted(r.run_id for r in planned) and all(r.status == RunStatus.OK for r in by_id.values())
+    assert by_id[planned[1].run_id].attempts == 2 and _pid(by_id[planned[1].run_id]) != _pid(by_id[planned[0].run_id])
+
+
+@pytest.mark.usefixtures("fake_worker")
+def test_a_signal_during_a_run_kills_the_child_and_keeps_the_finished_runs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    spec, store, planned = _sessions_store(tmp_path, 1)
+    monkeypatch.setenv("LLADA_TEST_SLEEP_ON", planned[1].run_id)
+    first = store.layout.run_file(planned[0].run_id)
+
+    def terminate_once_the_first_run_is_written() -> None:
+        while not first.exists():
+            time.sleep(0.1)
+        time.sleep(1.0)  # the second run is asleep in the child by now
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=terminate_once_the_first_run_is_written, daemon=True).start()
+    started = time.perf_counter()
+    summary = inline.run_inline(spec, planned, store, done=set(), progress=Progress(len(planned)))
+    assert summary.interrupted == "SIGTERM" and time.perf_counter() - started < 50  # the child's 60 s sleep cut short
+    assert [r.run_id for r in summary.results] == [planned[0].run_id]
+    assert store.completed([r.run_id for r in planned]) == {planned[0].run_id}

@@ -46,26 +46,114 @@ def test_id_is_a_hash_of_the_config() -> None:
     assert run_id_for(run.config.model_copy(update={"batch_size": 2})) != run.run_id
 
 
-def test_runs_grouped_by_model_then_small_to_large() -> None:
+def _point(run) -> tuple[int, int, int]:
+    return (run.config.batch_size, run.config.prompt_length, run.config.generation_length)
+
+
+def _blocks(planned) -> list[tuple[int, int, int]]:
+    """The points in the order their runs come, one entry per contiguous block of runs."""
+    points = [_point(r) for r in planned]
+    return [p for i, p in enumerate(points) if i == 0 or points[i - 1] != p]
+
+
+def test_the_models_are_interleaved_point_by_point_small_to_large() -> None:
     planned = plan_runs(spec_from(mutated(lambda d: d["grid"]["llada"].update(cfg_scales=[0, 1.0]))))
-    models = [r.config.model.name for r in planned]
-    assert models == sorted(models, key=["llama-tiny", "llada-tiny"].index)  # one contiguous group each
-    for name in ("llama-tiny", "llada-tiny"):
-        rows = [
-            r.config.batch_size * (2 if r.config.cfg_scale else 1) * r.config.sequence_length
-            for r in planned if r.config.model.name == name
-        ]
-        assert rows == sorted(rows)
+    blocks = _blocks(planned)
+    assert len(blocks) == len(set(blocks)) == 4  # each point's runs side by side in time, every model's included
+    assert [b * (p + g) for b, p, g in blocks] == sorted(b * (p + g) for b, p, g in blocks)
+    for point in blocks:
+        models = [r.config.model.name for r in planned if _point(r) == point]
+        assert sorted(set(models)) == ["llada-tiny", "llama-tiny"]
+    # The order inside a point is drawn, not the spec's: LLaMA is not always first, nor always last.
+    firsts = {next(r.config.model.name for r in planned if _point(r) == p) for p in blocks}
+    lasts = {[r.config.model.name for r in planned if _point(r) == p][-1] for p in blocks}
+    assert firsts != {"llama-tiny"} or lasts != {"llada-tiny"}
+
+
+def test_the_order_at_a_point_is_drawn_from_the_seed_and_stable() -> None:
+    def order(data: dict) -> list[str]:
+        return [r.run_id for r in plan_runs(spec_from(data))]
+
+    first = order(tiny_dict())
+    assert order(tiny_dict()) == first  # the same spec, the same order, in any process
+    reversed_models = order(mutated(lambda d: d.update(models=d["models"][::-1])))
+    assert reversed_models == first  # the spec's listing order does not choose it
+    reseeded = plan_runs(spec_from(mutated(lambda d: d["controls"].update(seed=1))))
+    by_seed = {seed: [(_point(r), r.config.model.name, r.config.steps) for r in runs] for seed, runs in
+               ((0, plan_runs(spec_from(tiny_dict()))), (1, reseeded))}
+    assert by_seed[0] != by_seed[1] and sorted(by_seed[0], key=str) == sorted(by_seed[1], key=str)
+
+
+def _sessions(n: int, **controls) -> dict:
+    return mutated(lambda d: d["controls"].update(sessions=n, **controls))
+
+
+def test_sessions_repeat_the_whole_grid_one_after_the_other() -> None:
+    one = plan_runs(spec_from(tiny_dict()))
+    three = plan_runs(spec_from(_sessions(3)))
+    assert len(three) == 3 * len(one)
+    assert [r.config.session for r in three] == [s for s in range(3) for _ in one]
+    assert all(r.config.session is None for r in one)
+    assert len({r.run_id for r in three}) == len(three)  # the session is part of a run's identity
+    # Each session is the interleaved grid again, in an order of its own.
+    per_session = [[(_point(r), r.config.model.name, r.config.steps) for r in three if r.config.session == s]
+                   for s in range(3)]
+    assert all(sorted(order, key=str) == sorted(per_session[0], key=str) for order in per_session)
+    assert len({tuple(order) for order in per_session}) > 1
+    assert all(_blocks([r for r in three if r.config.session == s]) == _blocks(one) for s in range(3))
+
+
+def test_quality_is_scored_in_the_first_session_only() -> None:
+    three = plan_runs(spec_from(_sessions(3)))
+    scored = [r.config for r in three if r.config.quality.enabled]
+    assert {c.session for c in scored} == {0} and len(scored) == len(three) // 3
+    assert all(r.config.evaluator is None and r.config.quality.perplexity is None for r in three if r.config.session)
+
+
+def test_one_session_keeps_the_ids_a_sweep_had_before_sessions() -> None:
+    """`sessions: 1` written out plans the runs a spec without it plans; more sessions never reuse those ids."""
+    plain = {r.run_id for r in plan_runs(spec_from(tiny_dict()))}
+    assert {r.run_id for r in plan_runs(spec_from(_sessions(1)))} == plain
+    assert not plain & {r.run_id for r in plan_runs(spec_from(_sessions(2)))}
+
+
+def test_a_session_must_fit_the_spec_sessions() -> None:
+    from pydantic import ValidationError
+
+    from specs.loader import SpecError
+    from specs.schema import RunConfig
+
+    with pytest.raises(SpecError, match="controls.sessions"):
+        spec_from(_sessions(0))
+    config = plan_runs(spec_from(_sessions(2)))[0].config
+    for session in (None, 2):
+        with pytest.raises(ValidationError, match="session: .* does not fit controls.sessions 2; allowed: 0 to 1"):
+            RunConfig.model_validate({**config.model_dump(), "session": session})
+    single = plan_runs(spec_from(tiny_dict()))[0].config
+    with pytest.raises(ValidationError, match="allowed: none"):
+        RunConfig.model_validate({**single.model_dump(), "session": 0})
+
+
+def test_plan_command_shows_the_sessions(tmp_path, capsys) -> None:
+    from tests.spec_fixtures import write_spec
+
+    assert main(["plan", str(write_spec(tmp_path, _sessions(2)))]) == 0
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert lines[0].split()[:3] == ["run_id", "session", "model"]
+    assert {line.split()[1] for line in lines[1:-2]} == {"0", "1"}
+    assert lines[-2] == ("32 runs planned for sweep 'tiny': 2 sessions of 16 runs, each in fresh worker processes "
+                         "(quality scored in session 0 only)")
 
 
 def test_plan_command_prints_table_and_count(capsys) -> None:
     assert main(["plan"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:4] == ["run_id", "model", "arch", "batch"]
+    assert out.splitlines()[0].split()[:5] == ["run_id", "session", "model", "arch", "batch"]
     # the default spec: LLaMA vanilla and compiled at 3 batch sizes; LLaDA at 3 batch sizes x 5 step counts, and
-    # its dual cache at 3 batch sizes x 1 step count
+    # its dual cache at 3 batch sizes x 1 step count; in 3 sessions
     lines = out.rstrip().splitlines()
-    assert lines[-2] == "24 runs planned for sweep 'smoke'"
+    assert lines[-2] == ("72 runs planned for sweep 'smoke': 3 sessions of 24 runs, each in fresh worker processes "
+                         "(quality scored in session 0 only)")
     assert lines[-1].startswith("predicted wall time: none")  # a CPU spec names no roofline profile
 
 
@@ -84,8 +172,8 @@ def test_shipped_specs_validate_and_plan() -> None:
     counts = {name: len(plan_runs(load_spec(f"specs/{name}.yaml")))
               for name in ("smoke", "tiny", "paper", "synthetic-8b", "block-ablation")}
     # paper: LLaMA 3 lengths × 3 batches; LLaDA × 5 step counts × 1 block length. smoke: LLaMA vanilla and compiled
-    # × 3 batches; LLaDA 5 step counts × 3 batches, and the dual cache at 4 steps × 3 batches.
-    assert counts == {"smoke": 2 * 3 + 5 * 3 + 3, "tiny": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
+    # × 3 batches; LLaDA 5 step counts × 3 batches, and the dual cache at 4 steps × 3 batches; in 3 sessions.
+    assert counts == {"smoke": 3 * (2 * 3 + 5 * 3 + 3), "tiny": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
 
 
 def test_planner_skips_runs_predicted_not_to_fit_when_asked() -> None:
@@ -254,7 +342,8 @@ def test_naming_the_sampler_or_a_default_shape_field_changes_no_run_id() -> None
     """The registry's fields enter the id only when they say something: a spec that names its models'
     samplers, or writes an explicit shape without a QKV bias, plans the same runs as before they existed."""
     spec = load_spec(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "spec.yaml")
-    run = plan_runs(spec)[0]
+    run = next(r for r in plan_runs(spec) if r.config.model.arch == "llama" and r.config.llama_impl is None
+               and r.config.batch_size == 1 and r.config.sequence_length == 768)
     sampler = family(run.config.model.arch).sampler
     named = run.config.model_copy(update={"model": run.config.model.model_copy(update={"sampler": sampler})})
     assert run_id_for(named) == run.run_id

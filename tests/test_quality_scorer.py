@@ -151,7 +151,7 @@ def test_calibration_rows_show_good_and_chance(scorer, models, examples) -> None
         model=models["llama-tiny"],
         load_evaluator=lambda spec: models[spec.name],
     )
-    assert again.calibration is outcome.calibration
+    assert all(again.calibration[kind] is records for kind, records in outcome.calibration.items())
 
 
 def test_quality_off_gives_nothing(scorer, models, examples) -> None:
@@ -194,3 +194,27 @@ def test_single_prompt_has_no_unrelated_passage(models, examples) -> None:
         load_evaluator=lambda spec: models[spec.name],
     )
     assert set(outcome.calibration) == {CALIBRATION_REFERENCE}
+
+
+def test_the_same_texts_are_scored_once_per_worker(models, examples, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A step count's text at another batch size (or a compiled variant's token-exact text) reuses the records the
+    same inputs gave; a different text, or another step count's, is scored anew."""
+    from workers.quality import scorer as scoring
+
+    calls: list[int] = []
+    real = scoring.score_texts
+    monkeypatch.setattr(scoring, "score_texts", lambda bert, texts, refs: calls.append(len(texts)) or real(bert, texts, refs))
+    fresh = QualityScorer("cpu")
+
+    def score(seed: int, batch_size: int) -> QualityOutcome:
+        config = run_config(LLADA, steps=12, block_length=12, remasking="low_confidence").model_copy(
+            update={"batch_size": batch_size})
+        return fresh.score_run(config, examples, fake_generations(models["llada-tiny"], examples, seed),
+                               model=models["llada-tiny"], load_evaluator=lambda spec: models[spec.name])
+
+    first = score(0, batch_size=1)
+    assert len(calls) == 3  # the texts, the reference and the unrelated calibration
+    again = score(0, batch_size=3)
+    assert again.quality == first.quality and again.calibration == first.calibration and len(calls) == 3
+    other = score(5, batch_size=1)
+    assert len(calls) == 4 and other.quality != first.quality  # new texts: scored; calibration: reused

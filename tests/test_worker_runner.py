@@ -83,19 +83,47 @@ def test_smoke_llada_run(worker: Worker) -> None:
     assert all(0 <= g.useful_tokens <= config.generation_length for g in result.generations)
 
 
-def test_model_is_loaded_once_per_model() -> None:
+QUICK = Controls(dtype="float32", device="cpu", warmup=0, repetitions=1)
+
+
+def test_interleaved_models_stay_resident() -> None:
+    """The plan alternates the compared models at every point: a worker loads each once and keeps both."""
     worker = Worker()
-    quick = Controls(dtype="float32", device="cpu", warmup=0, repetitions=1)
-    first = worker.run(run_config("llama", controls=quick), sweep="s", run_id="a")
-    second = worker.run(run_config("llama", controls=quick, batch_size=1), sweep="s", run_id="b")
-    assert first.model_load_s > 0 and second.model_load_s == 0.0
-    assert worker.load_counts == {"llama-tiny": 1}
-    worker.run(run_config("llada", controls=quick), sweep="s", run_id="c")
-    worker.run(run_config("llama", controls=quick), sweep="s", run_id="d")
-    assert worker.load_counts == {"llama-tiny": 2, "llada-tiny": 1}
-    other_dtype = quick.model_copy(update={"dtype": "bfloat16"})
+    runs = [worker.run(run_config(arch, controls=QUICK), sweep="s", run_id=f"{arch}-{i}")
+            for i in range(2) for arch in ("llama", "llada")]
+    assert [r.model_load_s > 0 for r in runs] == [True, True, False, False]
+    assert worker.load_counts == {"llama-tiny": 1, "llada-tiny": 1}
+    other_dtype = QUICK.model_copy(update={"dtype": "bfloat16"})
     assert worker.run(run_config("llama", controls=other_dtype), sweep="s", run_id="e").status == RunStatus.OK
-    assert worker.load_counts["llama-tiny"] == 3  # another dtype is another model
+    assert worker.load_counts["llama-tiny"] == 2  # another dtype is another model
+
+
+def test_later_sessions_time_only() -> None:
+    """What does not change between sessions (quality, the tensors' peak bytes) is measured in the first only."""
+    controls = QUICK.model_copy(update={"sessions": 2})
+    worker = Worker()
+    first, later = (worker.run(run_config("llada", controls=controls, session=s), sweep="s", run_id=f"s{s}")
+                    for s in (0, 1))
+    assert first.memory.peak_tensor_bytes and later.memory.peak_tensor_bytes is None
+    assert len(later.samples.latency_e2e_s) == len(first.samples.latency_e2e_s) == QUICK.repetitions
+
+
+def test_past_its_budget_a_worker_evicts_the_least_recently_used_and_says_so(capsys) -> None:
+    probe = Worker()
+    probe.run(run_config("llama", controls=QUICK), sweep="s", run_id="probe")
+    one_model = probe._resident.weights_bytes
+    worker = Worker(budget_bytes=one_model)  # room for one tiny model at a time
+    for i, arch in enumerate(("llama", "llada", "llama")):
+        assert worker.run(run_config(arch, controls=QUICK), sweep="s", run_id=f"r{i}").status == RunStatus.OK
+    assert worker.load_counts == {"llama-tiny": 2, "llada-tiny": 1}
+    out = capsys.readouterr().out
+    assert "evicted llama-tiny" in out and "evicted llada-tiny" in out
+    assert "reloaded llama-tiny" in out and "reloaded llada-tiny" not in out
+    roomy = Worker(budget_bytes=3 * one_model)
+    for i, arch in enumerate(("llama", "llada", "llama")):
+        roomy.run(run_config(arch, controls=QUICK), sweep="s", run_id=f"r{i}")
+    assert roomy.load_counts == {"llama-tiny": 1, "llada-tiny": 1}
+    assert "evicted" not in capsys.readouterr().out
 
 
 def test_hardware_mismatch_is_refused_before_loading(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,25 +328,29 @@ class _Spy:
 
 
 def test_unmeasured_models_leave_the_gpu_before_the_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The evaluator (16 GB at 8B) and the BERTScore models must not sit beside the measured model on the
-    GPU: they would add ~17.5 GB to LLaDA's peaks, heatmap cell and OOM wall and not to LLaMA's."""
-    from workers import runner
+    """The other resident models (an 8B evaluator or the other compared model, 16 GB each) and the BERTScore models
+    must not sit beside the measured model on the GPU: they would add to its peaks, heatmap cell and OOM wall."""
+    from workers import residency
 
     freed: list[torch.device] = []
-    monkeypatch.setattr(runner, "free_device_memory", lambda device: freed.append(device))
-    worker = Worker()
-    evaluator = SimpleNamespace(model=_Spy(), device=CUDA, spec=ModelSpec(name="judge", arch="llama", source={"synthetic": "tiny"}))
-    worker._evaluators[("judge",)] = evaluator
+    monkeypatch.setattr(residency, "free_device_memory", lambda device: freed.append(device))
+    resident = residency.ResidentModels(budget_bytes=10**12)
+    measured = SimpleNamespace(model=_Spy(), device=CUDA, weights_bytes=1, spec=None)
+    other = SimpleNamespace(model=_Spy(), device=CUDA, weights_bytes=1, spec=None)
+    resident.add(("measured",), measured)
+    resident.add(("other",), other)
+    assert resident.use(("measured",), alone=True) is measured
+    assert other.model.moves == [torch.device("cpu")] and freed == [CUDA]
+    assert measured.model.moves == [CUDA]  # back on its device (a no-op where it never left)
+    # Scoring brings the evaluator back beside the measured model.
+    assert resident.use(("other",), alone=False) is other
+    assert other.model.moves[-1] == CUDA and measured.model.moves == [CUDA]
     released: list[bool] = []
+    worker = Worker()
     worker._scorer = SimpleNamespace(release=lambda: released.append(True))
-    measured = SimpleNamespace(model=_Spy(), device=CUDA)
+    monkeypatch.setattr("workers.runner.free_device_memory", lambda device: freed.append(device))
     worker._park_unmeasured(measured)
-    assert evaluator.model.moves == [torch.device("cpu")] and released == [True] and freed == [CUDA]
-    assert measured.model.moves == []  # the measured model stays
-    # Scoring brings the evaluator back to the device it runs on.
-    monkeypatch.setattr(runner, "_model_key", lambda spec, controls, device: ("judge",))
-    assert worker._evaluator(evaluator.spec, Controls(), CUDA) is evaluator
-    assert evaluator.model.moves[-1] == CUDA
+    assert released == [True] and freed[-1] == CUDA
 
 
 def test_parking_happens_between_loading_and_measuring(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,21 +1,24 @@
 """The worker's single entry point: run one RunConfig on this machine and return one RunResult, never raising.
 
-A Worker lives as long as its (Ray) actor and keeps the loaded model between runs of the same model, so a
-sweep grouped by model loads each model once per GPU. Failures are data (DESIGN "Execution"): a CUDA
+A Worker lives as long as its session's process (a Ray actor, or the inline executor's child) and keeps every
+model it loads resident (workers/residency.py), so a sweep that interleaves the compared models loads each once
+per session. Failures are data (DESIGN "Execution"): a CUDA
 out-of-memory becomes `status: oom` with the memory held when it struck, any other exception
 `status: error` with its traceback, a hardware mismatch `status: refused`; after each the worker frees
 what the run allocated and is ready for the next run. A CUDA error that leaves the context unusable
 (an illegal address, a device-side assert) sets `Worker.broken`: every later CUDA call would fail, so
 the caller must end this process and retry the run in a fresh one (orchestrator/actor.py does).
 
-Only the measured model is on the device while it is measured: the perplexity evaluator and the
-BERTScore models are parked on the host before the measurement and come back for scoring, so every
-model's peak memory, OOM wall and activation estimate describe that model alone. Quality is scored
+Only the measured model is on the device while it is measured: the other resident models (the perplexity
+evaluator among them) wait on the host and the BERTScore models are dropped before the measurement, and come back
+for scoring or for their own runs, so every model's peak memory, OOM wall and activation estimate describe that
+model alone. Quality is scored
 after the measurement; a failure there keeps the measurement and sets `quality_error`.
 """
 
 from __future__ import annotations
 
+import gc
 import time
 import traceback
 from dataclasses import dataclass
@@ -38,27 +41,20 @@ from workers.models.loading import LoadedModel, load_model, shape_of_config
 from workers.models.sdpa_backends import NO_CUDNN, eager_llama_decode, without_cudnn_attention
 from workers.models.tokenization import decode_generation, model_input_ids
 from workers.prompts import PromptExample, check_prompt_supply, load_prompt_examples, prompt_batches
+from workers.residency import ModelKey, ResidentModels, model_key
 
 SYNTHETIC_QUALITY_NOTE = "synthetic weights: quality not meaningful"
 # RuntimeErrors that are an allocation failure: the CPU allocator's, and CUDA's as some kernels report it
 # (cuBLAS fails its handle or workspace allocation with CUBLAS_STATUS_ALLOC_FAILED when the device is full).
 _OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory", "cublas_status_alloc_failed")
-HOST = torch.device("cpu")  # where models that are not being measured wait
 
 # torch.OutOfMemoryError is the device-agnostic name (torch >= 2.5); torch.cuda's is the same class there.
 _OOM_TYPES: tuple[type[BaseException], ...] = tuple(
     {t for t in (getattr(torch, "OutOfMemoryError", None), torch.cuda.OutOfMemoryError) if t is not None}
 )
 
-ModelKey = tuple[ModelSpec, str, str, str]  # spec, dtype, attention, device
-
-
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
-def _model_key(spec: ModelSpec, controls: Controls, device: torch.device) -> ModelKey:
-    return (spec, controls.dtype, controls.attention, str(device))
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -76,27 +72,31 @@ class _Progress:
     environment: Environment | None = None
     model_load_s: float | None = None
     weights_bytes: int = 0
-    loading: bool = False
     provenance: ModelProvenance | None = None
 
 
 class Worker:
-    """Keeps the loaded model (and scorers) between runs of the same model."""
+    """Keeps the models it loads (and the scorers) resident between runs; `budget_bytes` bounds the resident
+    weights (None: a share of the host's memory, workers/residency.py)."""
 
-    def __init__(self) -> None:
-        self._held: LoadedModel | None = None
-        self._held_key: ModelKey | None = None
-        self._evaluators: dict[ModelKey, LoadedModel] = {}  # at most one, besides the held model
+    def __init__(self, budget_bytes: int | None = None) -> None:
+        self._resident = ResidentModels(budget_bytes)
         self._load_counts: dict[str, int] = {}
         self._scorer: Any | None = None  # workers.quality.QualityScorer, imported on first use
         self._scorer_device: torch.device | None = None
         self._examples: dict[tuple[Any, ...], list[PromptExample]] = {}
         self.broken: str | None = None  # set when a CUDA error left the device unusable in this process
         configure_threads()
+        # The ~380k objects torch and transformers leave at import never become garbage, yet every run's two
+        # collections (free_device_memory, the memory tracker) scanned them all: half a second a run on a 2-core
+        # machine. Frozen (after a last collection, so no garbage is frozen with them), they are skipped; everything
+        # made from here on (models, tensors) is collected as before.
+        gc.collect()
+        gc.freeze()
 
     @property
     def load_counts(self) -> dict[str, int]:
-        """Model name -> how many times this worker has loaded it (runs of a loaded model add nothing)."""
+        """Model name -> how many times this worker has loaded it (runs of a resident model add nothing)."""
         return dict(self._load_counts)
 
     # ------------------------------------------------------------ the entry point
@@ -200,13 +200,10 @@ class Worker:
         return {"quality_error": error + "\n" + "".join(traceback.format_exception(exc)), "quality_note": note}
 
     def _park_unmeasured(self, measured: LoadedModel) -> None:
-        """Move every model the run does not measure off its device (evaluators to the host, BERTScore
-        models dropped: the scorer reloads them on demand), so the measured model is alone there."""
+        """Drop the BERTScore models (the scorer reloads them on demand), so the measured model is alone on its
+        device: `_ensure_model` has moved the other resident models to the host already."""
         if measured.device.type == "cpu":
             return  # the CPU tracker measures RSS growth over the region, which resident models do not change
-        for loaded in self._evaluators.values():
-            if loaded is not measured:
-                loaded.model.to(HOST)
         if self._scorer is not None:
             self._scorer.release()
         free_device_memory(measured.device)
@@ -244,7 +241,7 @@ class Worker:
         device = loaded.device
         outcome = self._quality_scorer(device).score_run(
             config, examples, generations, model=loaded, sampled=sampled,
-            load_evaluator=lambda spec: self._evaluator(spec, config.controls, device),
+            load_evaluator=lambda spec: self._evaluator(config, spec, device),
         )  # fmt: skip
         note = outcome.note
         if loaded.weights == "synthetic":
@@ -260,29 +257,37 @@ class Worker:
     # ------------------------------------------------------------ models
 
     def _ensure_model(self, config: RunConfig, device: torch.device, progress: _Progress) -> LoadedModel:
-        """The run's model, loaded unless already held; the previous one is freed first."""
-        key = _model_key(config.model, config.controls, device)
-        if self._held is not None and self._held_key == key:
-            progress.model_load_s = 0.0
-            progress.weights_bytes = self._held.weights_bytes
-            return self._held
-        evaluator_key = _model_key(config.evaluator, config.controls, device) if config.evaluator else None
-        self._release_held(keep_as_evaluator=evaluator_key)
-        if key in self._evaluators:  # loaded earlier as another model's evaluator: promote it
-            loaded, load_s = self._evaluators.pop(key), 0.0
-            loaded.model.to(loaded.device)  # it may be parked on the host
-        else:
-            progress.loading = True
-            loaded, load_s = self._load(config.model, config.controls, device)
-            progress.loading = False
-        self._held, self._held_key = loaded, key
+        """The run's model, alone on the device: resident already, or loaded now (never evicting the run's
+        evaluator to make room)."""
+        keep = [model_key(m, config.controls, device) for m in (config.model, config.evaluator) if m is not None]
+        loaded, load_s = self._resident_model(config.model, config.controls, device, alone=True, keep=keep)
         progress.model_load_s = load_s
         progress.weights_bytes = loaded.weights_bytes
         return loaded
 
-    def _load(self, spec: ModelSpec, controls: Controls, device: torch.device) -> tuple[LoadedModel, float]:
-        """Load a model and say so in one line: transformers' per-tensor bar, printed by every worker (actor) for
-        every load, would bury the sweep's own progress."""
+    def _evaluator(self, config: RunConfig, spec: ModelSpec, device: torch.device) -> LoadedModel:
+        """The perplexity evaluator, on the device beside the run's model for scoring."""
+        keep = [model_key(m, config.controls, device) for m in (config.model, spec)]
+        return self._resident_model(spec, config.controls, device, alone=False, keep=keep)[0]
+
+    def _resident_model(
+        self, spec: ModelSpec, controls: Controls, device: torch.device, *, alone: bool, keep: list[ModelKey]
+    ) -> tuple[LoadedModel, float]:
+        """A resident model (load time 0), or the model loaded now and made resident."""
+        key = model_key(spec, controls, device)
+        loaded = self._resident.use(key, alone=alone)
+        if loaded is not None:
+            return loaded, 0.0
+        loaded, seconds = self._load(spec, controls, device, reload=self._resident.was_evicted(key))
+        for note in self._resident.add(key, loaded, keep=keep):
+            print(note, flush=True)
+        return loaded, seconds
+
+    def _load(
+        self, spec: ModelSpec, controls: Controls, device: torch.device, *, reload: bool = False
+    ) -> tuple[LoadedModel, float]:
+        """Load a model and say so in one line (a reload says why): transformers' per-tensor bar, printed by every
+        worker (actor) for every load, would bury the sweep's own progress."""
         hf_logging.disable_progress_bar()
         start = time.perf_counter()
         loaded = load_model(spec, controls, device)
@@ -290,38 +295,11 @@ class Worker:
             torch.cuda.synchronize(device)
         self._load_counts[spec.name] = self._load_counts.get(spec.name, 0) + 1
         seconds = time.perf_counter() - start
-        print(f"loaded {spec.name} ({loaded.weights_bytes / 2**20:.3g} MiB of {loaded.weights} weights) on {device} "
-              f"in {seconds:.1f} s", flush=True)
+        verb = "reloaded" if reload else "loaded"
+        why = " (evicted earlier to keep the resident models within the memory budget)" if reload else ""
+        print(f"{verb} {spec.name} ({loaded.weights_bytes / 2**20:.3g} MiB of {loaded.weights} weights) on {device} "
+              f"in {seconds:.1f} s{why}", flush=True)
         return loaded, seconds
-
-    def _release_held(self, keep_as_evaluator: ModelKey | None = None) -> None:
-        """Drop the held model, or keep it as the evaluator when the next run scores with it.
-
-        Evaluators other than the next run's are dropped too, so at most two models share the device.
-        """
-        if self._held is None:
-            return
-        held, key = self._held, self._held_key
-        self._held, self._held_key = None, None
-        kept = {k: v for k, v in self._evaluators.items() if k == keep_as_evaluator}
-        if key == keep_as_evaluator:
-            kept = {key: held}
-        self._evaluators = kept
-        del held
-        free_device_memory(_device_of(key))
-
-    def _evaluator(self, spec: ModelSpec, controls: Controls, device: torch.device) -> LoadedModel:
-        """The perplexity evaluator: the held model when it is the same, else one cached evaluator."""
-        key = _model_key(spec, controls, device)
-        if self._held is not None and self._held_key == key:
-            return self._held
-        if key not in self._evaluators:
-            self._evaluators.clear()
-            free_device_memory(device)
-            self._evaluators[key], _ = self._load(spec, controls, device)
-        evaluator = self._evaluators[key]
-        evaluator.model.to(evaluator.device)  # back from the host, where it waited during the measurement
-        return evaluator
 
     def _quality_scorer(self, device: torch.device) -> Any:
         if self._scorer is None or self._scorer_device != device:
@@ -382,9 +360,8 @@ class Worker:
             self.broken = problem
 
     def _recover(self, progress: _Progress) -> None:
-        """Free what the failed run allocated so the next run starts clean; a half-loaded model is dropped."""
-        if progress.loading:
-            self._held, self._held_key = None, None
+        """Free what the failed run allocated so the next run starts clean (a half-loaded model was never made
+        resident, so it is dropped with the rest)."""
         if progress.device is not None:
             try:
                 free_device_memory(progress.device)
@@ -404,10 +381,6 @@ def device_unusable(device: torch.device) -> str | None:
     except Exception as exc:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return None
-
-
-def _device_of(key: ModelKey | None) -> torch.device:
-    return torch.device(key[3]) if key is not None else torch.device("cpu")
 
 
 def _check_positions(loaded: LoadedModel, total: int) -> None:

@@ -10,7 +10,7 @@ timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the repo
 A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
 memory and energy trackers around the measured repetitions. On CPU one more generation of the first prompt
 batch follows them, untimed, to count the tensors' peak bytes (`tensor_peak_bytes`): the RSS growth the
-tracker reads does not repeat. With `RunConfig.timed_steps` (LLaDA,
+tracker reads does not repeat (in the first session only, as quality: the bytes do not depend on it). With `RunConfig.timed_steps` (LLaDA,
 controls.extrapolation) each generation stops after that many steps and its end-to-end latency is
 extrapolated from them; the samples say so (`Samples.extrapolated`).
 
@@ -337,7 +337,10 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
             if b not in outputs:
                 outputs[b] = run.tokens.cpu()
     memory_record = memory.result()
-    if loaded.device.type == "cpu":  # after the timed region and its trackers: the profiler slows every operator
+    # After the timed region and its trackers (the profiler slows every operator), and in the first session only: the
+    # same shapes allocate the same bytes in every session, as they give the same text (report/sessions.py takes a
+    # configuration's memory and quality from that session's run).
+    if loaded.device.type == "cpu" and config.session in (None, 0):
         memory_record = memory_record.model_copy(update={"peak_tensor_bytes": tensor_peak_bytes(lambda: generate(
             loaded, config, batches[0], timer=PerfCounterTimer(), seed=batch_seed(controls.seed, 0),
             temperature=controls.temperature, compiled=compiled))})

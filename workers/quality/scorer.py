@@ -56,15 +56,17 @@ class _Continuation:
 class QualityScorer:
     """Scores runs on one worker; BERTScore models are loaded once per (model, layers) and kept.
 
-    Calibration (the reference continuation and an unrelated passage scored as if generated) is computed
-    for every run, so each artifact carries its own "good" and "chance" rows, but only once per worker for
-    the same generator, prompts and quality settings: later runs of that model reuse the cached records.
+    A set of texts is scored once per worker: another run whose texts, prompts, generator, evaluator and
+    settings are all the same (the same step count at another batch size, a compiled variant's token-exact
+    text, every run's calibration) reuses the records, which the same inputs would reproduce. Calibration (the
+    reference continuation and an unrelated passage scored as if generated) is part of every run, so each
+    artifact carries its own "good" and "chance" rows.
     """
 
     def __init__(self, device: torch.device | str) -> None:
         self.device = torch.device(device)
         self._bertscorers: dict[tuple[str, int], object] = {}
-        self._calibration: dict[str, dict[str, list[QualityRecord]]] = {}
+        self._scored: dict[str, list[QualityRecord]] = {}
 
     def bertscorer(self, spec: BertScoreSpec):
         key = (spec.model, spec.num_layers)
@@ -73,9 +75,8 @@ class QualityScorer:
         return self._bertscorers[key]
 
     def release(self) -> None:
-        """Drop the cached scorer models and calibration (e.g. before measuring memory of a large run)."""
+        """Drop the cached scorer models (e.g. before measuring memory of a large run); the records stay."""
         self._bertscorers.clear()
-        self._calibration.clear()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
 
@@ -147,18 +148,15 @@ class QualityScorer:
         model: LoadedModel,
         evaluator: LoadedModel | None,
     ) -> dict[str, list[QualityRecord]]:
-        key = _calibration_key(config, examples)
-        if key not in self._calibration:
-            reference = [_Continuation(ex, ex.reference_text, list(ex.reference_ids)) for ex in examples]
-            calibration = {CALIBRATION_REFERENCE: self._score(config, reference, model, evaluator)}
-            if len(examples) > 1:  # with one prompt there is no other passage to rotate in
-                unrelated = [
-                    _Continuation(ex, other.reference_text, list(other.reference_ids))
-                    for ex, other in zip(examples, [*examples[1:], examples[0]])
-                ]
-                calibration[CALIBRATION_UNRELATED] = self._score(config, unrelated, model, evaluator)
-            self._calibration[key] = calibration
-        return self._calibration[key]
+        reference = [_Continuation(ex, ex.reference_text, list(ex.reference_ids)) for ex in examples]
+        calibration = {CALIBRATION_REFERENCE: self._score(config, reference, model, evaluator)}
+        if len(examples) > 1:  # with one prompt there is no other passage to rotate in
+            unrelated = [
+                _Continuation(ex, other.reference_text, list(other.reference_ids))
+                for ex, other in zip(examples, [*examples[1:], examples[0]])
+            ]
+            calibration[CALIBRATION_UNRELATED] = self._score(config, unrelated, model, evaluator)
+        return calibration
 
     def _score(
         self,
@@ -168,6 +166,21 @@ class QualityScorer:
         evaluator: LoadedModel | None,
         *,
         elbo: bool = True,
+    ) -> list[QualityRecord]:
+        """The records of these texts, scored now or by an earlier run of this worker with the same inputs."""
+        key = _scoring_key(config, continuations, elbo)
+        if key not in self._scored:
+            self._scored[key] = self._score_now(config, continuations, model, evaluator, elbo=elbo)
+        return self._scored[key]
+
+    def _score_now(
+        self,
+        config: RunConfig,
+        continuations: Sequence[_Continuation],
+        model: LoadedModel,
+        evaluator: LoadedModel | None,
+        *,
+        elbo: bool,
     ) -> list[QualityRecord]:
         quality = config.quality
         texts = [c.text for c in continuations]
@@ -241,13 +254,19 @@ def _note(evaluator: LoadedModel | None) -> str | None:
     return None
 
 
-def _calibration_key(config: RunConfig, examples: Sequence[PromptExample]) -> str:
-    """Everything calibration depends on: the generator (tokenisation, ELBO), the settings and the texts."""
+def _scoring_key(config: RunConfig, continuations: Sequence[_Continuation], elbo: bool) -> str:
+    """Everything a set of records depends on: the generator (tokenisation, ELBO), the evaluator, the settings
+    (seed, dtype, attention) and the texts with their prompts and references; never the batch size or steps."""
     payload = {
         "model": config.model.model_dump(mode="json"),
         "quality": config.quality.model_dump(mode="json"),
         "evaluator": None if config.evaluator is None else config.evaluator.model_dump(mode="json"),
-        "controls": config.controls.model_dump(mode="json"),  # seed, dtype, attention
-        "examples": [[ex.prompt_id, list(ex.prompt_ids), list(ex.reference_ids)] for ex in examples],
+        "controls": config.controls.model_dump(mode="json"),
+        "elbo": elbo,
+        "texts": [
+            [c.example.prompt_id, c.example.prompt_text, list(c.example.prompt_ids), c.example.reference_text, c.text,
+             c.answer_ids]
+            for c in continuations
+        ],
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
