@@ -34,6 +34,7 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("evaluator", "source", "synthetic", "attention_bias"): False,
     ("controls", "sessions"): 1,
     ("session",): None,
+    ("quality", "batch_sizes"): None,
 }
 # Fields the arch decides (a model's sampler is its family's, or the spec is refused): never part of the id, so
 # naming the sampler in a spec changes no run.
@@ -99,11 +100,9 @@ def session_indices(sessions: int) -> list[int | None]:
 
 
 def _session_configs(spec: ExperimentSpec, session: int | None) -> list[RunConfig]:
-    """One session's runs. Quality is scored in the first session only: greedy text of fixed prompts is the same in
-    every session, so later sessions time only (their configs turn quality off, and say so)."""
-    scored = session in (None, 0)
-    quality = spec.quality if scored else QualitySpec()
-    evaluator = spec.evaluator_model() if scored and spec.quality.perplexity is not None else None
+    """One session's runs. Quality is scored in the first session only, and at `quality.batch_sizes` only where the
+    spec names them: greedy text of fixed prompts is the same in every session and at every batch, so the other
+    runs time only (their configs turn quality off, and say so)."""
     configs = [
         RunConfig(
             model=model,
@@ -113,8 +112,7 @@ def _session_configs(spec: ExperimentSpec, session: int | None) -> list[RunConfi
             controls=spec.controls,
             prompts=spec.prompts,
             prompt_ids=list(range(spec.prompts.count)),
-            quality=quality,
-            evaluator=evaluator,
+            **_quality_of(spec, session, batch),
             session=session,
             **sampler,
         )
@@ -124,6 +122,16 @@ def _session_configs(spec: ExperimentSpec, session: int | None) -> list[RunConfi
         for sampler in _sampler_settings(spec, model)
     ]
     return _with_extrapolation(spec, configs)
+
+
+def _quality_of(spec: ExperimentSpec, session: int | None, batch: int) -> dict[str, Any]:
+    """A run's quality and evaluator: the spec's where it scores quality, else none. The spec's `batch_sizes`
+    chose the runs and is not part of a run's config (runs keep the ids they had before the field existed)."""
+    only = spec.quality.batch_sizes
+    if session not in (None, 0) or (only is not None and batch not in only):
+        return {"quality": QualitySpec(), "evaluator": None}
+    evaluator = spec.evaluator_model() if spec.quality.perplexity is not None else None
+    return {"quality": spec.quality.model_copy(update={"batch_sizes": None}), "evaluator": evaluator}
 
 
 def _interleaved(runs: list[PlannedRun], seed: int, session: int | None) -> list[PlannedRun]:

@@ -108,6 +108,9 @@ class QualitySpec(Frozen):
     elbo: ElboSpec | None = None
     # LLaMA is also scored when sampled at this temperature, as a second parity reference.
     llama_sampled_temperature: float | None = Field(default=None, gt=0)
+    # The batch sizes whose runs score quality (None: every one). Greedy text does not depend on the batch, so
+    # one batch size answers quality; the largest generates the prompts in the fewest passes.
+    batch_sizes: list[int] | None = Field(default=None, min_length=1)
 
     @property
     def enabled(self) -> bool:

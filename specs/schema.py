@@ -111,6 +111,9 @@ class ExperimentSpec(Frozen):
             self._check_evaluator(self.quality.perplexity.evaluator)
         if self.controls.extrapolation is not None:
             self._check_extrapolation(self.controls.extrapolation)
+        unknown = [b for b in self.quality.batch_sizes or [] if b not in self.grid.batch_sizes]
+        if unknown:
+            raise ValueError(f"quality.batch_sizes: {unknown} are not in grid.batch_sizes {self.grid.batch_sizes}")
         for index, m in enumerate(self.models):
             entry = family(m.arch)
             axes_field = SAMPLER_AXES[entry.sampler]
