@@ -44,7 +44,7 @@ def test_the_constraints_satisfy_pyprojects_ranges() -> None:
 
 def test_ci_and_both_readme_commands_install_with_the_constraints() -> None:
     readme, ci = (ROOT / "README.md").read_text(), (ROOT / ".ci" / "run").read_text()
-    assert "pip install -c constraints.txt -e . && just sweep" in readme
-    test_command = "python3 -m venv .venv && . .venv/bin/activate && pip install -c constraints.txt -e '.[test]' && just test"
+    assert "pip install --no-compile -c constraints.txt -e . && just sweep" in readme
+    test_command = "python3 -m venv .venv && . .venv/bin/activate && pip install --no-compile -c constraints.txt -e '.[test]' && just test"
     assert test_command in readme.splitlines()
     assert test_command in ci.splitlines()  # CI runs exactly the README's test command
