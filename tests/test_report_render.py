@@ -141,3 +141,13 @@ def test_the_report_opens_with_the_findings(smoke) -> None:
     # Three repetitions: the report says its intervals are ranges.
     assert "3 measured repetitions per run (this spec" in html
     assert "every latency and throughput interval below is the range of the 3 values" in html
+
+
+def test_the_subtitle_counts_runs_not_rows_when_sessions_pool_them() -> None:
+    from report.sections.order import subtitle
+
+    pooled = pl.DataFrame({"status": ["ok", "ok", "error"], "sessions": [3, 3, 1],
+                           "run_ids": [["a", "b", "c"], ["d", "e", "f"], ["g"]]})
+    assert subtitle("smoke", pooled) == "Sweep 'smoke': 3 configurations (1 error, 2 ok), 7 runs in 3 sessions"
+    single = pl.DataFrame({"status": ["ok", "ok"], "sessions": [1, 1], "run_ids": [["a"], ["b"]]})
+    assert subtitle("accel", single) == "Sweep 'accel': 2 runs (2 ok)"

@@ -61,6 +61,16 @@ def build_document(inputs: ReportInputs) -> Document:
         placed: list[Block] = [replace(b, display_number=next(numbers)) if b.png is not None else b
                                for b in figures[anchor]]
         sections.append(Section(anchor, title, [*lead, *placed, *tail]))
+    return Document(f"llada-bench report: {inputs.sweep}", subtitle(inputs.sweep, table), sections,
+                    verdict=verdict(inputs.pairings, inputs.unanswered))
+
+
+def subtitle(sweep: str, table: pl.DataFrame) -> str:
+    """What the sweep ran. A row of the table pools one configuration's runs over its sessions, so with several
+    sessions the count of rows is the count of configurations, not of runs."""
     statuses = ", ".join(f"{n} {s}" for s, n in table.group_by("status").len().sort("status").iter_rows())
-    subtitle = f"Sweep {inputs.sweep!r}: {table.height} runs ({statuses or 'none'})"
-    return Document(f"llada-bench report: {inputs.sweep}", subtitle, sections, verdict=verdict(inputs.pairings, inputs.unanswered))
+    runs = int(table["run_ids"].list.len().sum()) if "run_ids" in table.columns else table.height
+    if runs > table.height:
+        sessions = int(table["sessions"].max())
+        return f"Sweep {sweep!r}: {table.height} configurations ({statuses}), {runs} runs in {sessions} sessions"
+    return f"Sweep {sweep!r}: {table.height} runs ({statuses or 'none'})"
