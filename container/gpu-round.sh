@@ -13,6 +13,9 @@ since=$(date +%s.%N)  # the deadline counts from here
 caller=$PWD
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
+for arg in "$@"; do  # the help goes to the terminal, not into `checked` below
+    case $arg in -h | --help) PYTHONPATH="$PWD" exec "$python" -m orchestrator.round_args --cwd "$caller" --help ;; esac
+done
 # Every argument is checked first (standard library only: before the bundle is unpacked); prints the mode and
 # the bundle folder.
 checked=$(PYTHONPATH="$PWD" "$python" -m orchestrator.round_args --cwd "$caller" "$@") || exit 2

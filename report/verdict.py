@@ -91,6 +91,9 @@ def _best_lead(group: list[Pairing], t: Sides) -> str:
     if kinds_ar != kinds_dllm:
         text += (f": not like for like, {_article('/'.join(kinds_ar))} {t.ar} against "
                  f"{_article('/'.join(kinds_dllm))} {t.dllm}")
+    eager_only = [side for side, kinds in ((t.ar, kinds_ar), (t.dllm, kinds_dllm)) if kinds == ["eager"]]
+    if eager_only:  # an eager side's best is only the best of what ran
+        text += f"; no compiled or graph-captured {' or '.join(eager_only)} was measured"
     return text + ")"
 
 

@@ -66,7 +66,8 @@ def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_
     # Parity on perplexity alone is never called equal quality.
     assert "equal quality" not in " ".join(sentences)
     assert best.startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager): not like "
-                           "for like, a compiled LLaMA against an eager LLaDA)")
+                           "for like, a compiled LLaMA against an eager LLaDA; no compiled or graph-captured LLaDA "
+                           "was measured)")
     assert "LLaDA is 1.6x [1.3, 1.9] faster than LLaMA at B = 1" in best
     assert "perplexity matches llama-mini sampled (T = 1) from 4 steps, judged by llama-mini, the LLaMA under test" in quality
     assert "BERTScore F1 never matches llama-mini greedy within the 2–8 steps swept" in quality
@@ -165,3 +166,12 @@ def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
     assert printed[-1].startswith(f"report: {out.html} ")
     assert printed[-2].startswith(f"The full Findings, both pairings and any variants: {out.markdown}")
     assert "Findings" not in printed[:printed.index("Verdict")]  # the Findings table lives in the report
+
+
+def test_a_best_pairing_of_eager_sides_says_neither_compiled_nor_graph_captured_ran() -> None:
+    eager = {"llama": "vanilla", "llada": "dual-cache"}
+    best = [pairing(4, [point(1, 2.8, 1.5, 5.2, **eager), point(16, 0.5, 0.4, 0.6, **eager)], 11, kind=BEST_PAIRING)]
+    sentence = verdict([*SMOKE, *best])[1]
+    assert sentence.startswith("Each at its best (LLaMA vanilla (eager); LLaDA dual-cache (eager); no compiled or "
+                               "graph-captured LLaMA or LLaDA was measured)")
+    assert "not like for like" not in sentence

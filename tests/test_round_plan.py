@@ -124,3 +124,11 @@ def test_gpu_round_without_cuda_refuses_in_one_line_and_marks_nothing(tmp_path: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.strip().count("\n") == 0 and "no CUDA device" in done.stderr
     assert not (tmp_path / "round").exists() and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_help_prints_the_usage_and_runs_nothing(tmp_path: Path, flag: str) -> None:
+    done = _script("--dry-run", flag, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: gpu-round") and "--budget" in done.stdout and done.stderr == ""
+    assert not any(tmp_path.iterdir())
