@@ -110,6 +110,25 @@ def test_quality_is_scored_in_the_first_session_only() -> None:
     assert all(r.config.evaluator is None and r.config.quality.perplexity is None for r in three if r.config.session)
 
 
+def test_quality_batch_sizes_choose_the_scored_runs_and_change_no_id() -> None:
+    """Quality is scored only at the named batch sizes; the field selects runs and enters no run's config or id."""
+    every = plan_runs(spec_from(_sessions(2)))
+    one = plan_runs(spec_from(mutated(lambda d: (d["controls"].update(sessions=2), d["quality"].update(batch_sizes=[4])))))
+    scored = [r.config for r in one if r.config.quality.enabled]
+    assert scored and {(c.batch_size, c.session) for c in scored} == {(4, 0)}
+    assert all(c.quality.batch_sizes is None for c in scored)
+    assert {r.run_id for r in one if r.config.quality.enabled} == {
+        r.run_id for r in every if r.config.quality.enabled and r.config.batch_size == 4}
+    assert all(r.config.evaluator is None for r in one if not r.config.quality.enabled)
+
+
+def test_quality_batch_sizes_outside_the_grid_are_refused_naming_the_field() -> None:
+    from specs.loader import SpecError
+
+    with pytest.raises(SpecError, match=r"quality.batch_sizes: \[8\] are not in grid.batch_sizes"):
+        spec_from(mutated(lambda d: d["quality"].update(batch_sizes=[8])))
+
+
 def test_one_session_keeps_the_ids_a_sweep_had_before_sessions() -> None:
     """`sessions: 1` written out plans the runs a spec without it plans; more sessions never reuse those ids."""
     plain = {r.run_id for r in plan_runs(spec_from(tiny_dict()))}

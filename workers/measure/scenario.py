@@ -10,9 +10,9 @@ timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the repo
 A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
 memory and energy trackers around the measured repetitions. On CPU one more generation of the first prompt
 batch follows them, untimed, to count the tensors' peak bytes (`tensor_peak_bytes`): the RSS growth the
-tracker reads does not repeat (in the first session only, as quality: the bytes do not depend on it). With `RunConfig.timed_steps` (LLaDA,
-controls.extrapolation) each generation stops after that many steps and its end-to-end latency is
-extrapolated from them; the samples say so (`Samples.extrapolated`).
+tracker reads does not repeat. That pass runs in the first session only, as quality does: the bytes do not
+depend on the session. With `RunConfig.timed_steps` (LLaDA, controls.extrapolation) each generation stops after
+that many steps and its end-to-end latency is extrapolated from them; the samples say so (`Samples.extrapolated`).
 
 Implementation variants (`RunConfig.llada_impl` / `llama_impl`) run the same scenario: a LLaDA variant's
 sampler takes its cache and confidence rule, and a generation runs until the sampler is done (with a
