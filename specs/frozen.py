@@ -15,6 +15,7 @@ Dtype = Literal["bfloat16", "float16", "float32"]
 Attention = Literal["sdpa", "flash_attention_2", "eager"]
 Remasking = Literal["low_confidence", "random"]
 Device = Literal["auto", "cpu", "cuda"]
+VANILLA = "vanilla"  # the name of every sampler's plain implementation
 
 
 class Frozen(BaseModel):

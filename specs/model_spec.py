@@ -6,7 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from specs.frozen import Frozen, Remasking, distinct, safe_name
+from specs.frozen import VANILLA, Frozen, Remasking, distinct, safe_name
 from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
 
@@ -53,7 +53,6 @@ ModelSource = Annotated[
 ]
 
 
-VANILLA = "vanilla"
 LladaCache = Literal["none", "prefix", "dual"]
 DecodeAttention = Literal["static", "live"]  # LlamaImpl.decode_attention
 
