@@ -29,6 +29,10 @@ from pydantic import Field, field_validator, model_validator
 
 from specs.frozen import VANILLA, Frozen, distinct, safe_name
 
+# The official generate's defaults (Fast_dLLM_QwenForCausalLM.generate: block_size=32, small_block_size=8).
+OFFICIAL_BLOCK_LENGTH = 32
+OFFICIAL_SUB_BLOCK_LENGTH = 8
+
 
 class BlockDiffusionSampling(Frozen):
     """One setting of the block-diffusion sampler: its sub-block, its confidence threshold, and the two places
@@ -43,7 +47,7 @@ class BlockDiffusionSampling(Frozen):
     exactly one block is never fed to the model (its first block sees only masks). True prefills it as a longer
     prompt's whole blocks are."""
 
-    sub_block_length: int = Field(default=8, gt=0)
+    sub_block_length: int = Field(default=OFFICIAL_SUB_BLOCK_LENGTH, gt=0)
     threshold: float = Field(gt=0, le=1)
     commit_mask_predictions: bool = False
     prefill_one_block_prompt: bool = False
@@ -77,8 +81,10 @@ class BlockDiffusionAxes(Frozen):
     """Axes that apply to models whose sampler is block diffusion (Fast-dLLM v2)."""
 
     thresholds: list[Annotated[float, Field(gt=0, le=1)]] = Field(min_length=1)
-    block_lengths: list[Annotated[int, Field(gt=0)]] = Field(default_factory=lambda: [32], min_length=1)
-    sub_block_lengths: list[Annotated[int, Field(gt=0)]] = Field(default_factory=lambda: [8], min_length=1)
+    block_lengths: list[Annotated[int, Field(gt=0)]] = Field(default_factory=lambda: [OFFICIAL_BLOCK_LENGTH], min_length=1)
+    sub_block_lengths: list[Annotated[int, Field(gt=0)]] = Field(
+        default_factory=lambda: [OFFICIAL_SUB_BLOCK_LENGTH], min_length=1
+    )
     commit_mask_predictions: bool = False
     prefill_one_block_prompt: bool = False
     impl: list[BlockDiffusionImpl] = Field(default_factory=lambda: [BlockDiffusionImpl()], min_length=1)

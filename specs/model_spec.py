@@ -6,6 +6,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from specs.block_diffusion import BlockDiffusionAxes
 from specs.frozen import VANILLA, Frozen, Remasking, distinct, safe_name
 from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
@@ -263,7 +264,9 @@ class DreamAxes(Frozen):
 
 
 # The spec field that holds each sampler's own axes (per model, or in the grid for every model of that sampler).
-SAMPLER_AXES: dict[str, str] = {"llada": "llada", "dream": "dream", "autoregressive": "llama"}
+SAMPLER_AXES: dict[str, str] = {
+    "llada": "llada", "dream": "dream", "block_diffusion": "block_diffusion", "autoregressive": "llama",
+}
 
 
 class ModelSpec(Frozen):
@@ -278,9 +281,10 @@ class ModelSpec(Frozen):
     sampler: SamplerName | None = None
     # A diffusion model's [MASK] id; None = read from the checkpoint config or the synthetic tokenizer.
     mask_token_id: int | None = Field(default=None, ge=0)
-    # Per-model sampler axes replacing grid.llada / grid.dream (models of that sampler only).
+    # Per-model sampler axes replacing grid.llada / grid.dream / grid.block_diffusion (models of that sampler only).
     llada: LladaAxes | None = None
     dream: DreamAxes | None = None
+    block_diffusion: BlockDiffusionAxes | None = None
 
     _name = field_validator("name")(safe_name)
 
@@ -292,7 +296,7 @@ class ModelSpec(Frozen):
                 f"sampler: {self.sampler!r} does not fit {self.arch} models ({entry.title} is {entry.paradigm}); "
                 f"allowed: {entry.sampler}"
             )
-        for field, axes in (("llada", self.llada), ("dream", self.dream)):
+        for field, axes in (("llada", self.llada), ("dream", self.dream), ("block_diffusion", self.block_diffusion)):
             if axes is not None and entry.sampler != field:
                 raise ValueError(
                     f"{field}: {field} sampler axes given for a {self.arch} model, which generates with the "
