@@ -139,3 +139,20 @@ def test_configs_it_cannot_load_are_refused(tmp_path: Path) -> None:
         qwen2_config_from_fast_dllm(raw | {"bd_size": 0})
     with pytest.raises(CheckpointFormatError, match="Fast-dLLM v2 config.json lacks hidden_size"):
         qwen2_config_from_fast_dllm({k: v for k, v in raw.items() if k != "hidden_size"})
+
+
+def test_the_7b_three_way_spec_is_predicted_on_h100_and_h200(capsys: pytest.CaptureFixture[str]) -> None:
+    """The same base model in three paradigms at one shape; `plan --profile` predicts its time on either GPU, within
+    one short lease."""
+    from orchestrator.cli import main
+    from specs.loader import load_spec
+    from specs.registry import full_shape
+
+    spec = load_spec("specs/campaign-three-way-7b.yaml")
+    assert {m.arch for m in spec.models} == {"qwen2", "fast_dllm_v2", "dream"}
+    assert len({full_shape(m.arch) for m in spec.models}) == 1 and all(m.shape() == full_shape("qwen2") for m in spec.models)
+    for profile in ("h100-sxm", "h200"):
+        assert main(["plan", "specs/campaign-three-way-7b.yaml", "--profile", profile]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last.startswith(f"predicted wall time on {profile}: ") and " min (" in last
+        assert 10 < float(last.split(": ")[1].split(" min")[0]) < 30
