@@ -27,7 +27,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from specs.frozen import VANILLA, Frozen, distinct, safe_name
+from specs.frozen import Frozen, NamedImpl, distinct
 
 # The official generate's defaults (Fast_dLLM_QwenForCausalLM.generate: block_size=32, small_block_size=8).
 OFFICIAL_BLOCK_LENGTH = 32
@@ -53,24 +53,15 @@ class BlockDiffusionSampling(Frozen):
     prefill_one_block_prompt: bool = False
 
 
-class BlockDiffusionImpl(Frozen):
+class BlockDiffusionImpl(NamedImpl):
     """One named implementation. The block-level KV cache is the design and always on. `sub_block_cache`: the
     official `use_block_cache`: after a forward of the whole block, a sub-block whose first position is committed
     in every row feeds only its own positions, attending to the block's keys and values from that forward.
     `graph`: every in-block forward replayed from a captured CUDA graph (inductor on a CPU), one per kind of forward
     and block; the prefill stays eager. It changes no number a forward computes."""
 
-    name: str = VANILLA
     sub_block_cache: bool = False
     graph: bool = False
-
-    _name = field_validator("name")(safe_name)
-
-    @model_validator(mode="after")
-    def _vanilla_is_plain(self) -> BlockDiffusionImpl:
-        if self.name == VANILLA and self.is_accelerated:
-            raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
-        return self
 
     @property
     def is_accelerated(self) -> bool:

@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from specs.block_diffusion import BlockDiffusionAxes
-from specs.frozen import VANILLA, Frozen, Remasking, distinct, safe_name
+from specs.frozen import VANILLA, Frozen, NamedImpl, Remasking, distinct, safe_name
 from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
 
@@ -213,23 +213,14 @@ class DreamSampling(Frozen):
         return self
 
 
-class DreamImpl(Frozen):
+class DreamImpl(NamedImpl):
     """One named Dream implementation. The default is the eager sampler. `graph`: every step's forward (the whole
     sequence, the same shape at every step) runs captured as a CUDA graph, captured in the warm-ups and replayed
     in the timed steps, so a step pays no per-operator host dispatch; inductor-compiled on a CPU. It changes no
     number a forward computes: token-exact with the eager sampler. Dream has no blocks, so LLaDA's block caches
     and confidence rules have no counterpart here."""
 
-    name: str = VANILLA
     graph: bool = False
-
-    _name = field_validator("name")(safe_name)
-
-    @model_validator(mode="after")
-    def _vanilla_is_plain(self) -> DreamImpl:
-        if self.name == VANILLA and self.is_accelerated:
-            raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
-        return self
 
     @property
     def is_accelerated(self) -> bool:

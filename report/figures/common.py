@@ -35,14 +35,13 @@ class FamilyStyle:
 
 # Each family its own colour and marker, the same in every figure, so a sweep of several pairs can be read: LLaMA
 # blue squares and LLaDA vermilion circles (how a LLaMA/LLaDA sweep has always looked), Qwen2.5 green pentagons and
-# Dream wine hexagons, Fast-dLLM v2 indigo diamonds. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
+# Dream wine hexagons. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
 # here is drawn grey.
 FAMILY_STYLES: dict[str, FamilyStyle] = {
     "llama": FamilyStyle("#1f5fa8", "s", "Blues"),
     "llada": FamilyStyle("#c8511c", "o", "YlOrRd"),
     "qwen2": FamilyStyle("#117733", "p", "Greens"),
     "dream": FamilyStyle("#882255", "h", "RdPu"),
-    "fast_dllm_v2": FamilyStyle("#332288", "d", "Purples"),
 }
 _UNSTYLED = FamilyStyle("#6b6b6b", "8", "Greys")
 

@@ -13,8 +13,6 @@ their own, never copied into the project).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import json
 import platform
 import sys
@@ -23,11 +21,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root, for `tests.` imports
 
-from tests.dream_golden.record import _sha256, to_json  # noqa: E402
+from tests.dream_golden.record import _sha256, import_official, load_official_model, to_json  # noqa: E402
 from tests.fast_dllm_golden.cases import NO_STOP, generation_cases  # noqa: E402
 from tests.fast_dllm_golden.tiny_checkpoint import (  # noqa: E402
     MASK_ID,
@@ -47,33 +44,6 @@ OFFICIAL_PACKAGE = "fast_dllm_official"
 NUM_THREADS = 1  # one thread: the same float reductions on every recording machine
 NOISE_STD = 1e-4  # logit noise every golden case must survive unchanged (noise_robustness)
 NOISE_SEED = 7
-
-
-def import_official(directory: Path) -> Any:
-    """Import the official files as a package of their own (modeling.py imports `.configuration`)."""
-    missing = [name for name in OFFICIAL_FILES if not (directory / name).is_file()]
-    if missing:
-        raise SystemExit(f"--official {directory} lacks {missing}: extract them as RECORDING.md says")
-    spec = importlib.util.spec_from_file_location(
-        OFFICIAL_PACKAGE, directory / "__init__.py", submodule_search_locations=[str(directory)]
-    )
-    assert spec is not None
-    sys.modules[OFFICIAL_PACKAGE] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{OFFICIAL_PACKAGE}.modeling")
-
-
-def load_official_model(modeling: Any, checkpoint: Path) -> torch.nn.Module:
-    """The official Fast_dLLM_QwenForCausalLM from the tiny checkpoint, checked to hold exactly the file's tensors."""
-    model = modeling.Fast_dLLM_QwenForCausalLM.from_pretrained(str(checkpoint), torch_dtype=torch.float32).eval()
-    on_disk = load_file(str(checkpoint / WEIGHTS_NAME))
-    in_model = model.state_dict()
-    missing, unexpected = sorted(set(in_model) - set(on_disk)), sorted(set(on_disk) - set(in_model))
-    if missing or unexpected:
-        raise SystemExit(f"checkpoint does not match the official model: missing {missing}, unexpected {unexpected}")
-    for name, tensor in on_disk.items():
-        if not torch.equal(in_model[name], tensor):
-            raise SystemExit(f"from_pretrained changed {name}")
-    return model
 
 
 class ForwardLog:
@@ -142,11 +112,11 @@ def main(argv: list[str] | None = None) -> None:
     if not transformers.__version__.startswith("4."):
         raise SystemExit(f"the official code needs transformers 4.x, this is {transformers.__version__}")
     torch.set_num_threads(NUM_THREADS)
-    modeling = import_official(args.official)
+    modeling = import_official(args.official, OFFICIAL_FILES, OFFICIAL_PACKAGE, "modeling")
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = write_tiny_fast_dllm_checkpoint(Path(tmp) / "tiny", seed=CHECKPOINT_SEED, tokenizer=False)
         weights_sha256 = _sha256(checkpoint / WEIGHTS_NAME)
-        model = load_official_model(modeling, checkpoint)
+        model = load_official_model(modeling.Fast_dLLM_QwenForCausalLM, checkpoint)
 
     log = ForwardLog(model)
     cases = generation_cases()

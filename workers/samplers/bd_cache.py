@@ -21,7 +21,6 @@ forward (`visible`): a captured graph is one per block.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
 from workers.samplers.block_cache import BlockCache, BlockCacheLayer
@@ -38,18 +37,7 @@ class BlockDiffusionCacheLayer(BlockCacheLayer):
         """Write the fed positions' `[B, H_kv, q, D]` (at `start`, or at `index`); return `[B, H_kv, visible, D]`."""
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
-        assert self.keys is not None and self.values is not None
-        if not torch.compiler.is_compiling():  # a host counter: compiled code would recompile on every change
-            self.writes += 1
-        if self.index is not None:  # positions on the device: what a replayed graph can vary
-            self.keys.index_copy_(2, self.index, key_states)
-            self.values.index_copy_(2, self.index, value_states)
-        else:
-            end = self.start + key_states.shape[-2]
-            if end > self.length:
-                raise ValueError(f"the cache holds {self.length} positions; positions up to {end} were fed")
-            self.keys[:, :, self.start : end].copy_(key_states)
-            self.values[:, :, self.start : end].copy_(value_states)
+        self.write(key_states, value_states)
         return self.keys[:, :, : self.visible], self.values[:, :, : self.visible]
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:

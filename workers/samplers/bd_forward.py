@@ -31,6 +31,7 @@ from transformers.masking_utils import create_bidirectional_mask
 
 from workers.models.cache_kwarg import cache_kwargs
 from workers.samplers.bd_cache import BlockDiffusionCache
+from workers.samplers.bd_graphs import BlockDiffusionGraphs
 
 Kind = Literal["prefill", "block", "sub", "complete"]
 # Fast_dLLM_QwenModel.forward's default `block_size`, which generate leaves in place for its in-block forwards.
@@ -61,7 +62,9 @@ class ForwardPlan:
 class BlockDiffusionForward:
     """Runs the plans of one generation over `x` `[B, L]`, eagerly or from captured graphs, into one cache."""
 
-    def __init__(self, model: nn.Module, cache: BlockDiffusionCache, graphs: object | None = None) -> None:
+    def __init__(
+        self, model: nn.Module, cache: BlockDiffusionCache, graphs: BlockDiffusionGraphs | None = None
+    ) -> None:
         self.model = model
         self.cache = cache
         self.graphs = graphs
@@ -78,7 +81,7 @@ class BlockDiffusionForward:
         keep = self._keep(plan)  # [W]
         mask = self._mask(plan)
         if self.graphs is not None and plan.kind != "prefill":
-            return self.graphs.logits(fed, positions, keep, self._arange(0, plan.visible), mask)  # type: ignore[attr-defined]
+            return self.graphs.logits(fed, positions, keep, self._arange(0, plan.visible), mask)
         self.cache.feed_from(plan.cache_start)
         self.cache.attend(plan.visible)
         return self.model(

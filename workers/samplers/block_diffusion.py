@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from specs.block_diffusion import prefills
 from workers.samplers.bd_cache import BlockDiffusionCache
 from workers.samplers.bd_forward import OFFICIAL_FORWARD_BLOCK, BlockDiffusionForward, ForwardPlan, Kind
+from workers.samplers.bd_graphs import BlockDiffusionGraphs
 from workers.samplers.bd_tokens import choose_tokens, commit
 from workers.samplers.prompt_batch import check_prompt_batch
 
@@ -74,7 +75,7 @@ class BlockDiffusionSampler:
         commit_mask_predictions: bool = True,
         prefill_one_block_prompt: bool = False,
         gen_length: int | None = None,
-        graphs: object | None = None,
+        graphs: BlockDiffusionGraphs | None = None,
     ) -> None:
         """model: a Qwen2ForCausalLM with bidirectional attention (`make_dream_bidirectional`); prompt_ids `[B, P]`.
         max_new_tokens / block_length / sub_block_length / threshold / temperature / top_p / stop_token_id: the
@@ -106,7 +107,7 @@ class BlockDiffusionSampler:
         self.x[:, :prompt_length] = prompt_ids
         cache_length = max(prefill_length + self.num_blocks * block_length, 1)
         if graphs is not None:
-            cache = graphs.prepare(batch, cache_length)  # type: ignore[attr-defined]
+            cache = graphs.prepare(batch, cache_length)
         else:
             layers = model.config.get_text_config(decoder=True).num_hidden_layers
             cache = BlockDiffusionCache(layers, cache_length)
