@@ -2,10 +2,11 @@
 
 Trackers wrap calls (STYLE 4): the samplers advance one model forward per `next()` and know nothing of
 time; this module puts a timer around the whole generation (L_e2e) and one around each `next()` (LLaMA:
-the prefill is TTFT, each decode an ITL sample; LLaDA: each diffusion step). Intervals are read only
-after a repetition has finished, so on GPU no host sync is added inside the timed region; the LLaDA
-sampler's one host sync per block (finding the block's window) runs between steps, outside any step
-timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the report's job.
+the prefill is TTFT, each decode an ITL sample; a diffusion model: each step, one forward). Intervals are read
+only after a repetition has finished, so on GPU no host sync is added inside the timed region; the LLaDA
+sampler's one host sync per block (finding the block's window), and block diffusion's one per forward (reading
+the block's tokens to decide the next forward), run between steps, outside any step timer (`prepare_step`).
+The diffusion samplers are built from the run's config in workers/measure/diffusion_samplers.py. Raw samples are kept; medians, IQRs and CIs are the report's job.
 
 A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
 memory and energy trackers around the measured repetitions. On CPU one more generation of the first prompt
