@@ -13,6 +13,7 @@ from orchestrator.round_plan import (
     PROFILES,
     SECOND_CALL_S,
     START_MARGIN,
+    TEST_FILES,
     PlannedPiece,
     RoundPlan,
     Sweep,
@@ -41,19 +42,13 @@ def _controls(piece: PlannedPiece) -> tuple[str, str, str]:
 
 
 def _measured_share(piece: PlannedPiece) -> str:
-    """How much of its seconds on the profile the committed sweeps ran on rest on measured runs."""
+    """How much of its seconds on the profile the committed sweeps ran on rest on measured runs or test files."""
     if not piece.sweeps:
-        measured = piece.tests_s if piece.tests_s and all(_measured_tests(piece)) else 0.0
+        measured = sum(TEST_FILES[path].measured_s or 0.0 for path in piece.piece.sources)
         return f"{measured:.0f}/{piece.tests_s:.0f}"
     total = piece.seconds(MEASURED_ON)
     measured = sum(c.measured_s for s in piece.sweeps for c in s.all_costs) + SWEEP_START_S * len(piece.sweeps)
     return f"{measured:.0f}/{total:.0f}"
-
-
-def _measured_tests(piece: PlannedPiece) -> list[bool]:
-    from orchestrator.round_plan import TEST_FILES
-
-    return [TEST_FILES[path].measured_s is not None for path in piece.piece.sources]
 
 
 def session_lines(sweep: Sweep) -> list[str]:
