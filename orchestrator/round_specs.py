@@ -75,7 +75,7 @@ def variant_text(path: str, variant: Variant) -> str:
         notes.append(f"graph-captured variants left out: {variant.reason}")
     data["name"] = variant_name(path, variant)
     data["description"] = f"{data.get('description', '')} Derived from {path}: {'; '.join(notes)}.".strip()
-    return yaml.safe_dump(data, sort_keys=False, width=120)
+    return yaml.safe_dump(data, sort_keys=False, width=10_000)  # one line per description: greppable
 
 
 def variant_spec(path: str, variant: Variant) -> ExperimentSpec:

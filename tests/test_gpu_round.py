@@ -225,14 +225,15 @@ class NoCudaInside(Machine):
 
 
 @pytest.mark.slow
-def test_pieces_that_measured_nothing_are_never_marked_done(tmp_path: Path) -> None:
+def test_pieces_that_measured_nothing_are_never_marked_done(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real sweep and pytest on this CPU: the graph tests all skip, so they end failed and the B = 64 piece runs
     without its graph rows; its compiled LLaMA is refused (no CUDA); both pieces end failed, exported, set to run
     again, the refused sweep set aside."""
+    monkeypatch.setattr(gpu_round, "TEST_TIMEOUT_S", 1200)  # a loaded CPU's imports are no GPU machine's
     plan = plan_round()
     only = dataclasses.replace(plan, pieces=(plan.piece("graph-tests"), plan.piece("headline-b64")))
     layout, out = RoundLayout(tmp_path / "round"), tmp_path / "out"
-    code = gpu_round.startcall(layout, only, NoCudaInside(), python=sys.executable, deadline=time.time() + 600,
+    code = gpu_round.start_call(layout, only, NoCudaInside(), python=sys.executable, deadline=time.time() + 600,
                                 export=out)  # fmt: skip
     assert code == gpu_round.EXIT_FAILED
     state = layout.load()
