@@ -16,7 +16,14 @@ import pytest
 from orchestrator.round_results import import_headline
 from orchestrator.round_results import main as import_main
 from orchestrator.round_state import PieceRecord, RoundError, RoundLayout, pack
-from report.headline import HEADLINE_BEGIN, HEADLINE_END, HeadlineError, extrapolation_check, fill_block, render
+from report.headline import (
+    HEADLINE_BEGIN,
+    HEADLINE_END,
+    HeadlineError,
+    extrapolation_check,
+    fill_block,
+    render,
+)
 from specs.artifacts import SweepLayout, load_results
 from specs.loader import PACKAGE_ROOT
 
@@ -61,7 +68,7 @@ def test_the_import_refuses_what_it_did_not_make_and_writes_nothing_unverified(t
     # A run file edited after the sweep: nothing is written.
     export = _export(tmp_path / "t")
     scratch = tmp_path / "t" / "round" / "headline" / "accel-8b" / "runs"
-    run = sorted(scratch.glob("*.json"))[0]
+    run = min(scratch.glob("*.json"))
     run.write_text(run.read_text().replace('"ok"', '"oom"', 1))
     pack(RoundLayout(tmp_path / "t" / "round"), "headline", PieceRecord(status="done", attempts=1), export)
     with pytest.raises(RoundError, match="does not verify"):
@@ -88,7 +95,7 @@ def test_the_headline_table_reads_the_report_s_pairings_and_the_runs_provenance(
     (path,) = render(tmp_path / "results", None)
     table = path.read_text()
     assert table.startswith("**The 8B headline, measured on NVIDIA H200**") and "LLaMA-3-8B's and LLaDA-8B's shapes" in table
-    rows = [line for line in table.splitlines() if line.startswith("| fast") or line.startswith("| eager")]
+    rows = [line for line in table.splitlines() if line.startswith(("| fast", "| eager"))]
     assert len(rows) == 4 and all("1 × 3 + 3" in row for row in rows)  # B = 1 and 8, both pairings, one session
     assert "commit 966dbcecf3c5" in table and "1 session × 3 repetitions, 1 warm-up per run" in table
     # accel-8b ran model after model (LLaMA's four runs, then LLaDA's six): the check says so.
