@@ -174,11 +174,14 @@ class QualityRecord(Record):
     """Quality of one continuation (None where a metric is off)."""
 
     prompt_id: int
+    sample: int | None = None  # which of a prompt's samples (the sampled reference); None for every other text
     bertscore_precision: float | None = None
     bertscore_recall: float | None = None
     bertscore_f1: float | None = None
     nll_per_token: float | None = None
     gen_ppl: float | None = None
+    nll_per_token_second: float | None = None  # the same under quality.perplexity.second_evaluator
+    gen_ppl_second: float | None = None
     elbo_nll_per_token: float | None = None  # LLaDA's bound: an upper bound on NLL, not a perplexity
     elbo_nll_per_token_stderr: float | None = None  # its Monte-Carlo standard error (per token)
     repeated_bigram_rate: float | None = None
