@@ -90,7 +90,7 @@ def dequantised_state(reader, config: dict) -> dict[str, np.ndarray]:
     state = {}
     for tensor in reader.tensors:
         name = hf_name(tensor.name)
-        weights = np.ascontiguousarray(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)
+        weights = np.array(dequantize(tensor.data, tensor.tensor_type), dtype=np.float32)  # a writable copy
         if ".attn_q." in tensor.name:
             weights = unpermute_rotary(weights, config["num_attention_heads"])
         elif ".attn_k." in tensor.name:
