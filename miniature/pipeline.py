@@ -214,6 +214,7 @@ def member_summary(log: dict, provenance: dict) -> dict:
         "heldout_measure": "next-token cross-entropy" if log["arch"] == "llama" else "masked-diffusion bound (upper bound on NLL)",
         "unigram_entropy_nats": provenance["unigram_entropy_nats"],
         "seed": log["config"]["seed"],
+        "training_rule": TRAINING_RULE,
     }
 
 

@@ -189,6 +189,16 @@ class QualityRecord(Record):
     distinct_2: float | None = None
 
 
+class TrainingEvaluation(Record):
+    """One held-out evaluation of a training run (miniature/trainer.py)."""
+
+    step: int
+    tokens: int
+    wall_s: float
+    heldout_loss: float
+    train_loss: float | None = None
+
+
 class ModelProvenance(Record):
     """How a checkpoint that ships its training log was made (the miniature pair); None for others."""
 
@@ -203,6 +213,11 @@ class ModelProvenance(Record):
     unigram_entropy_nats: float  # the corpus's unigram entropy: the loss of a context-blind model
     corpus_sha256: str | None = None
     seed: int | None = None
+    # The training rule it was trained under, the evaluation it ships (the best held-out loss), and the curve.
+    training_rule: str | None = None
+    shipped_step: int | None = None
+    shipped_tokens: int | None = None
+    evaluations: list[TrainingEvaluation] | None = None
 
     @property
     def learned_beyond_unigram(self) -> bool:

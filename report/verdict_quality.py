@@ -1,0 +1,72 @@
+"""The verdict's quality sentence: the judge, the reference, the margin and the test behind S_parity, and the speedup
+at every step count that S_parity's bootstrap replicates reach often enough to matter.
+
+"At 4 steps (58% of replicates) 3.15x; at 8 steps (42%) 1.52x" says what a single S_parity hides: where the
+replicates over prompts split between step counts, the speedup is that uncertain too. A metric that cannot tell
+its reference from an unrelated passage is named as such and decides nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from report.equivalence import CHANCE
+from report.findings import SHORT_LABEL
+from report.intervals import crossover_text
+from report.pairings import VANILLA_PAIRING, Pairing, SParity
+from report.pairs import Sides
+from report.parity import MIN_REPLICATE_SHARE, bracket
+from specs.controls import PACKAGED_SMOLLM2
+
+JUDGE_NAMES = {PACKAGED_SMOLLM2: f"{PACKAGED_SMOLLM2} (SmolLM2-135M-Instruct, a pretrained model this package did not train)"}
+
+
+def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
+    """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair)."""
+    measured = next(p for p in group if p.quality_measured)
+    vanilla = [p for p in group if p.pairing == VANILLA_PAIRING]
+    swept = sorted({p.steps for p in group})
+    parts = [_metric_clause(s, vanilla, swept, t) for s in measured.s_parity]
+    return f"Quality ({measured.llada_model}, vanilla): " + "; ".join(parts) + "."
+
+
+def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides) -> str:
+    label = SHORT_LABEL.get(s.metric, s.metric)
+    judge = ""
+    if s.judge:
+        judge = f" judged by {JUDGE_NAMES.get(s.judge, s.judge)}" + (f", the {t.ar} under test" if s.judge_under_test else "")
+    reference = f"against {s.reference}" + (" (the text that was timed)" if "greedy" in s.reference else "")
+    if not s.decides:
+        return f"{label}{judge} {CHANCE}, so it decides no parity"
+    test = f"{s.margin}, a two one-sided test at {s.alpha:g} over {s.n_prompts} paired prompts" if s.margin else ""
+    if s.steps is None:
+        head = f"{label}{judge} {reference}: not {s.margin} at every step count from {swept[0]} to {swept[-1]} ({test})"
+    else:
+        bound = "≤ " if s.bound == "<=" else ""
+        head = f"{label}{judge} {reference}: {s.margin} (equivalent or better) from {bound}{s.steps} steps ({test})"
+    return head + _replicates(s, vanilla, t)
+
+
+def _replicates(s: SParity, vanilla: Sequence[Pairing], t: Sides) -> str:
+    """', S_parity in bootstrap replicates over prompts: at 4 steps (58% of replicates) 3.15x at B = 1, B* 7.07 ...'."""
+    if s.parity_fraction is None:
+        return ""
+    spoken = []
+    for steps, share in zip(s.replicate_steps, s.replicate_shares):
+        if share < MIN_REPLICATE_SHARE:
+            continue
+        text = f"at {steps} steps ({share:.0%} of replicates)"
+        at = next((p for p in vanilla if p.steps == steps), None)
+        if at is not None and at.speedups:
+            q = at.speedups[0]
+            text += (f" {q.speedup:.3g}x {bracket(q.speedup_low, q.speedup_high)} at B = {q.batch_size}, "
+                     f"B* {crossover_text(at.b_star, t.ar, t.dllm)}")
+        spoken.append(text)
+    never = 1.0 - s.parity_fraction
+    if never >= MIN_REPLICATE_SHARE:
+        spoken.append(f"no parity within the swept steps in {never:.0%} of replicates")
+    rare = [f"{k}" for k, share in zip(s.replicate_steps, s.replicate_shares) if share < MIN_REPLICATE_SHARE]
+    text = "; S_parity over bootstrap replicates of the prompts: " + "; ".join(spoken) if spoken else ""
+    if rare:
+        text += f" (under {MIN_REPLICATE_SHARE:.0%} at {', '.join(rare)} steps)"
+    return text
