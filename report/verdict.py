@@ -115,8 +115,8 @@ def _article(word: str) -> str:
 def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
     """The step count to speak at where quality was measured: the fewest from which every headline metric holds
     parity ("at equal quality"), else from which the metrics that reach parity do, else the most swept."""
-    s_parity = [s for s in group[0].s_parity if s.decides]  # a metric at chance decides nothing
-    reached = [s for s in s_parity if s.steps is not None]
+    s_parity = group[0].s_parity
+    reached = [s for s in s_parity if s.decides and s.steps is not None]  # a metric at chance decides nothing
     swept = sorted({p.steps for p in group})
     if reached and len(reached) == len(s_parity):
         k = max(s.steps for s in reached)
@@ -126,7 +126,8 @@ def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
         where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
     else:
         k = swept[-1]
-        where = (f"at {_k(k, group)}, the most swept, where no headline metric reaches parity" if s_parity else
+        where = (f"at {_k(k, group)}, the most swept, where no headline metric reaches parity"
+                 if any(s.decides for s in s_parity) else
                  f"at {_k(k, group)}, the most swept, where no headline metric can decide parity")
     at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
     return [(where, at)]

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from report.equivalence import CHANCE
 from report.findings import SHORT_LABEL
-from report.intervals import crossover_text
+from report.intervals import ABOVE, AT_OR_BELOW
 from report.pairings import VANILLA_PAIRING, Pairing, SParity
 from report.pairs import Sides
 from report.parity import MIN_REPLICATE_SHARE, bracket
@@ -34,39 +34,45 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: 
     label = SHORT_LABEL.get(s.metric, s.metric)
     judge = ""
     if s.judge:
-        judge = f" judged by {JUDGE_NAMES.get(s.judge, s.judge)}" + (f", the {t.ar} under test" if s.judge_under_test else "")
+        judge = f" judged by {JUDGE_NAMES.get(s.judge, s.judge)}" + (f", the {t.ar} under test," if s.judge_under_test else "")
     reference = f"against {s.reference}" + (" (the text that was timed)" if "greedy" in s.reference else "")
     if not s.decides:
         return f"{label}{judge} {CHANCE}, so it decides no parity"
-    test = f"{s.margin}, a two one-sided test at {s.alpha:g} over {s.n_prompts} paired prompts" if s.margin else ""
+    test = f" (a two one-sided test at {s.alpha:.0%}, {s.n_prompts} paired prompts)" if s.alpha is not None else ""
     if s.steps is None:
-        head = f"{label}{judge} {reference}: not {s.margin} at every step count from {swept[0]} to {swept[-1]} ({test})"
+        head = f"{label}{judge} {reference} is not {s.margin} or better at every step count up to {swept[-1]}{test}"
     else:
         bound = "≤ " if s.bound == "<=" else ""
-        head = f"{label}{judge} {reference}: {s.margin} (equivalent or better) from {bound}{s.steps} steps ({test})"
-    return head + _replicates(s, vanilla, t)
+        head = f"{label}{judge} {reference} is {s.margin} or better from {bound}{s.steps} steps on{test}"
+    return head + _replicates(s, vanilla)
 
 
-def _replicates(s: SParity, vanilla: Sequence[Pairing], t: Sides) -> str:
-    """', S_parity in bootstrap replicates over prompts: at 4 steps (58% of replicates) 3.15x at B = 1, B* 7.07 ...'."""
+def _replicates(s: SParity, vanilla: Sequence[Pairing]) -> str:
+    """'; S_parity over bootstrap replicates of the prompts: at 4 steps (58%) 3.15x [..] at B = 1, B* 7.07 [..]'."""
     if s.parity_fraction is None:
         return ""
     spoken = []
     for steps, share in zip(s.replicate_steps, s.replicate_shares):
         if share < MIN_REPLICATE_SHARE:
             continue
-        text = f"at {steps} steps ({share:.0%} of replicates)"
+        text = f"at {steps} steps ({share:.0%})"
         at = next((p for p in vanilla if p.steps == steps), None)
         if at is not None and at.speedups:
             q = at.speedups[0]
-            text += (f" {q.speedup:.3g}x {bracket(q.speedup_low, q.speedup_high)} at B = {q.batch_size}, "
-                     f"B* {crossover_text(at.b_star, t.ar, t.dllm)}")
+            text += f" {q.speedup:.3g}x {bracket(q.speedup_low, q.speedup_high)} at B = {q.batch_size}, B* {_b_star(at)}"
         spoken.append(text)
     never = 1.0 - s.parity_fraction
     if never >= MIN_REPLICATE_SHARE:
-        spoken.append(f"no parity within the swept steps in {never:.0%} of replicates")
-    rare = [f"{k}" for k, share in zip(s.replicate_steps, s.replicate_shares) if share < MIN_REPLICATE_SHARE]
-    text = "; S_parity over bootstrap replicates of the prompts: " + "; ".join(spoken) if spoken else ""
-    if rare:
-        text += f" (under {MIN_REPLICATE_SHARE:.0%} at {', '.join(rare)} steps)"
-    return text
+        spoken.append(f"no parity within the swept steps ({never:.0%})")
+    if not spoken:
+        return ""
+    return "; S_parity over bootstrap replicates of the prompts: " + "; ".join(spoken)
+
+
+def _b_star(p: Pairing) -> str:
+    """'4.32 [3.46, 5.4]', '≤ 1 [≤ 1, 1.3]', '> 16 [...]': B* and its interval with their bounds."""
+    def one(value: float, bound: str) -> str:
+        return {AT_OR_BELOW: f"≤ {value:g}", ABOVE: f"> {value:g}"}.get(bound, f"{value:.3g}")
+
+    return (f"{one(p.b_star_measured, p.b_star_bound)} "
+            f"[{one(p.b_star_low, p.b_star_low_bound)}, {one(p.b_star_high, p.b_star_high_bound)}]")
