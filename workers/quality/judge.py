@@ -185,3 +185,7 @@ def _check(path: Path, expected: str, what: str) -> None:
     if found != expected:
         raise JudgeError(f"{what} ({path}) has sha256 {found[:12]}…, not the pinned {expected[:12]}…; delete it "
                          "and run again to fetch it afresh")
+
+
+if __name__ == "__main__":  # `python -m workers.quality.judge`: convert (or verify) the cache, print its folder
+    print(ensure_judge())
