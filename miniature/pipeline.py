@@ -94,9 +94,9 @@ def ensure_tokenizer(work_dir: Path, corpus: Corpus):  # -> PreTrainedTokenizerF
     folder = work_dir / "tokenizer"
     if (folder / "tokenizer.json").is_file():
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
-    tokenizer = train_tokenizer(page.text for page in corpus.train)
-    tokenizer.save_pretrained(str(folder))
-    return tokenizer
+    train_tokenizer(page.text for page in corpus.train).save_pretrained(str(folder))
+    # Read back as a resumed run reads it, so the shipped tokenizer files are the same bytes either way.
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
 
 
 def token_data(work_dir: Path, corpus: Corpus, tokenizer) -> TokenData:
