@@ -304,7 +304,8 @@ def calibration_table(long: pl.DataFrame) -> pl.DataFrame:
         value, spread = median_over_prompts(values)
         scored_by = {SIMILARITY: "BERTScore scorer", DEGENERACY: "word counts"}.get(metric.family)
         if scored_by is None:
-            scored_by = source["model"][0] if metric.family == BOUND else (source["evaluator"][0] or "evaluator")
+            judge = "second_evaluator" if key["metric"].endswith("_second") else "evaluator"
+            scored_by = source["model"][0] if metric.family == BOUND else (source[judge][0] or "evaluator")
         rows.append({
             "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"], "metric_label": metric.label,
             "prompt_length": key["prompt_length"], "generation_length": key["generation_length"],
