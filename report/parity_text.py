@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from report.equivalence import CHANCE
 
 NO_PARITY = "no parity within the swept steps"
 
@@ -14,7 +13,7 @@ def statement(row: dict[str, Any], missing_run: bool = False) -> str:
     """One sentence for a parity row: the calibration gate, the test and S_parity with the replicates' step counts,
     then the speedup at the batch."""
     if not row["decides"]:
-        return f"{CHANCE} ({row['gate']}); not used for parity"
+        return f"{row['gate']}; not used for parity"  # the gate's words open with CHANCE
     s = row["s_parity_steps"]
     test = (f"TOST at {row['alpha']:g} over {row['n_prompts']} paired prompts: at {row['test_steps']} steps "
             f"{row['test']}, median difference {_signed(row['difference'])} "
