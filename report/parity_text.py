@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-
 NO_PARITY = "no parity within the swept steps"
 
 
