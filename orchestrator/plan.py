@@ -19,6 +19,7 @@ from specs.schema import (
     LladaImpl,
     LlamaImpl,
     ModelSpec,
+    ParitySpec,
     QualitySpec,
     RunConfig,
 )
@@ -51,10 +52,18 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("controls", "sessions"): 1,
     ("session",): None,
     ("quality", "batch_sizes"): None,
+    ("quality", "llama_sampled_samples"): 1,
+    ("quality", "parity"): ParitySpec().model_dump(mode="json"),  # report-time: runs keep the default
+    ("quality", "perplexity", "second_evaluator"): None,
+    ("second_evaluator",): None,
+    ("second_evaluator", "dream"): None,
+    ("second_evaluator", "block_diffusion"): None,
+    ("second_evaluator", "source", "synthetic", "attention_bias"): False,
 }
 # Fields the arch decides (a model's sampler is its family's, or the spec is refused): never part of the id, so
 # naming the sampler in a spec changes no run.
-_IMPLIED_BY_ARCH: tuple[tuple[str, ...], ...] = (("model", "sampler"), ("evaluator", "sampler"))
+_IMPLIED_BY_ARCH: tuple[tuple[str, ...], ...] = (("model", "sampler"), ("evaluator", "sampler"),
+                                                  ("second_evaluator", "sampler"))
 
 
 @dataclass(frozen=True)
@@ -146,8 +155,8 @@ def _quality_of(spec: ExperimentSpec, session: int | None, batch: int) -> dict[s
     only = spec.quality.batch_sizes
     if session not in (None, 0) or (only is not None and batch not in only):
         return {"quality": QualitySpec(), "evaluator": None}
-    evaluator = spec.evaluator_model() if spec.quality.perplexity is not None else None
-    return {"quality": spec.quality.model_copy(update={"batch_sizes": None}), "evaluator": evaluator}
+    quality = spec.quality.model_copy(update={"batch_sizes": None, "parity": ParitySpec()})  # report-time settings
+    return {"quality": quality, "evaluator": spec.evaluator_model(), "second_evaluator": spec.evaluator_model(second=True)}
 
 
 def _interleaved(runs: list[PlannedRun], seed: int, session: int | None) -> list[PlannedRun]:

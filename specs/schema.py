@@ -18,7 +18,9 @@ from specs.controls import (
     Controls,
     ElboSpec,
     Extrapolation,
+    PACKAGED_SMOLLM2,
     HardwareRequirement,
+    ParitySpec,
     PerplexitySpec,
     Prompts,
     QualitySpec,
@@ -125,6 +127,8 @@ class ExperimentSpec(Frozen):
                 raise ValueError(f"grid.{field}: given but no model generates with the {sampler} sampler")
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
+            if self.quality.perplexity.second_evaluator is not None:
+                self._check_evaluator(self.quality.perplexity.second_evaluator, "second_evaluator")
         if self.controls.extrapolation is not None:
             self._check_extrapolation(self.controls.extrapolation)
         unknown = [b for b in self.quality.batch_sizes or [] if b not in self.grid.batch_sizes]
@@ -156,18 +160,19 @@ class ExperimentSpec(Frozen):
                     )
         return self
 
-    def _check_evaluator(self, evaluator: str) -> None:
+    def _check_evaluator(self, evaluator: str, field: str = "evaluator") -> None:
         named = self.model(evaluator)
         if named is not None and family(named.arch).is_diffusion:
             raise ValueError(
-                f"quality.perplexity.evaluator: {evaluator!r} is a {named.arch} model; the evaluator must be "
+                f"quality.perplexity.{field}: {evaluator!r} is a {named.arch} model; the evaluator must be "
                 "a causal LM (an autoregressive arch: llama or qwen2)"
             )
-        if named is None and "/" not in evaluator:
+        if named is None and "/" not in evaluator and evaluator != PACKAGED_SMOLLM2:
             choices = ", ".join(m.name for m in self.models if not family(m.arch).is_diffusion) or "none"
             raise ValueError(
-                f"quality.perplexity.evaluator: {evaluator!r} is neither an autoregressive model of this spec "
-                f"({choices}) nor a checkpoint (a path or a hub id such as meta-llama/Meta-Llama-3-8B)"
+                f"quality.perplexity.{field}: {evaluator!r} is neither {PACKAGED_SMOLLM2} (the packaged judge), an "
+                f"autoregressive model of this spec ({choices}) nor a checkpoint (a path or a hub id such as "
+                "meta-llama/Meta-Llama-3-8B)"
             )
 
     def _check_extrapolation(self, extrapolation: Extrapolation) -> None:
@@ -192,11 +197,14 @@ class ExperimentSpec(Frozen):
                 f"{self.grid.batch_sizes}"
             )
 
-    def evaluator_model(self) -> ModelSpec | None:
-        """The perplexity evaluator as a model: one of the spec's, or a checkpoint it names."""
+    def evaluator_model(self, second: bool = False) -> ModelSpec | None:
+        """The perplexity evaluator (or the second one) as a model: one of the spec's, or a checkpoint it names
+        (the packaged judge is the checkpoint the workers convert and cache under that name)."""
         if self.quality.perplexity is None:
             return None
-        evaluator = self.quality.perplexity.evaluator
+        evaluator = self.quality.perplexity.second_evaluator if second else self.quality.perplexity.evaluator
+        if evaluator is None:
+            return None
         named = self.model(evaluator)
         if named is not None:
             return named
@@ -243,8 +251,9 @@ class RunConfig(Frozen):
     prompts: Prompts
     prompt_ids: list[int]
     quality: QualitySpec
-    # The perplexity evaluator resolved to a model (None when perplexity is off).
+    # The perplexity evaluator resolved to a model (None when perplexity is off), and the second one if any.
     evaluator: ModelSpec | None = None
+    second_evaluator: ModelSpec | None = None
     # LLaDA: time only the first `timed_steps` steps and extrapolate (controls.extrapolation); None: in full.
     timed_steps: int | None = Field(default=None, gt=0)
     # The implementation variant; None is vanilla (so vanilla runs keep the ids they had before variants).
@@ -365,6 +374,8 @@ __all__ = [
     "LlamaImpl",
     "ModelSource",
     "ModelSpec",
+    "PACKAGED_SMOLLM2",
+    "ParitySpec",
     "PerplexitySpec",
     "Prompts",
     "QualitySpec",

@@ -55,7 +55,8 @@ CASES = [
     ("grid.llada without llada models", lambda d: d.update(models=[d["models"][0]]), "grid.llada: given but no model generates with the llada sampler"),
     ("llada without axes", lambda d: d["grid"].pop("llada"), "grid.llada: model 'llada-tiny' generates with the llada sampler but neither grid.llada"),
     ("evaluator unknown", lambda d: d["quality"]["perplexity"].update(evaluator="gpt9"),
-     "quality.perplexity.evaluator: 'gpt9' is neither an autoregressive model of this spec (llama-tiny)"),
+     "quality.perplexity.evaluator: 'gpt9' is neither packaged-smollm2 (the packaged judge), an autoregressive model of "
+     "this spec (llama-tiny)"),
     ("evaluator not causal", lambda d: d["quality"]["perplexity"].update(evaluator="llada-tiny"),
      "quality.perplexity.evaluator: 'llada-tiny' is a llada model"),
     ("missing prompt file", lambda d: d["prompts"].update(dataset="nope.txt"), "prompts.dataset: no such file 'nope.txt'"),
