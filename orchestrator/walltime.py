@@ -79,12 +79,14 @@ def run_seconds(
 
 def warmups(config: RunConfig) -> int:
     """The warm-up generations a run makes (workers/measure/scenario.py `_warmup_batches`): the configured W; a
-    compile or graph variant one more where W is 0 (its batch shape, which every batch shares), and LLaDA's graph
-    variant one for every prompt batch a repetition uses that the W did not reach (its windows follow the tokens)."""
+    compile or graph variant one more where W is 0 (its batch shape, which every batch shares), and LLaDA's and block
+    diffusion's graph variants one for every prompt batch a repetition uses that the W did not reach (the forwards
+    they capture follow the tokens)."""
     controls = config.controls
     batches = math.ceil(len(config.prompt_ids) / config.batch_size)
     llada_graph = config.llada_impl is not None and config.llada_impl.graph
-    if llada_graph:
+    block_graph = config.block_diffusion_impl is not None and config.block_diffusion_impl.graph
+    if llada_graph or block_graph:
         reached = {w % batches for w in range(controls.warmup)}
         return controls.warmup + len({r % batches for r in range(controls.repetitions)} - reached)
     if config.llama_impl is not None and config.llama_impl.compile:

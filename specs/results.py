@@ -154,7 +154,9 @@ class Environment(Record):
     cpu_threads: int | None = None
     # The KV cache the generation used: LLaMA "preallocated" (or "static" / "live", the compile variant's), LLaDA
     # "none" (vanilla) or a cached variant's "prefix" / "dual"; "dynamic" is transformers' own.
-    kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual"] | None = None
+    # Block diffusion: "block" (the cache of finished blocks, its design) or "block+sub-block" (with the sub-block cache).
+    kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual", "block",
+                      "block+sub-block"] | None = None
     # How a variant's step forward ran when not eagerly: "cuda graph" (captured by hand, replayed),
     # "torch.compile reduce-overhead (cuda graphs)", or "inductor" (a CPU: compiled, no graphs); None: eager.
     forward_capture: str | None = None
