@@ -277,9 +277,11 @@ def test_quality_sees_every_prompt_once_reusing_measured_outputs(monkeypatch: py
     call = scorer.calls[0]
     assert [e.prompt_id for e in call["examples"]] == [0, 1, 2, 3, 4]
     assert [g.prompt_id for g in call["generations"]] == [0, 1, 2, 3, 4]
-    assert [g.prompt_id for g in call["sampled"]] == [0, 1, 2, 3, 4]
-    # Repetitions ran batches 0 and 1; batch 2 was generated untimed, then every batch again sampled.
-    assert untimed == [batch_seed(0, 2)] + [batch_seed(0, b) for b in range(3)]
+    assert len(call["sampled"]) == quality.llama_sampled_samples
+    assert all([g.prompt_id for g in sample] == [0, 1, 2, 3, 4] for sample in call["sampled"])
+    # Repetitions ran batches 0 and 1; only batch 2 was generated untimed at the run's batch (the sampled reference
+    # is drawn in chunks of its own, whatever the batch: tests/test_quality_sampled.py).
+    assert untimed == [batch_seed(0, 2)]
     assert result.generations == call["generations"]
     assert result.quality_note == f"{SYNTHETIC_QUALITY_NOTE}; scorer note"
     assert call["load_evaluator"](evaluator) is call["model"]  # the evaluator is the held model: no reload
