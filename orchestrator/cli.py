@@ -22,6 +22,7 @@ from orchestrator.plan import (
     predict_plan,
     predicted_not_to_fit,
 )
+from orchestrator.plan_size import refuse_oversized
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore, already_done
 from orchestrator.sweepdir import SweepDirError, check_writable, claim, vanishing
@@ -69,14 +70,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load_checked_spec(spec_arg: str) -> ExperimentSpec:
-    """load_spec, plus what it cannot check without another stage's data: the roofline hardware profile."""
+    """load_spec, plus what it cannot check without another stage's data: the plan's size and the roofline
+    hardware profile."""
     spec = load_spec(spec_arg)
-    profile = spec.controls.hardware.profile
-    if profile is not None:
-        try:
-            hardware_profile(profile)
-        except SpecError as exc:
-            raise SpecError(f"{spec_arg}: {exc}") from None
+    try:
+        refuse_oversized(spec)  # before anything is expanded
+        if spec.controls.hardware.profile is not None:
+            hardware_profile(spec.controls.hardware.profile)
+    except SpecError as exc:
+        raise SpecError(f"{spec_arg}: {exc}") from None
     return spec
 
 

@@ -98,7 +98,7 @@ class ArtifactStore:
     def _open_record(self, sweep: str) -> RecordWriter:
         """The sweep's record, started in a new directory; one that is not whole is never written to."""
         record = read_sweep_record(self.layout)
-        if record is None and (self.layout.manifest.exists() or self.layout.runs.exists()):
+        if record is None and (self.layout.manifest.exists() or self.layout.spec.exists() or self.layout.run_files()):
             raise SpecError(f"{self.root}: {sweep_refusal(self.root)}")
         if record is not None and record.broken is not None:
             raise SpecError(f"{self.layout.checksums}: not whole ({record.broken}); nothing is added to it: "
@@ -234,12 +234,24 @@ def rescue_result(result: RunResult, sweep: str) -> Path | None:
     return None
 
 
+# What no run reads (no run id depends on it): words for the report. A spec that differs from the frozen one only
+# here is the same sweep, frozen again and recorded (docs/specs.md: amendments after the runs).
+_READ_BY_NO_RUN = ("description", "departures", "amendments")
+
+
 def _same_spec(frozen_text: str, spec: ExperimentSpec) -> bool:
     try:
         frozen = parse_spec(frozen_text, source="frozen spec", check_files=False)
     except SpecError:
         return False
-    return canonical_json(frozen.model_dump(mode="json")) == canonical_json(spec.model_dump(mode="json"))
+    return _runs_read(frozen) == _runs_read(spec)
+
+
+def _runs_read(spec: ExperimentSpec) -> str:
+    data = spec.model_dump(mode="json")
+    for key in _READ_BY_NO_RUN:
+        data.pop(key, None)
+    return canonical_json(data)
 
 
 def spec_changes(frozen_text: str, spec: ExperimentSpec, most: int = 4) -> str:

@@ -55,7 +55,10 @@ def verify_command(args: argparse.Namespace) -> int:
     problems = verify(layout)
     named = {p.path for p in problems}
     problems += [p for p in foreign_runs(layout) if p.path not in named]
-    record = read_sweep_record(layout)
+    try:
+        record = read_sweep_record(layout)
+    except OSError:  # unreadable: verify named it
+        record = None
     report = verify_report(layout, record)
     problems += report.problems
     if not args.allow_missing_report:

@@ -66,7 +66,7 @@ from report.table import (
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
-from specs.artifacts import Manifest, SweepLayout, not_run_note, planned_without_result, read_manifest, verify
+from specs.artifacts import RESULTS_FILE, Manifest, SweepLayout, not_run_note, planned_without_result, read_manifest, verify
 from specs.results import RunResult
 from specs.safefile import RUN_MAX_BYTES, SPEC_MAX_BYTES, UnsafeFileError, read_bytes, read_text
 from specs.schema import VANILLA, ExperimentSpec
@@ -152,6 +152,7 @@ def render_report(
         )
     refuse_occupied_outputs(layout)
     writer = ReportWriter(layout, _sweep_name(layout, []))  # what it writes goes through the sweep's record
+    writer.refuse_unowned(layout.root / name for name in (RESULTS_FILE, HTML_FILE, MARKDOWN_FILE, FINDINGS_FILE))
     if problems and echo:
         print(f"warning: {unverified_warning(problems)}", file=sys.stderr)
     if hardware is not None and hardware not in HARDWARE:

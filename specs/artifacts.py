@@ -204,8 +204,14 @@ def verify(layout: SweepLayout) -> list[Problem]:
     named, never a traceback. UnsafeFileError (one line) for a FIFO, device, socket or symlink in the folder, or a
     file too large to read."""
     refuse_unsafe_entries(layout)
-    record = read_sweep_record(layout)
-    problems = record_problems(layout, record)
+    try:
+        record = read_sweep_record(layout)
+        problems = record_problems(layout, record)
+    except UnsafeFileError:
+        raise
+    except OSError as exc:
+        record, problems = None, [Problem(str(layout.checksums), f"unreadable ({_why(exc)}): fix its permissions, "
+                                          "then verify again")]
     try:
         manifest = read_manifest(layout)
     except UnsafeFileError:

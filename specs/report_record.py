@@ -31,7 +31,6 @@ from specs.artifacts import (
     entries,
     is_own_dir,
     is_regular,
-    sha256_file,
 )
 from specs.chain import Record
 from specs.safefile import MANIFEST_MAX_BYTES, UnsafeFileError, lstat_or_none, read_bytes
@@ -93,9 +92,9 @@ def verify_report(layout: SweepLayout, record: Record | None) -> ReportCheck:
         path = layout.root / key
         if is_output_name(key) and record.latest(key) is not None and lstat_or_none(path) is None:
             missing.append(path)
-    written = _read(layout) if complete and not any(p.path == str(layout.report_manifest) for p in problems) else None
-    current = sha256_file(layout.manifest) if is_regular(layout.manifest) else None
-    stale = written is not None and written.manifest_sha256 != current
+    anchored = complete and not any(p.path == str(layout.report_manifest) for p in problems)
+    written = _read_or_none(layout) if anchored else None
+    stale = written is not None and written.manifest_sha256 != _manifest_digest(layout)
     return ReportCheck(problems, [], "", missing, stale, interrupted=record.names(rm_key) and not complete)
 
 
@@ -140,14 +139,15 @@ def _against_report_manifest(layout: SweepLayout) -> ReportCheck:
         elif not is_regular(path):
             if not path.exists():  # one that is there but no file is named by verify, as a stray
                 missing.append(path)
-        elif sha256_file(path) != expected:
+        elif isinstance(digest := checksum_or_problem(path), Problem):
+            problems.append(digest)
+        elif digest != expected:
             problems.append(Problem(str(path), f"checksum mismatch: edited after the report wrote it "
                                     f"({_rerender(layout)} renders it again)"))
     recorded = {layout.root / key for key in written.files}
-    current = sha256_file(layout.manifest) if is_regular(layout.manifest) else None
     return ReportCheck(problems, [p for p in report_outputs(layout) if p not in recorded],
                        "the report did not write them (it records every file it writes): they were put here",
-                       missing, stale=written.manifest_sha256 != current)
+                       missing, stale=written.manifest_sha256 != _manifest_digest(layout))
 
 
 def legacy_report_files(layout: SweepLayout, record: Record) -> dict[str, str]:
@@ -184,6 +184,18 @@ def stale_warning(layout: SweepLayout) -> str:
 def interrupted_warning(layout: SweepLayout) -> str:
     return (f"the last report was interrupted before it recorded {layout.report_manifest.name}, so its files may be "
             f"of two renders; {_rerender(layout)} renders it whole")
+
+
+def _manifest_digest(layout: SweepLayout) -> str | None:
+    digest = checksum_or_problem(layout.manifest) if is_regular(layout.manifest) else None
+    return digest if isinstance(digest, str) else None
+
+
+def _read_or_none(layout: SweepLayout) -> ReportManifest | None:
+    try:
+        return _read(layout)
+    except (ValidationError, ValueError, OSError):
+        return None
 
 
 def _read(layout: SweepLayout) -> ReportManifest | None:
