@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from orchestrator.plan import plan_runs
 from specs.artifacts import (
     CHECKSUMS_FILE,
     Manifest,
@@ -59,6 +60,8 @@ class ArtifactStore:
         not plan) and load or rebuild the manifest; record what the sweep plans. The caller has made the directory
         its own (orchestrator/sweepdir.py) and holds its lock."""
         self.root.mkdir(parents=True, exist_ok=True)
+        if planned is None:  # the caller's plan, else the spec's own
+            planned = [run.run_id for run in plan_runs(spec)]
         writer = self._open_record(spec.name)
         for temp in self.layout.temporaries(writer.record):  # an interrupted write's, by a writer it names
             temp.unlink(missing_ok=True)
@@ -72,8 +75,7 @@ class ArtifactStore:
         else:
             writer.write(self.layout.spec, spec_text.encode("utf-8"))
         self.layout.runs.mkdir(parents=True, exist_ok=True)
-        if planned is not None:
-            writer.plan(planned, sha256_file(self.layout.spec))
+        writer.plan(planned, sha256_file(self.layout.spec))
         self._manifest = self._reconciled_manifest(spec.name)
         self._write_manifest()
 
@@ -107,7 +109,7 @@ class ArtifactStore:
         self.notes += self._writer.notes
         return self._writer
 
-    def _refuse_other_spec(self, frozen: str, spec: ExperimentSpec, force: bool, planned: list[str] | None) -> None:
+    def _refuse_other_spec(self, frozen: str, spec: ExperimentSpec, force: bool, planned: list[str]) -> None:
         """Another spec: refused without --force; with it, refused too when a run of the old spec would stay
         beside the new spec's runs, since the report would pool the two."""
         changed = spec_changes(frozen, spec)
@@ -116,7 +118,7 @@ class ArtifactStore:
                 f"{self.root}: holds artifacts of a different spec ({changed}; see {self.layout.spec}); "
                 "use another --out directory, or --force to rerun every run under the new spec"
             )
-        stale = sorted(set(self.layout.run_files()) - set(planned or []))
+        stale = sorted(set(self.layout.run_files()) - set(planned))
         if stale:
             raise DifferentSpecError(
                 f"{self.root}: holds {len(stale)} run(s) of a different spec ({changed}), which the new spec does "

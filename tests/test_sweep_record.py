@@ -23,7 +23,7 @@ from report.render import render_report
 from specs.artifacts import SweepLayout, read_sweep_record
 from specs.loader import PACKAGE_ROOT, load_spec
 from tests.spec_fixtures import tiny_spec, write_spec
-from tests.sweep_faults import finished_sweep, ok_result, small_spec
+from tests.sweep_faults import finished_sweep, small_spec
 
 EXIT_USAGE = 2
 
@@ -228,15 +228,16 @@ def test_the_report_of_a_sweep_that_stopped_early_names_the_planned_runs_that_ne
 def test_the_sweep_records_what_it_plans(tmp_path: Path) -> None:
     spec_path = small_spec(tmp_path)
     out = tmp_path / "out"
-    spec, store = load_spec(spec_path), ArtifactStore(out)
-    planned = plan_runs(spec)
-    store.open(spec, spec_path.read_text(encoding="utf-8"))  # a store told no plan: its record names none
-    for run in planned:
-        store.write_result(ok_result(run, spec.name))
-    assert read_sweep_record(SweepLayout(out)).plan is None
-    assert main(["sweep", str(spec_path), "--out", str(out), "--no-report"]) == 0  # nothing to run
+    spec = load_spec(spec_path)
+    planned = [r.run_id for r in plan_runs(spec)]
+    ArtifactStore(out).open(spec, spec_path.read_text(encoding="utf-8"), planned=planned[:1])  # a first, smaller plan
+    assert read_sweep_record(SweepLayout(out)).plan == tuple(planned[:1])
+    assert main(["sweep", str(spec_path), "--out", str(out), "--no-report", "--max-predicted-hours", "1e-9"]) == 2
+    assert read_sweep_record(SweepLayout(out)).plan == tuple(planned[:1])  # refused before anything was written
+    store = ArtifactStore(out)
+    store.open(spec, spec_path.read_text(encoding="utf-8"))  # told no plan: the spec's own
     record = read_sweep_record(SweepLayout(out))
-    assert record is not None and record.plan == tuple(r.run_id for r in planned) and spec.name in record.sweeps
+    assert record is not None and record.plan == tuple(planned) and spec.name in record.sweeps
 
 
 def test_a_spec_amended_after_its_runs_is_frozen_again_and_recorded_without_rerunning(
