@@ -24,6 +24,7 @@ SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # are offline, so every hub library is told so. `just` reads the image's own menu (the recipes that work in
 # the image) from JUST_JUSTFILE, whatever the working directory.
 ENV LLADA_BENCH_HOME=/opt/llada-bench \
+    LLADA_BENCH_JUDGE_CACHE=/opt/llada-bench-judge \
     PATH=/opt/venv/bin:${PATH} \
     HF_HOME=/hf-cache \
     HF_HUB_OFFLINE=1 \

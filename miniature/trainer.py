@@ -3,6 +3,8 @@ autocast on CPU, held-out evaluation, and a checkpoint to resume from after any 
 
 Each step draws its batch from a generator seeded by (seed, step), so a resumed run sees exactly the
 batches an uninterrupted one would have seen; only the model, the optimizer and the log are saved.
+The weights at every held-out evaluation are kept too (`evaluations/step-NNNNNN.safetensors`, float32):
+the member ships the one with the best held-out loss, and a member adapted from this one starts from them.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from miniature.objectives import forward_mask, masked_diffusion_loss, next_token
 from workers.models.llada_model import make_bidirectional
 
 CHECKPOINT_FILE = "training-state.pt"
+EVALUATIONS_DIR = "evaluations"  # one float32 weights file per held-out evaluation
 HELDOUT_BOUND_DRAWS = 4  # masking draws per held-out window for LLaDA's bound (fixed seeds: comparable evals)
 
 
@@ -84,6 +87,27 @@ def learning_rate(config: TrainConfig, step: int) -> float:
     return config.min_learning_rate + (config.learning_rate - config.min_learning_rate) * cosine
 
 
+def step_draw(arch: str, context: int, config: TrainConfig, step: int) -> tuple[torch.Generator, int]:
+    """The generator of `step` and its batch's sequence length (LLaDA crops a share of batches at random)."""
+    generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
+    length = context
+    if arch == "llada" and torch.rand((), generator=generator) < config.random_length_share:
+        length = int(torch.randint(config.min_random_length, context + 1, (), generator=generator))
+    return generator, length
+
+
+def steps_for_tokens(arch: str, context: int, config: TrainConfig, tokens: int) -> int:
+    """The fewest steps whose batches hold at least `tokens` tokens: a token budget as a step count.
+
+    The count follows the same seeded draws as training, so a member's cropped batches are counted as
+    trained; it does not depend on `config.steps`."""
+    seen, step = 0, 0
+    while seen < tokens:
+        seen += config.batch_size * step_draw(arch, context, config, step)[1]
+        step += 1
+    return step
+
+
 def sample_windows(stream: torch.Tensor, batch: int, length: int, generator: torch.Generator) -> torch.Tensor:
     """`batch` random windows of `length` tokens from a 1-D token stream: [B, length]."""
     starts = torch.randint(0, stream.numel() - length, (batch,), generator=generator)
@@ -120,6 +144,55 @@ def heldout_loss(model: LlamaForCausalLM, windows: torch.Tensor, arch: str, mask
                 count += chunk.shape[0]
     model.train()
     return total / count
+
+
+def evaluation_weights_path(work_dir: Path, step: int) -> Path:
+    """Where a member trained in `work_dir` keeps its weights as they were at the evaluation of `step`."""
+    return work_dir / EVALUATIONS_DIR / f"step-{step:06d}.safetensors"
+
+
+def save_evaluation_weights(path: Path, model: LlamaForCausalLM, evaluation: dict[str, float]) -> None:
+    """Atomic, like the checkpoint; the evaluation (step, tokens, held-out loss) rides in the file's metadata."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    metadata = {"format": "pt", **{key: repr(value) for key, value in evaluation.items()}}
+    save_file({name: tensor.detach().clone().contiguous() for name, tensor in model.state_dict().items()},
+              str(temporary), metadata=metadata)
+    temporary.replace(path)
+
+
+def kept_evaluations(work_dir: Path) -> list[dict[str, float]]:
+    """The evaluations whose weights a member trained in `work_dir` kept, in step order, each with its `path`."""
+    from safetensors import safe_open
+
+    kept = []
+    for path in sorted((work_dir / EVALUATIONS_DIR).glob("step-*.safetensors")):
+        with safe_open(str(path), "pt") as reader:
+            metadata = reader.metadata()
+        kept.append({"step": int(metadata["step"]), "tokens": int(metadata["tokens"]),
+                     "heldout_loss": float(metadata["heldout_loss"]), "path": path})
+    return kept
+
+
+def load_evaluation_weights(model: LlamaForCausalLM, work_dir: Path, step: int) -> LlamaForCausalLM:
+    """`model` with the weights it had at the evaluation of `step` (a missing file is an error naming it)."""
+    from safetensors.torch import load_file
+
+    path = evaluation_weights_path(work_dir, step)
+    if not path.is_file():
+        raise ValueError(f"{path}: the weights of the evaluation at step {step} are missing; remove "
+                         f"{work_dir} to retrain this member")
+    model.load_state_dict(load_file(str(path)))
+    return model
+
+
+def best_evaluation(evaluations: list[dict[str, float]]) -> dict[str, float]:
+    """The evaluation with the lowest held-out loss; the earliest among equals (fewer tokens for the same loss)."""
+    if not evaluations:
+        raise ValueError("no held-out evaluation to choose from: train at least `eval_every` steps")
+    return min(evaluations, key=lambda evaluation: (evaluation["heldout_loss"], evaluation["step"]))
 
 
 def save_state(path: Path, model: LlamaForCausalLM, optimizer: torch.optim.Optimizer, log: TrainingLog) -> None:
@@ -163,10 +236,7 @@ def train(
     started = time.perf_counter() - log.wall_s
     while log.step < config.steps:
         step = log.step
-        generator = torch.Generator().manual_seed(config.seed * 1_000_003 + step)
-        length = shape.context
-        if shape.arch == "llada" and torch.rand((), generator=generator) < config.random_length_share:
-            length = int(torch.randint(config.min_random_length, shape.context + 1, (), generator=generator))
+        generator, length = step_draw(shape.arch, shape.context, config, step)
         ids = sample_windows(train_stream, config.batch_size, length, generator)
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(config, step)
@@ -187,6 +257,7 @@ def train(
                 "heldout_loss": heldout_loss(model, windows, shape.arch, mask_id, config.autocast_bf16),
                 "train_loss": running,
             })  # fmt: skip
+            save_evaluation_weights(evaluation_weights_path(work_dir, log.step), model, log.evaluations[-1])
             on_eval(log)
         if log.step % config.checkpoint_every == 0 or last:
             save_state(state_path, model, optimizer, log)

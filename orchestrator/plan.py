@@ -8,15 +8,19 @@ from typing import TYPE_CHECKING, Any
 
 from orchestrator.plan_size import refuse_oversized
 from specs.artifacts import canonical_json
+from specs.block_diffusion import schedule
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.schema import (
     VANILLA,
+    BlockDiffusionImpl,
     DreamImpl,
     ExperimentSpec,
+    LengthPair,
     LladaImpl,
     LlamaImpl,
     ModelSpec,
+    ParitySpec,
     QualitySpec,
     RunConfig,
 )
@@ -38,17 +42,29 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("llama_impl", "decode_attention"): "static",
     ("dream",): None,
     ("dream_impl",): None,
+    ("block_diffusion",): None,
+    ("block_diffusion_impl",): None,
     ("model", "dream"): None,
+    ("model", "block_diffusion"): None,
+    ("evaluator", "block_diffusion"): None,
     ("model", "source", "synthetic", "attention_bias"): False,
     ("evaluator", "dream"): None,
     ("evaluator", "source", "synthetic", "attention_bias"): False,
     ("controls", "sessions"): 1,
     ("session",): None,
     ("quality", "batch_sizes"): None,
+    ("quality", "llama_sampled_samples"): 1,
+    ("quality", "parity"): ParitySpec().model_dump(mode="json"),  # report-time: runs keep the default
+    ("quality", "perplexity", "second_evaluator"): None,
+    ("second_evaluator",): None,
+    ("second_evaluator", "dream"): None,
+    ("second_evaluator", "block_diffusion"): None,
+    ("second_evaluator", "source", "synthetic", "attention_bias"): False,
 }
 # Fields the arch decides (a model's sampler is its family's, or the spec is refused): never part of the id, so
 # naming the sampler in a spec changes no run.
-_IMPLIED_BY_ARCH: tuple[tuple[str, ...], ...] = (("model", "sampler"), ("evaluator", "sampler"))
+_IMPLIED_BY_ARCH: tuple[tuple[str, ...], ...] = (("model", "sampler"), ("evaluator", "sampler"),
+                                                  ("second_evaluator", "sampler"))
 
 
 @dataclass(frozen=True)
@@ -130,7 +146,7 @@ def _session_configs(spec: ExperimentSpec, session: int | None) -> list[RunConfi
         for model in spec.models
         for pair in spec.grid.length_pairs()
         for batch in spec.grid.batch_sizes
-        for sampler in _sampler_settings(spec, model)
+        for sampler in _sampler_settings(spec, model, pair)
     ]
     return _with_extrapolation(spec, configs)
 
@@ -141,8 +157,8 @@ def _quality_of(spec: ExperimentSpec, session: int | None, batch: int) -> dict[s
     only = spec.quality.batch_sizes
     if session not in (None, 0) or (only is not None and batch not in only):
         return {"quality": QualitySpec(), "evaluator": None}
-    evaluator = spec.evaluator_model() if spec.quality.perplexity is not None else None
-    return {"quality": spec.quality.model_copy(update={"batch_sizes": None}), "evaluator": evaluator}
+    quality = spec.quality.model_copy(update={"batch_sizes": None, "parity": ParitySpec()})  # report-time settings
+    return {"quality": quality, "evaluator": spec.evaluator_model(), "second_evaluator": spec.evaluator_model(second=True)}
 
 
 def _interleaved(runs: list[PlannedRun], seed: int, session: int | None) -> list[PlannedRun]:
@@ -179,8 +195,8 @@ def _with_extrapolation(spec: ExperimentSpec, configs: list[RunConfig]) -> list[
         if config.steps is None or config.steps <= k:
             out.append(config)  # LLaMA, or a LLaDA run no longer than K steps: measured in full anyway
             continue
-        if config.llada_impl is not None and config.llada_impl.is_accelerated:
-            out.append(config)  # steps of unequal cost or number: never extrapolated
+        if (config.llada_impl is not None and config.llada_impl.is_accelerated) or config.block_diffusion is not None:
+            out.append(config)  # steps of unequal cost or number (block diffusion's too): never extrapolated
             continue
         out.append(config.model_copy(update={"timed_steps": k}))
         if config.steps in checks and config.batch_size in check_batches:
@@ -206,10 +222,20 @@ def check_prompt_supply(spec: ExperimentSpec) -> None:
         raise SpecError(shortage_message(prompts.dataset, found, words, prompts.count, join=prompts.join_passages))
 
 
-def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, object]]:
-    """Each sampler's own axes (LLaDA's settings and implementation variants, Dream's settings, the
-    autoregressive loop's variants): they never multiply another sampler's runs. The vanilla variant is
-    stored as None."""
+def _sampler_settings(spec: ExperimentSpec, model: ModelSpec, pair: LengthPair) -> list[dict[str, object]]:
+    """Each sampler's own axes (LLaDA's settings and implementation variants, Dream's settings, block diffusion's
+    settings and variants, the autoregressive loop's variants): they never multiply another sampler's runs. The
+    vanilla variant is stored as None. A block-diffusion run's steps are its schedule's forwards at threshold 1."""
+    blocks = spec.block_diffusion_axes(model)
+    if blocks is not None:
+        return [
+            {"steps": schedule(pair.prompt, pair.generation, block, setting.sub_block_length,
+                               setting.prefill_one_block_prompt).max_forwards,
+             "block_length": block, "block_diffusion": setting, "block_diffusion_impl": _unless_vanilla(impl)}
+            for block in blocks.block_lengths
+            for setting in blocks.settings()
+            for impl in blocks.impl
+        ]  # fmt: skip
     dream = spec.dream_axes(model)
     if dream is not None:
         return [
@@ -233,7 +259,7 @@ def _sampler_settings(spec: ExperimentSpec, model: ModelSpec) -> list[dict[str, 
     ]
 
 
-def _unless_vanilla(impl: LladaImpl | LlamaImpl | DreamImpl | None) -> LladaImpl | LlamaImpl | DreamImpl | None:
+def _unless_vanilla(impl: LladaImpl | LlamaImpl | DreamImpl | BlockDiffusionImpl | None) -> object | None:
     """None for vanilla; a LLaDA variant without its `steps` restriction, which chose where it runs, not how."""
     if impl is None or impl.name == VANILLA:
         return None

@@ -48,6 +48,11 @@ def model_counts(spec: ExperimentSpec) -> list[ModelCount]:
 
 
 def _sampler_factors(spec: ExperimentSpec, model: ModelSpec) -> tuple[tuple[str, int], ...]:
+    blocks = spec.block_diffusion_axes(model)
+    if blocks is not None:
+        return (("block_diffusion.block_lengths", len(blocks.block_lengths)),
+                ("block_diffusion.sub_block_lengths", len(blocks.sub_block_lengths)),
+                ("block_diffusion.thresholds", len(blocks.thresholds)), ("block_diffusion.impl", len(blocks.impl)))
     dream = spec.dream_axes(model)
     if dream is not None:
         return ("dream.steps", len(dream.steps)), ("dream.algs", len(dream.algs)), ("dream.impl", len(dream.impl))
@@ -61,7 +66,8 @@ def _sampler_factors(spec: ExperimentSpec, model: ModelSpec) -> tuple[tuple[str,
 
 def _extrapolation_checks(spec: ExperimentSpec, model: ModelSpec) -> int:
     """Per length pair: the diffusion runs controls.extrapolation also runs in full (plan._with_extrapolation):
-    those longer than its timed steps at a check point, but an accelerated LLaDA variant's, which run in full."""
+    those longer than its timed steps at a check point, but an accelerated LLaDA variant's and block diffusion's,
+    which run in full."""
     extrapolation = spec.controls.extrapolation
     if extrapolation is None:
         return 0

@@ -24,6 +24,7 @@ from report.figures.quality import (
 )
 from report.figures.roofline import measured_vs_predicted, roofline_figure
 from report.figures.throughput import throughput_by_batch
+from report.figures.training import training_curves_table, training_loss
 from report.figures.variant_pareto import variant_pareto
 from report.figures.variant_speedup import variant_speedup
 from report.figures.variant_tokens_per_forward import variant_quality_vs_tokens_per_forward
@@ -234,6 +235,10 @@ FIGURES: tuple[FigureEntry, ...] = (
                 "Quality against tokens generated per model forward pass ({ar} 1, {dllm} N_out / steps), one panel "
                 "per metric: samplers compared independently of the hardware.",
                 _tokens_per_forward),
+    _single(16, "training_loss", "Training loss of the trained models", "quality",
+            "The held-out loss of each model this package trained against the training tokens it had seen, the "
+            "evaluation it ships circled: both members under the one training rule.",
+            lambda c: training_loss(c.table, training_curves_table(c.results))),
     _single(6, "block_length_ablation", "Block-length ablation", "quality",
             "{dllm} latency and quality against block length at fixed step counts.",
             lambda c: block_length_ablation(c.table, c.quality.by_setting, _metric_for_ablation(c))),

@@ -17,6 +17,7 @@ from report.intervals import Crossover, crossover, crossover_text
 from report.pairing_text import roofline_value
 from report.pairs import is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.parity import bracket, replicate_span
+from report.parity_text import share_text
 from report.quality import FIGURE_METRICS
 from report.sessions import row_speedup
 from report.table import vanilla_runs, with_dream_alg
@@ -184,6 +185,8 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
 
 
 def _parity_value(row: dict) -> str:
+    if row.get("decides") is False:
+        return f"{row['gate']}; not used for parity"  # the gate's words open with CHANCE
     s = row["s_parity_steps"]
     fraction = row["parity_fraction"]
     reach = (f"{fraction:.0%} of {row['replicates']} bootstrap replicates reach parity" if fraction is not None
@@ -195,6 +198,8 @@ def _parity_value(row: dict) -> str:
         span = (replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) + "; "
                 if fraction is not None else "")
         text = f"{'<= ' if row['s_parity_bound'] == '<=' else ''}{s} steps ({span}{reach})"
+    if row.get("margin") and fraction is not None:
+        text += f"; {row['margin']} by a two one-sided test at {row['alpha']:g}; {share_text(row)}"
     if row.get("judge"):
         text += f"; judged by {row['judge']}"
     if row["reference_repetition"] is not None:

@@ -81,6 +81,15 @@ class SParity(_Record):
     replicate_low_steps: int | None = None
     replicate_high_steps: int | None = None
     parity_fraction: float | None = None  # share of bootstrap replicates that reach parity
+    # The equivalence test behind it (report/equivalence.py): its margin, α and prompts; the replicates' S_parity
+    # by step count (shares in step order); whether the metric passed its calibration gate, and the gate's words.
+    margin: str | None = None
+    alpha: float | None = None
+    n_prompts: int | None = None
+    replicate_steps: list[int] = []
+    replicate_shares: list[float] = []
+    decides: bool = True
+    gate: str | None = None
 
 
 class PairingPoint(_Record):
@@ -349,7 +358,10 @@ def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> lis
     return [SParity(metric=r["metric"], reference=r["reference_label"], judge=r.get("judge"),
                     judge_under_test=r.get("judge") == ar_model, steps=r["s_parity_steps"],
                     bound=r["s_parity_bound"], replicate_low_steps=r["s_parity_low_steps"],
-                    replicate_high_steps=r["s_parity_high_steps"], parity_fraction=r["parity_fraction"])
+                    replicate_high_steps=r["s_parity_high_steps"], parity_fraction=r["parity_fraction"],
+                    margin=r.get("margin"), alpha=r.get("alpha"), n_prompts=r.get("n_prompts"),
+                    replicate_steps=r.get("replicate_steps") or [], replicate_shares=r.get("replicate_shares") or [],
+                    decides=r.get("decides") is not False, gate=r.get("gate"))
             for r in rows.iter_rows(named=True)]
 
 

@@ -1,46 +1,72 @@
-"""S_parity and the speedup at parity (report-draft 3.1.4), defined so that noise cannot fake them.
+"""S_parity and the speedup at parity (report-draft 3.1.4), decided by an equivalence test so that noise cannot fake
+them.
 
-S_parity is the fewest swept steps k from which a diffusion model's quality (median over prompts) is at least as
-good as the reference's at k and at every larger swept step: a curve that crosses early and falls back again does
-not count. It is found once per (pair, generation length, diffusion setting, metric, reference) on one batch size
-(the smallest that ran every step count: greedy text does not depend on the batch), and the speedup
-L_e2e(AR) / L_e2e(dLLM at S_parity) is then evaluated at every batch size measured. A diffusion model's references
-are its pair's autoregressive model (report/pairs.py: LLaDA's is LLaMA, Dream's Qwen2.5), greedy and sampled, and
-the human continuation; the kinds keep the first pair's names ("llama greedy": the pair's AR model, greedy). Parity at the fewest swept steps is "<= k_min": fewer
-steps were not tried, so the speedup there is a lower bound.
+At each swept step count k, a diffusion model's per-prompt quality is paired with its reference's and tested by
+TOST at the spec's α against the spec's margin (report/equivalence.py): parity at k is "equivalent or better".
+S_parity is the fewest swept k from which parity holds at k and at every larger swept step: a curve that passes
+early and fails again does not count. It is found once per (pair, generation length, diffusion setting, metric,
+reference) on one batch size (the smallest that ran every step count: greedy text does not depend on the batch),
+and the speedup L_e2e(AR) / L_e2e(dLLM at S_parity) is then evaluated at every batch size measured. A metric
+decides parity only where its reference beats an unrelated passage by more than the margin (the calibration
+gate); elsewhere it "cannot separate text from chance at this scale". A diffusion model's references are its
+pair's autoregressive model (report/pairs.py), greedy (the text that was timed, the headline) and sampled (the
+median of its samples per prompt), and the human continuation; the kinds keep the first pair's names ("llama
+greedy": the pair's AR model, greedy). Parity at the fewest swept steps is "<= k_min": fewer steps were not
+tried, so the speedup there is a lower bound.
 
-How sure. S_parity: a paired bootstrap over prompts (scipy.stats.bootstrap; LLaDA's step counts and the
-reference resampled with the same prompts), read at the 2.5% and 97.5% points of the replicates' S_parity: a
-minimum over a grid of step counts, so that span is the grid's resolution and no confidence interval (it is never
-called one); `parity_fraction` is the share of replicates that reach parity at all. Speedup: conditional on
-S_parity (the row's step count held fixed), report/intervals.py's interval over the two runs' sessions and
-repetitions.
+How sure. S_parity: a paired bootstrap over prompts (every step count and the reference resampled with the same
+prompts, the test applied in each replicate); the share of replicates at each step count is reported, and the
+2.5%–97.5% span of the replicates is the grid's resolution, never called a confidence interval. Speedup:
+conditional on S_parity (the row's step count held fixed), report/intervals.py's interval over the two runs'
+sessions and repetitions.
 """
 
 from __future__ import annotations
 
-import warnings
+import math
 from typing import Any
 
 import numpy as np
 import polars as pl
-from scipy import stats as scipy_stats
-
 from report import stats
+from report.equivalence import (
+    CHANCE,
+    WORSE,
+    Margin,
+    TostResult,
+    parity_holds,
+    replicate_parity,
+    replicate_shares,
+    separates,
+    tost,
+    worse_by,
+)
+from report.equivalence import parity_index as equivalence_index
 from report.pairs import is_ar, is_dllm, pairs_from, peers_of
-from report.quality import GENERATED, LIKELIHOOD, METRICS, REFERENCE, REPETITION, SAMPLED, _groups, notes_of
+from report.quality import (
+    GENERATED,
+    LIKELIHOOD,
+    METRICS,
+    REFERENCE,
+    REPETITION,
+    SAMPLED,
+    UNRELATED,
+    _groups,
+    notes_of,
+)
 from report.sessions import row_speedup
+from report.parity_text import NO_PARITY, bracket, replicate_span, statement
 from report.table import vanilla_runs, with_dream_alg
+from specs.controls import ParitySpec
 
-NO_PARITY = "no parity within the swept steps"
+__all__ = ["NO_PARITY", "PARITY_SCHEMA", "bracket", "parity_markers", "parity_table", "replicate_span", "statement"]
+
 GREEDY, SAMPLED_REF, HUMAN = "llama greedy", "llama sampled", "human continuation"
-# Which reference heads the report, per metric family. Perplexity is judged by the LLaMA under test, whose
-# greedy text is its own mode (far below human text in perplexity): its headline is LLaMA sampled, else the
-# human continuation's level. BERTScore and degeneracy are not judged by LLaMA: LLaMA greedy heads them.
-HEADLINE_ORDER = {LIKELIHOOD: (SAMPLED_REF, HUMAN, GREEDY)}
+# Which reference heads the report: the AR model's greedy text, which is what was timed (the judge is independent).
 DEFAULT_HEADLINE_ORDER = (GREEDY, SAMPLED_REF, HUMAN)
 # Human text is a reference where "as good as" means something: not BERTScore (the reference is its own target).
-HUMAN_FAMILIES = frozenset({LIKELIHOOD, "degeneracy"})
+HUMAN_FAMILIES = frozenset({LIKELIHOOD})
+MIN_REPLICATE_SHARE = 0.10  # a step count holding this share of the replicates gets its speedup in the verdict
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
@@ -53,7 +79,9 @@ PARITY_SCHEMA: dict[str, pl.DataType] = {
     "reference_interval_high": _F64, "reference_repetition": _F64, "llada_value_at_parity": _F64,
     "llada_repetition_at_parity": _F64, "llada_value_at_max_steps": _F64, "s_parity_steps": _I64,
     "s_parity_bound": _STR, "s_parity_low_steps": _I64, "s_parity_high_steps": _I64, "parity_fraction": _F64,
-    "replicates": _I64, "batch_size": _I64, "llama_model": _STR, "llama_latency_e2e_s": _F64,
+    "replicates": _I64, "replicate_steps": pl.List(_I64), "replicate_shares": pl.List(_F64), "alpha": _F64,
+    "margin": _STR, "test": _STR, "test_steps": _I64, "difference": _F64, "difference_low": _F64,
+    "difference_high": _F64, "decides": _BOOL, "gate": _STR, "batch_size": _I64, "llama_model": _STR, "llama_latency_e2e_s": _F64,
     "llada_latency_e2e_at_parity_s": _F64, "speedup": _F64, "speedup_low": _F64, "speedup_high": _F64,
     "speedup_interval": _STR, "goodput_speedup": _F64, "low_useful": _BOOL, "statement": _STR,
     "quality_note": _STR,
@@ -64,22 +92,14 @@ _CURVE_KEYS = ("sweep", "hardware", "model", "prompt_length", "generation_length
 _GRID_KEYS = ("sweep", "hardware", "prompt_length", "generation_length", "metric")
 
 
-def parity_index(curve: np.ndarray, reference: np.ndarray, higher_is_better: bool) -> np.ndarray:
-    """The index of the fewest steps from which the curve is at least as good as the reference at that and
-    every larger step, or -1 when it is not at the largest; vectorised over [..., K] with reference [...]."""
-    reached = curve >= reference[..., None] if higher_is_better else curve <= reference[..., None]  # [..., K]
-    holds = np.flip(np.logical_and.accumulate(np.flip(reached, -1), axis=-1), -1)  # [..., K]: all reached from k
-    return np.where(holds[..., -1], holds.argmax(axis=-1), -1)
-
-
 def parity_table(
-    long: pl.DataFrame, table: pl.DataFrame, *, resamples: int = stats.BOOTSTRAP_RESAMPLES,
-    seed: int = stats.BOOTSTRAP_SEED, level: float = stats.CI_LEVEL,
+    long: pl.DataFrame, table: pl.DataFrame, settings: ParitySpec = ParitySpec(), *,
+    resamples: int = stats.BOOTSTRAP_RESAMPLES, seed: int = stats.BOOTSTRAP_SEED, level: float = stats.CI_LEVEL,
 ) -> pl.DataFrame:
-    """Parity rows (schema PARITY_SCHEMA): one per metric with an AR counterpart x diffusion curve x its pair's
-    reference x batch size measured (`llama_model`: the pair's AR model). `long`:
-    report.quality.quality_long_table; `table`: the flat results table (latency repetitions and goodput at every
-    batch size). Vanilla runs only: variants never move S_parity."""
+    """Parity rows (schema PARITY_SCHEMA): one per metric with a margin x diffusion curve x its pair's reference
+    x batch size measured (`llama_model`: the pair's AR model). `long`: report.quality.quality_long_table;
+    `table`: the flat results table (latency repetitions and goodput at every batch size); `settings`: the spec's
+    quality.parity (α and the margins). Vanilla runs only: variants never move S_parity."""
     long, table = with_dream_alg(vanilla_runs(long)), with_dream_alg(vanilla_runs(table))
     pairs = pairs_from({*long.select("model", "arch").iter_rows(), *table.select("model", "arch").iter_rows()})
     rows: list[dict[str, Any]] = []
@@ -87,21 +107,23 @@ def parity_table(
     diffusion = generated.filter(is_dllm() & pl.col("steps").is_not_null())
     autoregressive = long.filter(is_ar() & pl.col("continuation").is_in([GENERATED, SAMPLED]))
     human = long.filter(is_dllm() & (pl.col("continuation") == REFERENCE))
+    unrelated = long.filter(pl.col("continuation") == UNRELATED)
     ok = table.filter(pl.col("status") == "ok")
     for key, curve in _groups(diffusion, _CURVE_KEYS):
         metric = METRICS[key["metric"]]
-        if not metric.parity:
+        margin = margin_of(key["metric"], settings)
+        if not metric.parity or margin is None:
             continue
         batch = _quality_batch(curve)
         curve = curve.filter(pl.col("batch_size") == batch)
         for ar_model in peers_of(pairs, key["model"]):
             ar = autoregressive.filter(pl.col("model") == ar_model)
             references = _references(key, batch, ar, human, metric.family)
-            order = HEADLINE_ORDER.get(metric.family, DEFAULT_HEADLINE_ORDER)
             present = {kind for kind, *_ in references}
-            headline = next((kind for kind in order if kind in present), None)
+            headline = next((kind for kind in DEFAULT_HEADLINE_ORDER if kind in present), None)
+            chance = _unrelated(unrelated, key, ar_model)
             for kind, label, ref_model, ref_temperature, reference in references:
-                found = _parity(curve, reference, metric.higher_is_better, resamples, seed, level)
+                found = _parity(curve, reference, chance, margin, settings.alpha, resamples, seed, level)
                 if found is None:
                     continue
                 base = {
@@ -111,7 +133,7 @@ def parity_table(
                     "block_length": key["block_length"], "remasking": key["remasking"], "dream_alg": key["dream_alg"],
                     "cfg_scale": key["cfg_scale"], "llada_model": key["model"], "llada_temperature": key["temperature"],
                     "reference": kind, "reference_label": label, "reference_model": ref_model,
-                    "reference_temperature": ref_temperature, "judge": _judge(curve, metric.family),
+                    "reference_temperature": ref_temperature, "judge": _judge(curve, key["metric"]),
                     "headline": kind == headline,
                     "quality_batch_size": batch, **found,
                     "quality_note": notes_of(pl.concat([curve, reference], how="vertical_relaxed")),
@@ -186,11 +208,25 @@ def _references(
     return sorted(out, key=lambda r: (r[0], r[1]))
 
 
+def margin_of(metric: str, settings: ParitySpec) -> Margin | None:
+    """The spec's equivalence margin for a metric, in the units its differences are taken in; None: no margin
+    (degeneracy, the ELBO), so the metric decides no parity."""
+    ratio = settings.perplexity_ratio
+    if metric.startswith("gen_ppl"):
+        return Margin("log", math.log(ratio), f"within {ratio - 1:.0%} (|Δ log ppl| ≤ log {ratio:g})")
+    if metric.startswith("nll_per_token"):
+        return Margin("lower", math.log(ratio), f"within log {ratio:g} = {math.log(ratio):.3g} nats/token")
+    if metric.startswith("bertscore_"):
+        return Margin("higher", settings.bertscore_f1, f"within {settings.bertscore_f1:g}")
+    return None
+
+
 def _parity(
-    curve: pl.DataFrame, reference: pl.DataFrame, higher: bool, resamples: int, seed: int, level: float
+    curve: pl.DataFrame, reference: pl.DataFrame, unrelated: pl.DataFrame | None, margin: Margin, alpha: float,
+    resamples: int, seed: int, level: float,
 ) -> dict[str, Any] | None:
-    """S_parity of a curve against a reference, its bootstrap interval and fraction; None without shared
-    prompts."""
+    """S_parity of a curve against a reference by the equivalence test, the test at S_parity (else at the most
+    swept steps), the calibration gate and the bootstrap replicates' S_parity; None without shared prompts."""
     steps = np.array(sorted(curve["steps"].unique().to_list()), dtype=np.int64)  # [K]
     prompts = set(reference["prompt_id"].to_list())
     for k in steps:
@@ -200,56 +236,75 @@ def _parity(
         return None
     values = np.stack([_by_prompt(curve.filter(pl.col("steps") == int(k)), prompt_ids) for k in steps])  # [K, N]
     ref = _by_prompt(reference, prompt_ids)  # [N]
-    f = np.median(values, axis=-1)  # [K]
-    q = float(np.median(ref))
-    point = int(parity_index(f, np.array(q), higher))
+    d = worse_by(values, ref[None, :], margin)  # [K, N]
+    point = int(equivalence_index(parity_holds(d, margin.size, alpha)))
+    at = point if point >= 0 else steps.size - 1
+    test = tost(d[at], margin.size, alpha)
+    gate = _gate(ref, prompt_ids, unrelated, margin, alpha)
     ref_interval = stats.interval(ref) if np.isfinite(ref).all() else stats.rank_interval(ref)
-    s_low = s_high = None
-    fraction = replicates = None
+    s_low = s_high = fraction = replicates = None
+    shares: dict[int | None, float] = {}
     if prompt_ids.size >= stats.MIN_CI_SAMPLES:
-        boot = _bootstrap_parity(ref, values, higher, resamples, seed)  # [R]: index, K = no parity
+        boot = replicate_parity(d, margin.size, alpha, resamples=resamples, seed=seed)  # [R]: index, K = none
+        shares = replicate_shares(boot, [int(k) for k in steps])
         fraction, replicates = float(np.mean(boot < steps.size)), int(boot.size)
-        alpha = (1.0 - level) / 2.0
-        low, high = np.quantile(boot, [alpha, 1.0 - alpha], method="inverted_cdf")
+        tail = (1.0 - level) / 2.0
+        low, high = np.quantile(boot, [tail, 1.0 - tail], method="inverted_cdf")
         s_low = int(steps[int(low)]) if low < steps.size else None
         s_high = int(steps[int(high)]) if high < steps.size else None
     s_parity = int(steps[point]) if point >= 0 else None
+    medians = np.median(values, axis=-1)  # [K]
     return {
         "n_prompts": int(prompt_ids.size), "steps_swept": ", ".join(str(int(k)) for k in steps),
-        "reference_value": q, "reference_interval_low": ref_interval.low,
+        "reference_value": float(np.median(ref)), "reference_interval_low": ref_interval.low,
         "reference_interval_high": ref_interval.high,
-        "llada_value_at_parity": float(f[point]) if point >= 0 else None,
-        "llada_value_at_max_steps": float(f[-1]), "s_parity_steps": s_parity,
+        "llada_value_at_parity": float(medians[point]) if point >= 0 else None,
+        "llada_value_at_max_steps": float(medians[-1]), "s_parity_steps": s_parity,
         "s_parity_bound": None if s_parity is None else ("<=" if point == 0 else "="),
         "s_parity_low_steps": s_low, "s_parity_high_steps": s_high, "parity_fraction": fraction,
-        "replicates": replicates,
+        "replicates": replicates, "replicate_steps": [k for k in shares if k is not None],
+        "replicate_shares": [v for k, v in shares.items() if k is not None], "alpha": alpha, "margin": margin.text,
+        "test": test.outcome, "test_steps": int(steps[at]), "difference": test.median, "difference_low": test.low,
+        "difference_high": test.high, "decides": gate is None or gate.outcome == WORSE,
+        "gate": _gate_text(gate, margin),
     }
 
 
-def _bootstrap_parity(ref: np.ndarray, values: np.ndarray, higher: bool, resamples: int, seed: int) -> np.ndarray:
-    """The replicates' S_parity index (K where a replicate never reaches parity), prompts resampled jointly."""
-    k = values.shape[0]
+def _gate(ref: np.ndarray, prompt_ids: np.ndarray, unrelated: pl.DataFrame | None, margin: Margin,
+          alpha: float) -> TostResult | None:
+    """The reference against an unrelated passage at the same prompts (None where the sweep scored none)."""
+    if unrelated is None or not unrelated.height:
+        return None
+    have = set(unrelated["prompt_id"].to_list())
+    keep = np.array([p in have for p in prompt_ids])
+    if not keep.any():
+        return None
+    return separates(ref[keep], _by_prompt(unrelated, prompt_ids[keep]), margin, alpha)
 
-    def statistic(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
-        q = np.median(samples[0], axis=axis)  # [R]
-        f = np.stack([np.median(s, axis=axis) for s in samples[1:]], axis=-1)  # [R, K]
-        index = parity_index(f, q, higher)
-        return np.where(index < 0, k, index).astype(np.float64)
 
-    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
-        warnings.simplefilter("ignore", RuntimeWarning)
-        warnings.simplefilter("ignore", scipy_stats.DegenerateDataWarning)
-        result = scipy_stats.bootstrap(
-            (ref, *values), statistic, paired=True, vectorized=True, n_resamples=resamples, method="percentile",
-            random_state=np.random.default_rng(seed),
-        )
-    return np.asarray(result.bootstrap_distribution)
+def _gate_text(gate: TostResult | None, margin: Margin) -> str:
+    if gate is None:
+        return "no unrelated passage scored: the calibration gate was not applied"
+    span = f"{gate.median:+.3g} [{gate.low:+.3g}, {gate.high:+.3g}]"
+    if gate.outcome == WORSE:
+        return f"an unrelated passage is worse than the reference by {span}, beyond the margin: the metric separates text"
+    return f"{CHANCE}: an unrelated passage is worse than the reference by only {span}, not beyond the margin"
+
+
+def _unrelated(unrelated: pl.DataFrame, key: dict[str, Any], ar_model: str) -> pl.DataFrame | None:
+    """The unrelated passages' values at this grid point, from the AR model's runs (the same texts in every run)."""
+    rows = unrelated.filter(pl.all_horizontal(pl.col(c) == key[c] for c in _GRID_KEYS) & (pl.col("model") == ar_model))
+    if not rows.height:
+        return None
+    return rows.filter(pl.col("run_id") == rows.sort("run_id")["run_id"][0])
 
 
 def _by_prompt(rows: pl.DataFrame, prompt_ids: np.ndarray) -> np.ndarray:
-    """The value of each prompt id (the first where a setting has several runs). [N]"""
-    first = rows.unique("prompt_id", keep="first", maintain_order=True)
-    lookup = dict(zip(first["prompt_id"].to_list(), first["value"].to_list()))
+    """The value of each prompt id: the median of its samples (one for every text but the sampled reference), from
+    the first run where a setting has several. [N]"""
+    first = rows.filter(pl.col("run_id") == rows["run_id"][0]) if "run_id" in rows.columns else rows
+    per_prompt = first.group_by("prompt_id").agg(pl.col("value").median())
+    lookup = dict(zip(per_prompt["prompt_id"].to_list(), per_prompt["value"].to_list()))
     return np.array([lookup[int(p)] for p in prompt_ids], dtype=np.float64)
 
 
@@ -326,49 +381,11 @@ def _speedup_rows(
     return out
 
 
-def statement(row: dict[str, Any], missing_run: bool = False) -> str:
-    """One sentence for a parity row: S_parity with its interval and fraction, then the speedup at the batch."""
-    s = row["s_parity_steps"]
-    swept = row["steps_swept"]
-    largest = swept.split(", ")[-1]
-    fraction = row["parity_fraction"]
-    reach = (f"{fraction:.0%} of {row['replicates']} bootstrap replicates reach parity" if fraction is not None
-             else f"no interval: {row['n_prompts']} prompts")
-    if s is None:
-        return f"{NO_PARITY} ({swept}; {reach})"
-    interval = replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) if fraction else ""
-    if row["s_parity_bound"] == "<=":
-        text = f"parity already at the fewest swept steps (S_parity <= {s}"
-    else:
-        text = f"parity from {s} steps on (S_parity = {s}"
-    text += f"; {interval}; {reach})" if interval else f"; {reach})"
-    if missing_run:
-        return text + f"; {row['llada_model']} at {s} steps did not run at B = {row['batch_size']}"
-    if row["speedup"] is not None:
-        bound = ">= " if row["s_parity_bound"] == "<=" else ""
-        text += (f"; speedup at B = {row['batch_size']}: {bound}{row['speedup']:.3g}x "
-                 f"{bracket(row['speedup_low'], row['speedup_high'])} ({row['speedup_interval']})")
-        if row["s_parity_bound"] == "<=":
-            text += ", a lower bound: fewer steps were not swept"
-    return text
-
-
-def replicate_span(low: int | None, high: int | None, largest: str) -> str:
-    """Where the bootstrap replicates over prompts put S_parity: the swept grid's resolution, which no coverage
-    guarantee comes with (a minimum over a grid of step counts is no smooth statistic), so never called a CI."""
-    ends = [str(v) if v is not None else f"beyond {largest}" for v in (low, high)]
-    span = ends[0] if ends[0] == ends[1] else f"{ends[0]}–{ends[1]}"
-    return f"replicates over prompts put it at {span} steps (the grid's resolution, not a confidence interval)"
-
-
-def bracket(low: float | None, high: float | None) -> str:
-    """'[2.3, 3.1]', or 'no interval' where the samples support none."""
-    return "(no interval)" if low is None or high is None else f"[{low:.3g}, {high:.3g}]"
-
-
-def _judge(curve: pl.DataFrame, family: str) -> str | None:
-    """The model that scores a likelihood metric (the evaluator), which may be the autoregressive model under test."""
-    if family != LIKELIHOOD or "evaluator" not in curve.columns:
+def _judge(curve: pl.DataFrame, metric: str) -> str | None:
+    """The model that scores a likelihood metric (the evaluator, or the second one), which may be the
+    autoregressive model under test."""
+    column = "second_evaluator" if metric.endswith("_second") else "evaluator"
+    if METRICS[metric].family != LIKELIHOOD or column not in curve.columns:
         return None
-    judges = curve["evaluator"].drop_nulls()
+    judges = curve[column].drop_nulls()
     return judges[0] if judges.len() else None

@@ -47,6 +47,9 @@ METRICS: dict[str, Metric] = {
     "bertscore_f1": Metric("BERTScore F1", True, True, SIMILARITY),
     "nll_per_token": Metric("evaluator NLL (nats/token)", False, True, LIKELIHOOD),
     "gen_ppl": Metric("generative perplexity (evaluator)", False, True, LIKELIHOOD),
+    # The same under the second evaluator (e.g. the AR model under test): reported, labelled, never the headline.
+    "nll_per_token_second": Metric("second evaluator NLL (nats/token)", False, True, LIKELIHOOD),
+    "gen_ppl_second": Metric("generative perplexity (second evaluator)", False, True, LIKELIHOOD),
     # LLaDA's own bound: no LLaMA counterpart, never a perplexity beside LLaMA's exact one.
     "elbo_nll_per_token": Metric("LLaDA ELBO NLL upper bound (nats/token)", False, False, BOUND),
     "repeated_bigram_rate": Metric("repeated-bigram rate", False, True, DEGENERACY),
@@ -54,7 +57,7 @@ METRICS: dict[str, Metric] = {
     "distinct_2": Metric("distinct-2", True, True, DEGENERACY),
 }
 _STDERR = {"elbo_nll_per_token": "elbo_nll_per_token_stderr"}
-assert set(METRICS) | set(_STDERR.values()) == set(QualityRecord.model_fields) - {"prompt_id"}, \
+assert set(METRICS) | set(_STDERR.values()) == set(QualityRecord.model_fields) - {"prompt_id", "sample"}, \
     "METRICS must cover QualityRecord"
 # The metrics the figures and the headline parity rows show (DESIGN: BERTScore F1, generative perplexity).
 FIGURE_METRICS = ("bertscore_f1", "gen_ppl")
@@ -79,10 +82,10 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 LONG_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "quality_note": _STR,
-    "evaluator": _STR, "hardware": _STR, "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64,
+    "evaluator": _STR, "second_evaluator": _STR, "hardware": _STR, "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64,
     "block_length": _I64, "steps": _I64, "remasking": _STR, "dream_alg": _STR, "cfg_scale": _F64,
     "continuation": _STR,
-    "temperature": _F64, "prompt_id": _I64, "metric": _STR, "value": _F64, "empty": _BOOL, "stderr": _F64,
+    "temperature": _F64, "prompt_id": _I64, "sample": _I64, "metric": _STR, "value": _F64, "empty": _BOOL, "stderr": _F64,
     "higher_is_better": _BOOL, "useful_tokens": _I64,
 }
 
@@ -164,7 +167,7 @@ def quality_long_table(results: Iterable[RunResult]) -> pl.DataFrame:
                         value = -math.inf if spec.higher_is_better else math.inf
                     rows.append({
                         **base, "continuation": continuation, "temperature": temperature,
-                        "prompt_id": record.prompt_id, "metric": metric, "value": float(value), "empty": empty,
+                        "prompt_id": record.prompt_id, "sample": record.sample, "metric": metric, "value": float(value), "empty": empty,
                         "stderr": stderr, "higher_is_better": spec.higher_is_better,
                         "useful_tokens": useful.get(record.prompt_id) if continuation == GENERATED else None,
                     })
@@ -182,6 +185,8 @@ def enabled_metrics(result: RunResult, continuation: str) -> list[str]:
         out += ["bertscore_precision", "bertscore_recall", "bertscore_f1"]
     if quality.perplexity is not None:
         out += ["nll_per_token", "gen_ppl"]
+        if quality.perplexity.second_evaluator is not None:
+            out += ["nll_per_token_second", "gen_ppl_second"]
     # The workers score LLaDA's ELBO with LLaDA's own masking (workers/quality/scorer.py): its sampler's models only.
     if quality.elbo is not None and family(result.config.model.arch).sampler == "llada" and continuation != SAMPLED:
         out.append("elbo_nll_per_token")
@@ -191,9 +196,11 @@ def enabled_metrics(result: RunResult, continuation: str) -> list[str]:
 def _run_columns(result: RunResult) -> dict[str, Any]:
     config = result.config
     evaluator = config.evaluator.name if config.evaluator is not None else None
+    second = config.second_evaluator.name if config.second_evaluator is not None else None
     return {
         "run_id": result.run_id, "sweep": result.sweep, "model": config.model.name, "arch": config.model.arch,
         "impl": config.impl_name, "weights": result.weights, "quality_note": result.quality_note, "evaluator": evaluator,
+        "second_evaluator": second,
         "hardware": result.environment.device if result.environment else UNKNOWN_HARDWARE,
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "block_length": config.block_length,
@@ -297,7 +304,8 @@ def calibration_table(long: pl.DataFrame) -> pl.DataFrame:
         value, spread = median_over_prompts(values)
         scored_by = {SIMILARITY: "BERTScore scorer", DEGENERACY: "word counts"}.get(metric.family)
         if scored_by is None:
-            scored_by = source["model"][0] if metric.family == BOUND else (source["evaluator"][0] or "evaluator")
+            judge = "second_evaluator" if key["metric"].endswith("_second") else "evaluator"
+            scored_by = source["model"][0] if metric.family == BOUND else (source[judge][0] or "evaluator")
         rows.append({
             "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"], "metric_label": metric.label,
             "prompt_length": key["prompt_length"], "generation_length": key["generation_length"],

@@ -66,10 +66,18 @@ from report.table import (
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
-from specs.artifacts import RESULTS_FILE, Manifest, SweepLayout, not_run_note, planned_without_result, read_manifest, verify
+from specs.artifacts import (
+    RESULTS_FILE,
+    Manifest,
+    SweepLayout,
+    not_run_note,
+    planned_without_result,
+    read_manifest,
+    verify,
+)
 from specs.results import RunResult
 from specs.safefile import RUN_MAX_BYTES, SPEC_MAX_BYTES, UnsafeFileError, read_bytes, read_text
-from specs.schema import VANILLA, ExperimentSpec
+from specs.schema import VANILLA, ExperimentSpec, ParitySpec
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"
@@ -167,7 +175,10 @@ def render_report(
     # AR against diffusion, per pair: vanilla against vanilla, whatever variants the sweep also ran.
     # One row per grid point: a point timed in full and by extrapolation reads the full measurement.
     base = full_where_measured(vanilla_runs(table))
-    quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base)
+    spec_text = _spec_text(layout)
+    spec = _parse_spec(spec_text)
+    settings = spec.quality.parity if spec is not None else ParitySpec()
+    quality = analyse_quality([r for r in results if r.config.impl_name == VANILLA], base, settings)
     shapes = model_shapes(results)
     available = {kind: choice.profile for kind, choice in profiles.items() if choice.profile is not None}
     predictions = sweep_predictions(results, runs, available)
@@ -189,9 +200,8 @@ def render_report(
     written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
                                                 predictions, variants, variant_quality)
     blocks = _figure_blocks(layout, written, skipped, table_sides(table))
-    spec_text = _spec_text(layout)
     inputs = ReportInputs(
-        sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
+        sweep=_sweep_name(layout, results), spec_text=spec_text, spec=spec,
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
@@ -234,11 +244,12 @@ def unverified_warning(problems: tuple[str, ...]) -> str:
             + "; ".join(problems))
 
 
-def analyse_quality(results: list[RunResult], table: pl.DataFrame) -> QualityData:
-    """Every quality frame the figures and sections read; an analysis that fails raises (never a silent gap)."""
+def analyse_quality(results: list[RunResult], table: pl.DataFrame, settings: ParitySpec = ParitySpec()) -> QualityData:
+    """Every quality frame the figures and sections read (`settings`: the spec's quality.parity); an analysis
+    that fails raises (never a silent gap)."""
     long = quality_long_table(results)
     by_setting = quality_by_setting(long)
-    parity = parity_table(long, table)
+    parity = parity_table(long, table, settings)
     samples = {r.config.model.name: r.config.quality.elbo.samples for r in results if r.config.quality.elbo}
     return QualityData(long, quality_by_run(long), by_setting, calibration_table(long), parity,
                        parity_markers(parity), elbo_precision(by_setting, samples))

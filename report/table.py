@@ -213,7 +213,7 @@ def _row(result: RunResult) -> dict[str, Any]:
 
 # What a configuration's runs in different sessions differ by: the session, and the quality that only one of
 # them measures (quality does not depend on the session).
-_PER_SESSION_FIELDS = ("session", "quality", "evaluator")
+_PER_SESSION_FIELDS = ("session", "quality", "evaluator", "second_evaluator")
 
 
 EAGER, COMPILED, GRAPH_CAPTURED = "eager", "compiled", "graph-captured"

@@ -28,6 +28,7 @@ from report.pairing_text import roofline_value
 from report.pairings import BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity, pairs_of
 from report.pairs import Pair, Sides, sides_of
 from report.parity import bracket, replicate_span
+from report.verdict_quality import quality_sentence
 from specs.registry import family
 
 MAX_SENTENCES = 5  # a pair's
@@ -115,7 +116,7 @@ def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
     """The step count to speak at where quality was measured: the fewest from which every headline metric holds
     parity ("at equal quality"), else from which the metrics that reach parity do, else the most swept."""
     s_parity = group[0].s_parity
-    reached = [s for s in s_parity if s.steps is not None]
+    reached = [s for s in s_parity if s.decides and s.steps is not None]  # a metric at chance decides nothing
     swept = sorted({p.steps for p in group})
     if reached and len(reached) == len(s_parity):
         k = max(s.steps for s in reached)
@@ -125,7 +126,9 @@ def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
         where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
     else:
         k = swept[-1]
-        where = f"at {_k(k, group)}, the most swept, where no headline metric reaches parity"
+        where = (f"at {_k(k, group)}, the most swept, where no headline metric reaches parity"
+                 if any(s.decides for s in s_parity) else
+                 f"at {_k(k, group)}, the most swept, where no headline metric can decide parity")
     at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
     return [(where, at)]
 
@@ -192,26 +195,14 @@ def _where(group: list[Pairing]) -> str:
 
 
 def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
-    """What the quality behind the speedups is: each headline metric's parity, its judge and whether the judge is
-    the model under test; or, where none was measured, what the family's authors published."""
-    measured = next((p for p in group if p.quality_measured), None)
-    if measured is None:
+    """What the quality behind the speedups is (report/verdict_quality.py); or, where none was measured, what the
+    family's authors published."""
+    if not any(p.quality_measured for p in group):
         published = family(pair.dllm_arch).published_quality
         return ("Quality was not measured here: "
                 + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
                 + ".")
-    parts = []
-    swept = sorted({p.steps for p in group})
-    for s in measured.s_parity:
-        label = SHORT_LABEL.get(s.metric, s.metric)
-        judge = ""
-        if s.judge:
-            judge = f", judged by {s.judge}" + (f", the {t.ar} under test" if s.judge_under_test else "")
-        if s.steps is None:
-            parts.append(f"{label} never matches {s.reference} within the {swept[0]}–{swept[-1]} steps swept{judge}")
-        else:
-            parts.append(f"{label} matches {s.reference} from {_parity_steps(s)} steps{judge}")
-    return f"Quality ({measured.llada_model}, vanilla): " + "; ".join(parts) + "."
+    return quality_sentence(group, t)
 
 
 def _how_sure(group: list[Pairing], protocol: list[Pairing]) -> str:

@@ -7,14 +7,25 @@ import json
 import sys
 from collections.abc import Callable
 
+from roofline.block_diffusion import estimate_block_diffusion
 from roofline.dream import DREAM_ALGS, estimate_dream
 from roofline.errors import RooflineInputError
 from roofline.fidelity import FIDELITIES
 from roofline.hardware import HARDWARE, HardwareProfile, get_hardware
 from roofline.llada import estimate_llada
 from roofline.llama import estimate_llama
-from roofline.memory import dream_memory, llada_memory, llama_memory
-from roofline.render import dream_json, dream_text, llada_json, llada_text, llama_json, llama_text
+from roofline.memory import block_diffusion_memory, dream_memory, llada_memory, llama_memory
+from roofline.render import (
+    block_diffusion_json,
+    block_diffusion_text,
+    dream_json,
+    dream_text,
+    llada_json,
+    llada_text,
+    llama_json,
+    llama_text,
+)
+from specs.block_diffusion import OFFICIAL_BLOCK_LENGTH, OFFICIAL_SUB_BLOCK_LENGTH
 from specs.options import nonnegative_number
 from specs.registry import FAMILIES, Family, family, preset_shape
 
@@ -101,14 +112,36 @@ def _dream_arguments(sub: argparse.ArgumentParser) -> None:
     )
 
 
+def _block_diffusion_arguments(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--block-length", type=int, default=OFFICIAL_BLOCK_LENGTH,
+                     help=f"tokens per block (default {OFFICIAL_BLOCK_LENGTH}, the official generate's)")
+    sub.add_argument("--sub-block-length", type=int, default=OFFICIAL_SUB_BLOCK_LENGTH,
+                     help=f"tokens per sub-block (default {OFFICIAL_SUB_BLOCK_LENGTH})")
+    sub.add_argument(
+        "--forwards", type=int, default=None,
+        help="every forward a run made (prefill and completing ones included; default: the fixed schedule's K, "
+        "threshold 1)",
+    )
+    sub.add_argument(
+        "--temperature", type=nonnegative_number, default=0.0, help="sampling temperature (token choice cost)"
+    )
+    sub.add_argument("--sub-block-cache", action="store_true", help="the sub-block cache (official use_block_cache)")
+    sub.add_argument(
+        "--prefill-one-block-prompt", action="store_true", help="prefill a prompt of exactly one block (the official "
+        "code feeds it to no forward)",
+    )  # fmt: skip
+
+
 # What each sampler of the registry adds to a family's subcommand, and how the subcommand says what it runs.
 _SAMPLER_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "autoregressive": _autoregressive_arguments, "llada": _llada_arguments, "dream": _dream_arguments,
+    "block_diffusion": _block_diffusion_arguments,
 }
 _SAMPLER_HELP = {
     "autoregressive": "prefill + autoregressive decode",
     "llada": "semi-autoregressive diffusion steps",
     "dream": "whole-sequence diffusion steps",
+    "block_diffusion": "block diffusion against a KV cache of finished blocks",
 }
 
 
@@ -158,6 +191,20 @@ def _run(args: argparse.Namespace) -> str:
         if args.json:
             return _json(dream_json(dream, memory))
         return dream_text(dream, memory, hardware, title=fam.title)
+    if fam.sampler == "block_diffusion":
+        blocks = estimate_block_diffusion(
+            shape, hardware, **run, block_length=args.block_length, sub_block_length=args.sub_block_length,
+            temperature=args.temperature, forwards=args.forwards, sub_block_cache=args.sub_block_cache,
+            prefill_one_block_prompt=args.prefill_one_block_prompt, fidelity=args.fidelity,
+        )  # fmt: skip
+        memory = block_diffusion_memory(
+            shape, batch=args.batch, prefill_length=blocks.prefill_length, block_length=blocks.block_length,
+            cache_length=blocks.prefill_length + len(blocks.blocks) * blocks.block_length,
+            sub_block_length=blocks.sub_block_length, temperature=args.temperature,
+        )  # fmt: skip
+        if args.json:
+            return _json(block_diffusion_json(blocks, memory))
+        return block_diffusion_text(blocks, memory, hardware, title=fam.title)
     # What the sampler does with the logits sets both its time and its memory.
     sampler = {"cfg_scale": args.cfg_scale, "temperature": args.temperature, "remasking": args.remasking,
                "cache": args.cache}

@@ -11,6 +11,7 @@ from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.operators import BYTES_PER_ELEMENT
 from roofline.predict import predict
+from specs.block_diffusion import OFFICIAL_SUB_BLOCK_LENGTH
 from specs.registry import family
 from specs.shapes import ModelShape
 
@@ -18,12 +19,20 @@ from specs.shapes import ModelShape
 MAX_BATCH = 4096
 
 
-def diffusion_keywords(arch: str, *, steps: int, block_length: int | None) -> dict[str, Any]:
+def diffusion_keywords(
+    arch: str, *, steps: int, block_length: int | None, sub_block_length: int | None = None
+) -> dict[str, Any]:
     """`predict`'s keywords for a diffusion family's run as the workers generate: LLaDA's sampler in blocks with
-    logits over the current block only, Dream's whole-sequence steps (its logits over the generation)."""
+    logits over the current block only, Dream's whole-sequence steps (its logits over the generation), block
+    diffusion's blocks and sub-blocks at its fixed schedule (its `steps` are that schedule's K; a run's measured
+    forwards go in `forwards`), the sub-block the official default where none is given."""
     sampler = family(arch).sampler
     if sampler == "llada":
         return {"steps": steps, "block_length": block_length, "logits_positions": block_length}
+    if sampler == "block_diffusion":
+        if block_length is None:
+            raise RooflineInputError(f"block_length: arch {arch!r} decodes in blocks; give one")
+        return {"block_length": block_length, "sub_block_length": sub_block_length or OFFICIAL_SUB_BLOCK_LENGTH}
     if block_length is not None:
         raise RooflineInputError(f"block_length: arch {arch!r} denoises the whole sequence; leave it unset")
     return {"steps": steps}
@@ -61,14 +70,15 @@ def throughput_ratio(
     `ar` and `diffusion` name the pair's families (the registry checks their paradigms); their shapes are
     `ar_shape` and `diffusion_shape` (`llama_shape` and `llada_shape`: the same, under their first names), None the
     family's published shape. The diffusion model is costed as the workers run it (`diffusion_keywords`);
-    `diffusion_sampling` adds its sampler's settings (Dream's `alg`, `top_p`, `top_k`); both at temperature 0."""
+    `diffusion_sampling` adds or replaces its sampler's settings (Dream's `alg`, `top_p`, `top_k`; block diffusion's
+    `sub_block_length`, `forwards`, `sub_block_cache`); both at temperature 0."""
     check_pair(ar, diffusion)
     ar_prediction = predict(ar, ar_shape or llama_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
                             hardware=hardware, element_bytes=element_bytes)
     diffusion_prediction = predict(
         diffusion, diffusion_shape or llada_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
         hardware=hardware, element_bytes=element_bytes,
-        **diffusion_keywords(diffusion, steps=steps, block_length=block_length), **(diffusion_sampling or {}),
+        **(diffusion_keywords(diffusion, steps=steps, block_length=block_length) | dict(diffusion_sampling or {})),
     )
     return ar_prediction.tokens_per_s / diffusion_prediction.tokens_per_s
 

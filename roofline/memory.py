@@ -179,3 +179,33 @@ def dream_memory(
         logits_bytes=logits,
         peak_bytes=weights + max(activations, logits),
     )
+
+
+def block_diffusion_memory(
+    shape: ModelShape,
+    *,
+    batch: int,
+    prefill_length: int,
+    cache_length: int,
+    block_length: int,
+    sub_block_length: int,
+    temperature: float = 0.0,
+    element_bytes: int = BYTES_PER_ELEMENT,
+) -> MemoryFootprint:
+    """Peak = weights + the KV cache + the larger of a forward's layer activations (the prefill's prompt blocks, or a
+    block) and its logits stage.
+
+    The cache is one buffer of every position the generation reaches (`cache_length`: the prompt's whole blocks and
+    every block decoded), allocated at the first forward, as the workers' BlockDiffusionCache is. The logits stage of
+    an in-block forward: the sub-block's logits, their probabilities and the argmax's copy with the mask excluded
+    (temperature > 0: the scaled logits, the sort's values and int64 indices, the cumulative sums)."""
+    eb = element_bytes
+    weights = weights_bytes(shape, eb)
+    kv = kv_cache_bytes(shape, batch=batch, positions=cache_length, element_bytes=eb)
+    activations = layer_activation_bytes(shape, batch * max(prefill_length, block_length), eb)
+    per_element = 3 * eb + (2 * eb + 8 + eb if temperature > 0 else 0)
+    logits = batch * sub_block_length * shape.vocab_size * per_element
+    return MemoryFootprint(
+        weights_bytes=weights, kv_cache_bytes=kv, activation_bytes=activations, logits_bytes=logits,
+        peak_bytes=weights + kv + max(activations, logits),
+    )  # fmt: skip

@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from roofline.block_diffusion import BlockDiffusionEstimate, estimate_block_diffusion
 from roofline.dream import DreamEstimate, estimate_dream
 from roofline.errors import RooflineInputError
 from roofline.estimate import Estimate
@@ -16,8 +17,9 @@ from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
 from roofline.llada import BlockEstimate, LladaCache, LladaEstimate, estimate_llada
 from roofline.llama import LlamaEstimate, estimate_llama
-from roofline.memory import MemoryFootprint, dream_memory, llada_memory, llama_memory
+from roofline.memory import MemoryFootprint, block_diffusion_memory, dream_memory, llada_memory, llama_memory
 from roofline.operators import BYTES_PER_ELEMENT, element_bytes_of
+from specs.block_diffusion import schedule
 from specs.registry import Arch, family
 from specs.shapes import ModelShape
 
@@ -37,7 +39,7 @@ class Prediction(BaseModel):
     latency_s: float  # with the profile's floors: the host floor per eager forward, else the per-launch dispatch floor
     ttft_s: float | None  # autoregressive: the prefill; None for diffusion (its text appears at the last step)
     itl_s: float | None  # autoregressive: mean decode pass; None without decode passes or for diffusion
-    step_s: float | None  # diffusion (LLaDA, Dream): mean diffusion step; None for autoregressive
+    step_s: float | None  # diffusion (LLaDA, Dream, block diffusion): mean forward; None for autoregressive
     tokens_per_s: float  # batch x generated tokens / latency
     flops: int
     bytes_: int
@@ -83,7 +85,9 @@ def predict(
     logits each step; None: all, as the official sampler does) and `forwards` (fewer than `steps` under a confidence
     rule; `forwards_source` says where the count came from); `llada_cache` is its `cache`. Dream (`estimate_dream`):
     `steps` (needed), `temperature`, `alg`, `top_p`, `top_k`, `logits_positions` (None: the N generated positions,
-    as the workers' sampler projects them).
+    as the workers' sampler projects them). Block diffusion (`estimate_block_diffusion`): `block_length` and
+    `sub_block_length` (needed), `temperature`, `forwards` (what a run measured; None: the fixed schedule's K),
+    `sub_block_cache`, `prefill_one_block_prompt`.
     Another family's keywords pass only unset, but for the sampler settings that cost it nothing here (temperature,
     remasking, logits positions, block truncation: a run records them whatever its family); the autoregressive
     families take `compiled_decode`."""
@@ -126,6 +130,21 @@ def predict(
         ttft_s, itl_s, step_s = None, None, latency_s / est.forwards
         costed_forwards = est.forwards
         source = forwards_source or ("schedule" if llada.get("forwards") is None else "measured")
+    elif fam.sampler == "block_diffusion":
+        blocks = _own(sampler, _BLOCK_KEYWORDS)
+        if blocks.get("block_length") is None or blocks.get("sub_block_length") is None:
+            raise RooflineInputError(f"arch {arch!r} needs block_length and sub_block_length")
+        estimate = partial(estimate_block_diffusion, shape, fidelity=fidelity, **run, **blocks)
+        est = estimate(hardware)
+        assert isinstance(est, BlockDiffusionEstimate)
+        cache_length = est.prefill_length + len(est.blocks) * est.block_length
+        memory = block_diffusion_memory(shape, batch=batch, prefill_length=est.prefill_length, cache_length=cache_length,
+                                        block_length=est.block_length, sub_block_length=est.sub_block_length,
+                                        temperature=est.temperature, element_bytes=element_bytes)  # fmt: skip
+        latency_s = est.total_s + _block_diffusion_floor_extra_s(est, floor_s)
+        ttft_s, itl_s, step_s = None, None, latency_s / est.forwards
+        costed_forwards = est.forwards
+        source = forwards_source or ("schedule" if blocks.get("forwards") is None else "measured")
     else:  # the dream sampler: whole-sequence steps
         dream = _own(sampler, _DREAM_KEYWORDS)
         if dream.get("steps") is None:
@@ -155,8 +174,10 @@ _RUN_KEYWORDS = frozenset({"shape", "hardware", "batch", "prompt_len", "gen_len"
 # The keywords of each diffusion estimate that `predict` passes on (what it does not take itself).
 _LLADA_KEYWORDS = frozenset(inspect.signature(estimate_llada).parameters) - _RUN_KEYWORDS
 _DREAM_KEYWORDS = frozenset(inspect.signature(estimate_dream).parameters) - _RUN_KEYWORDS
+_BLOCK_KEYWORDS = frozenset(inspect.signature(estimate_block_diffusion).parameters) - _RUN_KEYWORDS
 _OWN_KEYWORDS: dict[str, frozenset[str]] = {
     "autoregressive": frozenset(), "llada": _LLADA_KEYWORDS, "dream": _DREAM_KEYWORDS,
+    "block_diffusion": _BLOCK_KEYWORDS,
 }
 # Sampler settings any run records and that cost a family without them nothing here: they pass whatever is set.
 _COSTLESS_KEYWORDS = frozenset({"temperature", "remasking", "logits_positions", "truncate_blocks"})
@@ -171,7 +192,7 @@ def _refuse_foreign_keywords(
     arch: str, sampler_name: str, sampler: dict[str, Any], cache: LladaCache, compiled_decode: bool
 ) -> None:
     """A keyword no estimate takes is a TypeError; another sampler's setting is refused when it is set, naming it."""
-    if unknown := sorted(sampler.keys() - _LLADA_KEYWORDS - _DREAM_KEYWORDS):
+    if unknown := sorted(sampler.keys() - _LLADA_KEYWORDS - _DREAM_KEYWORDS - _BLOCK_KEYWORDS):
         raise TypeError(f"predict() got unexpected keyword arguments {unknown}")
     own = _OWN_KEYWORDS[sampler_name] | _COSTLESS_KEYWORDS
     foreign = sorted(k for k, v in sampler.items() if k not in own and v is not None and v is not False and v != 0)
@@ -183,6 +204,16 @@ def _refuse_foreign_keywords(
         raise RooflineInputError(
             f"{', '.join(foreign)}: not a setting of arch {arch!r} (its sampler is {sampler_name!r}); leave unset"
         )
+
+
+def _block_diffusion_floor_extra_s(est: BlockDiffusionEstimate, floor_s: float) -> float:
+    """What the host floor adds to a block-diffusion generation: each forward below the floor is raised to it."""
+    extra = max(floor_s - est.prefill_s, 0.0) if est.prefill_length else 0.0
+    for block in est.blocks:
+        extra += block.block_forwards * max(floor_s - block.block_forward_s, 0.0)
+        extra += block.sub_forwards * max(floor_s - block.sub_forward_s, 0.0)
+        extra += block.completes * max(floor_s - block.complete_s, 0.0)
+    return extra
 
 
 def _block_floor_extra_s(block: BlockEstimate, floor_s: float) -> float:
@@ -222,6 +253,13 @@ def predict_run(
     run = {"batch": config.batch_size, "prompt_len": config.prompt_length, "gen_len": config.generation_length,
            "hardware": hardware, "fidelity": fidelity,
            "element_bytes": element_bytes_of(getattr(controls, "dtype", None))}
+    if sampler_name == "block_diffusion":
+        setting, impl = config.block_diffusion, getattr(config, "block_diffusion_impl", None)
+        forwards, source = _block_forwards(config, measured_forwards)
+        return predict(arch, shape or model.shape(), **run, block_length=config.block_length,
+                       sub_block_length=setting.sub_block_length, temperature=temperature, forwards=forwards,
+                       forwards_source=source, sub_block_cache=bool(impl is not None and impl.sub_block_cache),
+                       prefill_one_block_prompt=setting.prefill_one_block_prompt, graph_forwards=_graph_captured(impl))
     if sampler_name == "dream":
         dream = config.dream
         # A variant that replays captured forwards (an implementation with `graph` or `compile` set) has no host floor.
@@ -255,6 +293,17 @@ def _graph_captured(impl: Any) -> bool:
     """Whether a diffusion implementation replays its forwards as captured graphs (no eager host path per forward):
     an implementation that says so with a `graph` or `compile` attribute."""
     return impl is not None and bool(getattr(impl, "graph", False) or getattr(impl, "compile", False))
+
+
+def _block_forwards(config: Any, measured: float | None) -> tuple[int | None, ForwardsSource]:
+    """The forwards to cost a block-diffusion run at: its measured median rounded to a whole forward and kept within
+    the schedule; else threshold 1's fixed schedule, or (below 1, nothing measured) that schedule's K as a cap."""
+    if measured is None:
+        return None, "schedule" if config.block_diffusion.threshold >= 1 else "step cap"
+    setting = config.block_diffusion
+    plan = schedule(config.prompt_length, config.generation_length, config.block_length, setting.sub_block_length,
+                    setting.prefill_one_block_prompt)  # fmt: skip
+    return min(max(round(measured), plan.min_forwards), plan.max_forwards), "measured"
 
 
 def _variant_forwards(

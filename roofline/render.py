@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from roofline.block_diffusion import BlockDiffusionEstimate
 from roofline.dream import DreamEstimate
 from roofline.estimate import Estimate
 from roofline.hardware import HardwareProfile
@@ -170,6 +171,46 @@ def dream_text(est: DreamEstimate, memory: MemoryFootprint, hardware: HardwarePr
             _memory_line(memory, hardware),
         ]
     return "\n".join(lines) + "\n"
+
+
+def block_diffusion_text(
+    est: BlockDiffusionEstimate, memory: MemoryFootprint, hardware: HardwareProfile, title: str = "Fast-dLLM v2"
+) -> str:
+    """A block-diffusion generation: the prefill, then each block's forwards against its cached prefix."""
+    lines = [
+        _RULE,
+        f"{title} Theoretical Performance Analysis",
+        _RULE,
+        f"Mode: Block Diffusion (blocks of {est.block_length}, sub-blocks of {est.sub_block_length}, KV cache of the "
+        f"finished blocks{', sub-block cache' if est.sub_block_cache else ''})",
+        f"Prompt: {est.prompt_len}, Generation: {est.gen_len}, Batch: {est.batch}, Hardware: {hardware.name}",
+        f"Forwards: {est.forwards} (fixed schedule K = {est.max_forwards}), Mean Time/Forward: "
+        f"{est.mean_step_s * 1e3:.4f} ms",
+        f"Prefill: {est.prefill_length} positions, {est.prefill_s * 1e3:.4f} ms",
+        _THIN_RULE,
+        *[f"Block {b}: {blk.cache_start} cached positions, {blk.block_forwards} block forwards x "
+          f"{blk.block_forward_s * 1e3:.4f} ms, {blk.sub_forwards} sub-block forwards x {blk.sub_forward_s * 1e3:.4f} "
+          f"ms" + (f", completing forward {blk.complete_s * 1e3:.4f} ms" if blk.completes else "")
+          for b, blk in enumerate(est.blocks)],
+        _THIN_RULE,
+        f"Total: {est.total_s:.6f} s, Aggregate AI: {est.aggregate_ai:.4f}",
+        "Total Runtime Breakdown:",
+        *_breakdown_lines(est.breakdown_s, est.total_s, scale=1e3, unit="ms", digits=4),
+        _memory_line(memory, hardware),
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def block_diffusion_json(est: BlockDiffusionEstimate, memory: MemoryFootprint) -> dict[str, Any]:
+    """A block-diffusion generation as one JSON document (times in seconds)."""
+    return {
+        "mode": "block-diffusion", "total_s": est.total_s, "aggregate_ai": est.aggregate_ai, **_generation_json(est),
+        "block_length": est.block_length, "sub_block_length": est.sub_block_length,
+        "sub_block_cache": est.sub_block_cache, "forwards": est.forwards, "max_forwards": est.max_forwards,
+        "mean_step_s": est.mean_step_s, "prefill_length": est.prefill_length, "prefill_s": est.prefill_s,
+        "blocks": [block.model_dump() for block in est.blocks], "breakdown_s": dict(est.breakdown_s),
+        "memory": memory.model_dump(),
+    }  # fmt: skip
 
 
 def _phase_json(phase: PhaseSummary) -> dict[str, float]:

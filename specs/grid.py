@@ -1,5 +1,6 @@
 """The swept axes of a spec: batch sizes, lengths (a cross product or totals with a prompt fraction), and each
-sampler's axes shared by every model that generates with it (LLaDA's, Dream's, the autoregressive loop's)."""
+sampler's axes shared by every model that generates with it (LLaDA's, Dream's, block diffusion's, the autoregressive
+loop's)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
+from specs.block_diffusion import BlockDiffusionAxes
 from specs.frozen import Frozen, distinct
 from specs.model_spec import DreamAxes, LladaAxes, LlamaAxes
 
@@ -26,6 +28,7 @@ class Grid(Frozen):
     prompt_fraction: float | None = Field(default=None, gt=0, lt=1)
     llada: LladaAxes | None = None
     dream: DreamAxes | None = None
+    block_diffusion: BlockDiffusionAxes | None = None
     # The autoregressive loop's variants, for every autoregressive family (LLaMA, Qwen2.5).
     llama: LlamaAxes | None = None
 

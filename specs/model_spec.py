@@ -6,7 +6,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
-from specs.frozen import Frozen, Remasking, distinct, safe_name
+from specs.block_diffusion import BlockDiffusionAxes
+from specs.frozen import VANILLA, Frozen, NamedImpl, Remasking, distinct, safe_name
 from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
 
@@ -53,7 +54,6 @@ ModelSource = Annotated[
 ]
 
 
-VANILLA = "vanilla"
 LladaCache = Literal["none", "prefix", "dual"]
 DecodeAttention = Literal["static", "live"]  # LlamaImpl.decode_attention
 
@@ -213,23 +213,14 @@ class DreamSampling(Frozen):
         return self
 
 
-class DreamImpl(Frozen):
+class DreamImpl(NamedImpl):
     """One named Dream implementation. The default is the eager sampler. `graph`: every step's forward (the whole
     sequence, the same shape at every step) runs captured as a CUDA graph, captured in the warm-ups and replayed
     in the timed steps, so a step pays no per-operator host dispatch; inductor-compiled on a CPU. It changes no
     number a forward computes: token-exact with the eager sampler. Dream has no blocks, so LLaDA's block caches
     and confidence rules have no counterpart here."""
 
-    name: str = VANILLA
     graph: bool = False
-
-    _name = field_validator("name")(safe_name)
-
-    @model_validator(mode="after")
-    def _vanilla_is_plain(self) -> DreamImpl:
-        if self.name == VANILLA and self.is_accelerated:
-            raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
-        return self
 
     @property
     def is_accelerated(self) -> bool:
@@ -264,7 +255,9 @@ class DreamAxes(Frozen):
 
 
 # The spec field that holds each sampler's own axes (per model, or in the grid for every model of that sampler).
-SAMPLER_AXES: dict[str, str] = {"llada": "llada", "dream": "dream", "autoregressive": "llama"}
+SAMPLER_AXES: dict[str, str] = {
+    "llada": "llada", "dream": "dream", "block_diffusion": "block_diffusion", "autoregressive": "llama",
+}
 
 
 class ModelSpec(Frozen):
@@ -279,9 +272,10 @@ class ModelSpec(Frozen):
     sampler: SamplerName | None = None
     # A diffusion model's [MASK] id; None = read from the checkpoint config or the synthetic tokenizer.
     mask_token_id: int | None = Field(default=None, ge=0)
-    # Per-model sampler axes replacing grid.llada / grid.dream (models of that sampler only).
+    # Per-model sampler axes replacing grid.llada / grid.dream / grid.block_diffusion (models of that sampler only).
     llada: LladaAxes | None = None
     dream: DreamAxes | None = None
+    block_diffusion: BlockDiffusionAxes | None = None
 
     _name = field_validator("name")(safe_name)
 
@@ -293,7 +287,7 @@ class ModelSpec(Frozen):
                 f"sampler: {self.sampler!r} does not fit {self.arch} models ({entry.title} is {entry.paradigm}); "
                 f"allowed: {entry.sampler}"
             )
-        for field, axes in (("llada", self.llada), ("dream", self.dream)):
+        for field, axes in (("llada", self.llada), ("dream", self.dream), ("block_diffusion", self.block_diffusion)):
             if axes is not None and entry.sampler != field:
                 raise ValueError(
                     f"{field}: {field} sampler axes given for a {self.arch} model, which generates with the "

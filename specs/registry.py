@@ -19,11 +19,11 @@ from pydantic import BaseModel, ConfigDict
 
 from specs.shapes import MINILM_VOCAB_SIZE, ModelShape
 
-Arch = Literal["llama", "llada", "qwen2", "dream"]
+Arch = Literal["llama", "llada", "qwen2", "dream", "fast_dllm_v2"]
 Paradigm = Literal["diffusion", "autoregressive"]
 # The step iterator that generates with a family (workers/samplers/): LLaDA's semi-autoregressive blocks,
-# Dream's whole-sequence denoising, or the autoregressive KV-cache decode loop.
-SamplerName = Literal["llada", "dream", "autoregressive"]
+# Dream's whole-sequence denoising, Fast-dLLM v2's block diffusion over a KV cache, or the autoregressive loop.
+SamplerName = Literal["llada", "dream", "block_diffusion", "autoregressive"]
 # The transformers class the weights load into: LlamaForCausalLM (no biases) or Qwen2ForCausalLM (QKV bias).
 Layout = Literal["llama", "qwen2"]
 
@@ -44,7 +44,7 @@ class Family(BaseModel):
     paradigm: Paradigm
     sampler: SamplerName
     layout: Layout
-    bidirectional: bool  # attention sees the whole sequence (every diffusion family here)
+    bidirectional: bool  # attention sees the whole sequence, or (block diffusion) the whole of its block
     logit_shift: int  # positions between a token and the logits that predict it (Dream: 1; LLaDA: 0)
     checkpoint_model_types: tuple[str, ...]  # config.json model_type values that load as this family
     hub_ids: tuple[str, ...]
@@ -158,6 +158,19 @@ FAMILIES: dict[str, Family] = {
             hub_ids=("Dream-org/Dream-v0-Base-7B", "Dream-org/Dream-v0-Instruct-7B"),
             presets={"tiny": _QWEN2_TINY, "small": _QWEN2_SMALL, "7b": _QWEN2_7B}, full_size="7b", peer="qwen2",
         ),
+        # Fast-dLLM v2 (Wu et al., arXiv:2509.26328): Qwen2.5-7B-Instruct fine-tuned (~1B tokens) into block
+        # diffusion; its network and config.json numbers are Qwen2.5-7B's.
+        Family(
+            name="fast_dllm_v2", title="Fast-dLLM v2", paradigm="diffusion", sampler="block_diffusion",
+            layout="qwen2", bidirectional=True, logit_shift=1, checkpoint_model_types=("Fast_dLLM_Qwen",),
+            hub_ids=("Efficient-Large-Model/Fast_dLLM_v2_7B",),
+            presets={"tiny": _QWEN2_TINY, "small": _QWEN2_SMALL, "7b": _QWEN2_7B}, full_size="7b", peer="qwen2",
+            published_quality=(
+                "Fast-dLLM v2's authors report it matching or surpassing its autoregressive base (Wu et al., Fast-dLLM "
+                "v2, arXiv:2509.26328, abstract; Qwen2.5-7B-Instruct), with blocks of 32 tokens: Fast-dLLM v2 7B "
+                "scores GSM8K 83.7 and averages 60.3 over HumanEval, HumanEval+, MBPP, MBPP+, GSM8K, MATH, IFEval, "
+                "MMLU and GPQA (NVlabs/Fast-dLLM, v2/README.md); no figure per threshold is recorded here"),
+        ),
     )
 }
 
@@ -189,7 +202,7 @@ def preset_shape(arch: str, name: str) -> ModelShape:
 
 
 def full_shape(arch: str) -> ModelShape:
-    """A family's published shape (LLaMA-3-8B, LLaDA-8B, Qwen2.5-7B, Dream-7B)."""
+    """A family's published shape (LLaMA-3-8B, LLaDA-8B, Qwen2.5-7B, Dream-7B, Fast-dLLM v2-7B)."""
     return family(arch).full_shape
 
 

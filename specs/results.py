@@ -154,7 +154,9 @@ class Environment(Record):
     cpu_threads: int | None = None
     # The KV cache the generation used: LLaMA "preallocated" (or "static" / "live", the compile variant's), LLaDA
     # "none" (vanilla) or a cached variant's "prefix" / "dual"; "dynamic" is transformers' own.
-    kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual"] | None = None
+    # Block diffusion: "block" (the cache of finished blocks, its design) or "block+sub-block" (with the sub-block cache).
+    kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual", "block",
+                      "block+sub-block"] | None = None
     # How a variant's step forward ran when not eagerly: "cuda graph" (captured by hand, replayed),
     # "torch.compile reduce-overhead (cuda graphs)", or "inductor" (a CPU: compiled, no graphs); None: eager.
     forward_capture: str | None = None
@@ -174,16 +176,29 @@ class QualityRecord(Record):
     """Quality of one continuation (None where a metric is off)."""
 
     prompt_id: int
+    sample: int | None = None  # which of a prompt's samples (the sampled reference); None for every other text
     bertscore_precision: float | None = None
     bertscore_recall: float | None = None
     bertscore_f1: float | None = None
     nll_per_token: float | None = None
     gen_ppl: float | None = None
+    nll_per_token_second: float | None = None  # the same under quality.perplexity.second_evaluator
+    gen_ppl_second: float | None = None
     elbo_nll_per_token: float | None = None  # LLaDA's bound: an upper bound on NLL, not a perplexity
     elbo_nll_per_token_stderr: float | None = None  # its Monte-Carlo standard error (per token)
     repeated_bigram_rate: float | None = None
     distinct_1: float | None = None
     distinct_2: float | None = None
+
+
+class TrainingEvaluation(Record):
+    """One held-out evaluation of a training run (miniature/trainer.py)."""
+
+    step: int
+    tokens: int
+    wall_s: float
+    heldout_loss: float
+    train_loss: float | None = None
 
 
 class ModelProvenance(Record):
@@ -200,6 +215,11 @@ class ModelProvenance(Record):
     unigram_entropy_nats: float  # the corpus's unigram entropy: the loss of a context-blind model
     corpus_sha256: str | None = None
     seed: int | None = None
+    # The training rule it was trained under, the evaluation it ships (the best held-out loss), and the curve.
+    training_rule: str | None = None
+    shipped_step: int | None = None
+    shipped_tokens: int | None = None
+    evaluations: list[TrainingEvaluation] | None = None
 
     @property
     def learned_beyond_unigram(self) -> bool:

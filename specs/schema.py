@@ -12,12 +12,15 @@ import re
 
 from pydantic import Field, field_validator, model_validator
 
+from specs.block_diffusion import BlockDiffusionAxes, BlockDiffusionImpl, BlockDiffusionSampling, schedule
 from specs.controls import (
     BertScoreSpec,
     Controls,
     ElboSpec,
     Extrapolation,
+    PACKAGED_SMOLLM2,
     HardwareRequirement,
+    ParitySpec,
     PerplexitySpec,
     Prompts,
     QualitySpec,
@@ -69,6 +72,21 @@ def _check_llada_combination(field: str, generation: int, axes: LladaAxes) -> No
                 )
 
 
+def _check_block_diffusion(field: str, index: int, controls: Controls, batches: list[int]) -> None:
+    """What block diffusion cannot run: a sampled draw over more than one row (the official draw takes row 0 only),
+    and a kernel that takes no 4-D mask (the prefill is block-causal)."""
+    if controls.temperature > 0 and max(batches) > 1:
+        raise ValueError(
+            f"controls.temperature: {controls.temperature} samples, and block diffusion (models.{index}) samples one "
+            f"row only (the official draw takes row 0); use temperature 0, or grid.batch_sizes [1] ({field})"
+        )
+    if controls.attention == "flash_attention_2":
+        raise ValueError(
+            f"controls.attention: 'flash_attention_2' takes no block-causal mask, which block diffusion's prefill "
+            f"needs (models.{index}); allowed: sdpa, eager"
+        )
+
+
 def _check_dream_combination(field: str, generation: int, axes: DreamAxes) -> None:
     """More Dream steps than generated tokens would spend forwards on steps that commit nothing (refused, as
     LLaDA's are)."""
@@ -109,6 +127,8 @@ class ExperimentSpec(Frozen):
                 raise ValueError(f"grid.{field}: given but no model generates with the {sampler} sampler")
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
+            if self.quality.perplexity.second_evaluator is not None:
+                self._check_evaluator(self.quality.perplexity.second_evaluator, "second_evaluator")
         if self.controls.extrapolation is not None:
             self._check_extrapolation(self.controls.extrapolation)
         unknown = [b for b in self.quality.batch_sizes or [] if b not in self.grid.batch_sizes]
@@ -125,6 +145,8 @@ class ExperimentSpec(Frozen):
                 )
             field = f"models.{index}.{axes_field}" if own is not None else f"grid.{axes_field}"
             llada, dream = self.llada_axes(m), self.dream_axes(m)
+            if self.block_diffusion_axes(m) is not None:
+                _check_block_diffusion(field, index, self.controls, self.grid.batch_sizes)
             for pair in self.grid.length_pairs():
                 if llada is not None:
                     _check_llada_combination(field, pair.generation, llada)
@@ -138,18 +160,19 @@ class ExperimentSpec(Frozen):
                     )
         return self
 
-    def _check_evaluator(self, evaluator: str) -> None:
+    def _check_evaluator(self, evaluator: str, field: str = "evaluator") -> None:
         named = self.model(evaluator)
         if named is not None and family(named.arch).is_diffusion:
             raise ValueError(
-                f"quality.perplexity.evaluator: {evaluator!r} is a {named.arch} model; the evaluator must be "
+                f"quality.perplexity.{field}: {evaluator!r} is a {named.arch} model; the evaluator must be "
                 "a causal LM (an autoregressive arch: llama or qwen2)"
             )
-        if named is None and "/" not in evaluator:
+        if named is None and "/" not in evaluator and evaluator != PACKAGED_SMOLLM2:
             choices = ", ".join(m.name for m in self.models if not family(m.arch).is_diffusion) or "none"
             raise ValueError(
-                f"quality.perplexity.evaluator: {evaluator!r} is neither an autoregressive model of this spec "
-                f"({choices}) nor a checkpoint (a path or a hub id such as meta-llama/Meta-Llama-3-8B)"
+                f"quality.perplexity.{field}: {evaluator!r} is neither {PACKAGED_SMOLLM2} (the packaged judge), an "
+                f"autoregressive model of this spec ({choices}) nor a checkpoint (a path or a hub id such as "
+                "meta-llama/Meta-Llama-3-8B)"
             )
 
     def _check_extrapolation(self, extrapolation: Extrapolation) -> None:
@@ -174,11 +197,14 @@ class ExperimentSpec(Frozen):
                 f"{self.grid.batch_sizes}"
             )
 
-    def evaluator_model(self) -> ModelSpec | None:
-        """The perplexity evaluator as a model: one of the spec's, or a checkpoint it names."""
+    def evaluator_model(self, second: bool = False) -> ModelSpec | None:
+        """The perplexity evaluator (or the second one) as a model: one of the spec's, or a checkpoint it names
+        (the packaged judge is the checkpoint the workers convert and cache under that name)."""
         if self.quality.perplexity is None:
             return None
-        evaluator = self.quality.perplexity.evaluator
+        evaluator = self.quality.perplexity.second_evaluator if second else self.quality.perplexity.evaluator
+        if evaluator is None:
+            return None
         named = self.model(evaluator)
         if named is not None:
             return named
@@ -196,6 +222,12 @@ class ExperimentSpec(Frozen):
         if family(model.arch).sampler != "dream":
             return None
         return model.dream or self.grid.dream
+
+    def block_diffusion_axes(self, model: ModelSpec) -> BlockDiffusionAxes | None:
+        """The block-diffusion sampler's axes that apply to a model (its own override first); None for others."""
+        if family(model.arch).sampler != "block_diffusion":
+            return None
+        return model.block_diffusion or self.grid.block_diffusion
 
     def model(self, name: str) -> ModelSpec | None:
         return next((m for m in self.models if m.name == name), None)
@@ -219,8 +251,9 @@ class RunConfig(Frozen):
     prompts: Prompts
     prompt_ids: list[int]
     quality: QualitySpec
-    # The perplexity evaluator resolved to a model (None when perplexity is off).
+    # The perplexity evaluator resolved to a model (None when perplexity is off), and the second one if any.
     evaluator: ModelSpec | None = None
+    second_evaluator: ModelSpec | None = None
     # LLaDA: time only the first `timed_steps` steps and extrapolate (controls.extrapolation); None: in full.
     timed_steps: int | None = Field(default=None, gt=0)
     # The implementation variant; None is vanilla (so vanilla runs keep the ids they had before variants).
@@ -229,22 +262,27 @@ class RunConfig(Frozen):
     # Dream's sampler setting (alg, alg_temp, top_p, top_k); None for other samplers.
     dream: DreamSampling | None = None
     dream_impl: DreamImpl | None = None
+    # Block diffusion's setting (sub-block, threshold, departures) and variant; `block_length` is its block and
+    # `steps` its fixed schedule's forwards (K, threshold 1: specs/block_diffusion.py `schedule`).
+    block_diffusion: BlockDiffusionSampling | None = None
+    block_diffusion_impl: BlockDiffusionImpl | None = None
     # Which of the spec's `controls.sessions` this run belongs to (None when the spec asks for one session, so a
     # sweep of one session keeps the ids it had before sessions existed).
     session: int | None = Field(default=None, ge=0)
 
-    @field_validator("llada_impl", "llama_impl", "dream_impl")
+    @field_validator("llada_impl", "llama_impl", "dream_impl", "block_diffusion_impl")
     @classmethod
     def _vanilla_is_none(
-        cls, impl: LladaImpl | LlamaImpl | DreamImpl | None
-    ) -> LladaImpl | LlamaImpl | DreamImpl | None:
+        cls, impl: LladaImpl | LlamaImpl | DreamImpl | BlockDiffusionImpl | None
+    ) -> LladaImpl | LlamaImpl | DreamImpl | BlockDiffusionImpl | None:
         """The plain implementation is stored as None, however it was given: one config, one run id."""
         return None if impl is not None and impl.name == VANILLA else impl
 
     @model_validator(mode="after")
     def _impl_matches_arch(self) -> RunConfig:
         sampler = family(self.model.arch).sampler
-        fields = (("llada_impl", "llada"), ("llama_impl", "autoregressive"), ("dream", "dream"), ("dream_impl", "dream"))
+        fields = (("llada_impl", "llada"), ("llama_impl", "autoregressive"), ("dream", "dream"), ("dream_impl", "dream"),
+                  ("block_diffusion", "block_diffusion"), ("block_diffusion_impl", "block_diffusion"))
         for field, fits in fields:
             if getattr(self, field) is not None and sampler != fits:
                 raise ValueError(
@@ -252,6 +290,8 @@ class RunConfig(Frozen):
                 )
         if sampler == "dream" and self.dream is None:
             raise ValueError(f"dream: the Dream sampler's setting is missing for {self.model.name!r}")
+        if sampler == "block_diffusion":
+            self._check_block_schedule()
         if self.llada_impl is not None and self.llada_impl.parallel and self.remasking == "random":
             raise ValueError("llada_impl: threshold and factor rank confidence; they need remasking low_confidence")
         sessions = self.controls.sessions
@@ -262,9 +302,21 @@ class RunConfig(Frozen):
             )
         return self
 
+    def _check_block_schedule(self) -> None:
+        setting = self.block_diffusion
+        if setting is None or self.block_length is None:
+            raise ValueError(f"block_diffusion: the setting and block_length are missing for {self.model.name!r}")
+        if self.block_length % setting.sub_block_length:
+            raise ValueError(f"block_diffusion.sub_block_length: {setting.sub_block_length} does not divide "
+                             f"block_length {self.block_length}")  # fmt: skip
+        k = schedule(self.prompt_length, self.generation_length, self.block_length, setting.sub_block_length,
+                     setting.prefill_one_block_prompt).max_forwards  # fmt: skip
+        if self.steps != k:
+            raise ValueError(f"steps: block diffusion's are its schedule's forwards at threshold 1, {k}, not {self.steps}")
+
     @property
     def impl_name(self) -> str:
-        impl = self.llada_impl or self.llama_impl or self.dream_impl
+        impl = self.llada_impl or self.llama_impl or self.dream_impl or self.block_diffusion_impl
         return impl.name if impl is not None else VANILLA
 
     @property
@@ -272,6 +324,8 @@ class RunConfig(Frozen):
         """Which positions a diffusion step commits, in words: LLaDA's remasking, or Dream's alg (@ its alg_temp)."""
         if self.dream is not None:
             return self.dream.alg + (f"@{self.dream.alg_temp:g}" if self.dream.alg_temp else "")
+        if self.block_diffusion is not None:
+            return f"threshold@{self.block_diffusion.threshold:g}/sub{self.block_diffusion.sub_block_length}"
         return self.remasking
 
     @property
@@ -292,6 +346,9 @@ class RunConfig(Frozen):
 
 __all__ = [
     "VANILLA",
+    "BlockDiffusionAxes",
+    "BlockDiffusionImpl",
+    "BlockDiffusionSampling",
     "PRESET_NAMES",
     "SAFE_NAME",
     "Attention",
@@ -317,6 +374,8 @@ __all__ = [
     "LlamaImpl",
     "ModelSource",
     "ModelSpec",
+    "PACKAGED_SMOLLM2",
+    "ParitySpec",
     "PerplexitySpec",
     "Prompts",
     "QualitySpec",

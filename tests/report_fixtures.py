@@ -33,6 +33,7 @@ from specs.results import (
     MeasuredRoofs,
     Memory,
     ModelProvenance,
+    TrainingEvaluation,
     QualityRecord,
     RunResult,
     RunStatus,
@@ -285,6 +286,9 @@ def _provenance(grid: FixtureGrid, arch: str) -> ModelProvenance | None:
         trained_by="llada-bench train", arch=arch, parameters=5_510_000, steps=1600, tokens_seen=1_230_000,
         wall_s=1800.0, heldout_loss_nats=4.8 if learned else 6.5,
         heldout_measure="next-token cross-entropy" if learned else "masked-diffusion bound", unigram_entropy_nats=6.6,
+        training_rule="every member sees the same 1,230,000 training tokens", shipped_step=1600,
+        evaluations=[TrainingEvaluation(step=k, tokens=k * 768, wall_s=k * 1.1, heldout_loss=loss)
+                     for k, loss in ((800, 7.0), (1600, 4.8 if learned else 6.5))],
     )
 
 

@@ -145,3 +145,39 @@ def test_export_loads_through_the_benchmark_loader_to_identical_logits(arch: str
             assert "model.transformer.blocks.0.ff_proj.weight" in set(reader.keys())
     (tmp_path / "config.json").write_text((tmp_path / "config.json").read_text() + " ")
     assert verify_checksums(tmp_path) == ["config.json: checksum differs"]
+
+
+def test_the_token_budget_sets_each_members_step_count() -> None:
+    from miniature.pipeline import CONTEXT, TOKEN_BUDGET, default_configs
+    from miniature.trainer import step_draw
+
+    configs = default_configs()
+    assert (configs["llada"].steps, configs["llama"].steps) == (1600, 1394)  # the shipped pair's
+    for arch, config in configs.items():
+        seen = [config.batch_size * step_draw(arch, CONTEXT, config, s)[1] for s in range(config.steps)]
+        assert sum(seen) >= TOKEN_BUDGET > sum(seen[:-1])  # the fewest steps that hold the budget
+    assert sum(32 * step_draw("llada", CONTEXT, configs["llada"], s)[1] for s in range(1600)) == TOKEN_BUDGET
+
+
+@pytest.mark.slow
+def test_every_evaluation_keeps_its_weights_for_the_best_and_for_an_adapted_member(data, tmp_path: Path) -> None:
+    from miniature.pipeline import adapted_start
+    from miniature.trainer import best_evaluation, kept_evaluations, load_evaluation_weights
+
+    tokenizer, special, train_ids, heldout_ids = data
+    shape = _shape("llama", len(tokenizer))
+    config = dataclasses.replace(TINY_CONFIG, steps=20)
+    model, log = train(shape, special, train_ids, heldout_ids, config, tmp_path)
+    kept = kept_evaluations(tmp_path)
+    assert [(k["step"], k["tokens"], k["heldout_loss"]) for k in kept] == [
+        (e["step"], e["tokens"], e["heldout_loss"]) for e in log.evaluations]
+    final = {name: t.clone() for name, t in model.state_dict().items()}
+    assert all(torch.equal(final[n], t) for n, t in load_evaluation_weights(model, tmp_path, 20).state_dict().items())
+    earlier = load_evaluation_weights(model, tmp_path, 10).state_dict()
+    assert not torch.equal(earlier["model.norm.weight"], final["model.norm.weight"])
+    assert best_evaluation(log.evaluations)["heldout_loss"] == min(e["heldout_loss"] for e in log.evaluations)
+    # An adapted member that trains the last 10 steps' tokens starts from the weights at step 10.
+    budget, at_10 = log.evaluations[-1]["tokens"], log.evaluations[0]["tokens"]
+    assert adapted_start(tmp_path, budget - at_10, tokens=budget) == kept[0]["path"]
+    with pytest.raises(ValueError, match=f"choose a fine-tuning budget that leaves one of: {at_10}, {budget}"):
+        adapted_start(tmp_path, 7, tokens=budget)

@@ -128,7 +128,7 @@ def test_calibration_rows_show_good_and_chance(scorer, models, examples) -> None
         examples,
         fake_generations(models["llama-tiny"], examples, 1),
         model=models["llama-tiny"],
-        sampled=fake_generations(models["llama-tiny"], examples, 2),
+        sampled=[fake_generations(models["llama-tiny"], examples, 2)],
         load_evaluator=lambda spec: models[spec.name],
     )
     reference, unrelated = (

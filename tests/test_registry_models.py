@@ -79,7 +79,8 @@ def test_each_family_builds_its_tiny_preset_with_its_layout(arch: str) -> None:
     assert shape_of_config(loaded.model.config) == entry.preset("tiny")
     assert type(loaded.model).__name__ == {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}[entry.layout]
     assert (loaded.mask_token_id is not None) == entry.is_diffusion
-    assert is_dream_bidirectional(loaded.model) == (entry.sampler == "dream")
+    # Dream's bidirectional Qwen2 attention serves block diffusion too (its block masks are the sampler's).
+    assert is_dream_bidirectional(loaded.model) == (entry.sampler in ("dream", "block_diffusion"))
     q_proj = loaded.model.model.layers[0].self_attn.q_proj
     assert (q_proj.bias is not None) == entry.preset("tiny").attention_bias
     if q_proj.bias is not None:
@@ -148,7 +149,7 @@ def test_a_sampler_that_does_not_fit_is_refused_naming_the_field(mutate, expecte
 def test_naming_the_fitting_sampler_is_accepted_and_each_family_has_one() -> None:
     spec = spec_from(mutated(lambda d: _with_dream(d)["models"][2].update(sampler="dream")))
     assert spec.models[2].sampler == "dream"
-    assert {f.sampler for f in FAMILIES.values()} == {"llada", "dream", "autoregressive"}
+    assert {f.sampler for f in FAMILIES.values()} == {"llada", "dream", "block_diffusion", "autoregressive"}
 
 
 def test_a_dream_run_is_described_by_its_alg_and_variant_not_a_block() -> None:

@@ -548,6 +548,15 @@ def test_an_unlearned_llada_model_gets_a_warning_on_every_quality_figure(tmp_pat
         drawn = [t.get_text() for ax in fig.axes for t in ax.texts]
         assert any("WARNING" in t for t in drawn), "the warning is drawn across the panels"
         assert any("trained here" in n and "tokens seen" in n for n in data.notes)  # provenance in the caption
+    # Both members' loss curves, each shipped evaluation circled, under the rule the logs record.
+    from report.figures.training import training_curves_table, training_loss
+
+    curves = training_loss(table, training_curves_table(results))
+    data = plotted(curves)
+    lines = {s.model: s for panel in data.panels for s in panel.series}
+    assert set(lines) == {"llama-tiny", "llada-tiny"} and lines["llada-tiny"].y == (7.0, 6.5)
+    assert lines["llada-tiny"].markers == ("", "shipped")
+    assert any("Training rule: every member sees the same 1,230,000 training tokens" in n for n in data.notes)
 
 
 # ------------------------------------------------------------------ each family its own colour and marker

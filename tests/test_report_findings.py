@@ -127,8 +127,9 @@ def test_findings_without_parity() -> None:
 
 def test_findings_name_the_headline_reference_and_the_repetition_beside_perplexity() -> None:
     findings = findings_of({8: 0.5 + noise(1), 16: 0.7 + noise(2), 32: 0.83 + noise(3), 64: 0.9 + noise(4)})
-    (ppl,) = values(findings, "S_parity: llada, perplexity vs llama sampled (T = 1)")
+    (ppl,) = values(findings, "S_parity: llada, perplexity vs llama greedy")  # the timed text heads perplexity
     assert ppl.startswith("16 steps") and "repeated-bigram rate 0.1 at S_parity vs 0.1 for the reference" in ppl
+    assert "within 10% (|Δ log ppl| ≤ log 1.1) by a two one-sided test at 0.05" in ppl
     crossings = findings.filter(pl.col("finding").str.starts_with("B*"))
     assert crossings.height == 4 and crossings["source"].unique().to_list() == [CROSSOVER_ANCHOR]
     text = findings_text(findings)

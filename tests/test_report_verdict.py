@@ -13,12 +13,17 @@ from report.pairings import BEST_PAIRING, VANILLA_PAIRING, FindingsFile, Pairing
 from report.render import render_report
 from report.verdict import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, verdict
 
-PPL = SParity(metric="gen_ppl", reference="llama-mini sampled (T = 1)", judge="llama-mini", judge_under_test=True,
-              steps=4, bound="=", replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0)
+PPL = SParity(metric="gen_ppl", reference="llama-mini greedy", judge="packaged-smollm2", steps=4, bound="=",
+              replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0,
+              margin="within 10% (|Δ log ppl| ≤ log 1.1)", alpha=0.05, n_prompts=24, replicate_steps=[4, 8],
+              replicate_shares=[0.58, 0.42])
+# BERTScore cannot tell its reference from an unrelated passage here: it decides nothing.
 BERT = SParity(metric="bertscore_f1", reference="llama-mini greedy", steps=None, bound=None, replicate_low_steps=32,
-               parity_fraction=0.24)
+               parity_fraction=0.24, margin="within 0.02", alpha=0.05, n_prompts=24, decides=False,
+               gate="cannot separate text from chance at this scale")
 BERT_AT_8 = BERT.model_copy(update={"steps": 8, "bound": "=", "replicate_low_steps": 8, "replicate_high_steps": 8,
-                                    "parity_fraction": 0.9})
+                                    "parity_fraction": 0.9, "decides": True, "replicate_steps": [8],
+                                    "replicate_shares": [0.9]})
 
 
 def point(batch: int, speedup: float, low: float, high: float, *, llama: str = "vanilla", llada: str = "vanilla",
@@ -69,8 +74,16 @@ def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_
                            "for like, a compiled LLaMA against an eager LLaDA; no compiled or graph-captured LLaDA "
                            "was measured)")
     assert "LLaDA is 1.6x [1.3, 1.9] faster than LLaMA at B = 1" in best
-    assert "perplexity matches llama-mini sampled (T = 1) from 4 steps, judged by llama-mini, the LLaMA under test" in quality
-    assert "BERTScore F1 never matches llama-mini greedy within the 2–8 steps swept" in quality
+    # The judge, the reference (the timed greedy text), the margin and the test, and every step count that S_parity's
+    # replicates reach with its speedup and B*.
+    assert ("perplexity judged by packaged-smollm2 (SmolLM2-135M-Instruct, a pretrained model this package did not "
+            "train) against llama-mini greedy (the text that was timed) is within 10% (|Δ log ppl| ≤ log 1.1) or "
+            "better from 4 steps on (a two one-sided test at 5%, 24 paired prompts)") in quality
+    assert ("S_parity over bootstrap replicates of the prompts: at 4 steps (58%) 2.15x [1.87, 2.46] at B = 1, B* 4.32 "
+            "[3.46, 5.4]; at 8 steps (42%) 1.12x [0.93, 1.29] at B = 1, B* 1.24 [0.992, 1.55]") in quality
+    # A metric at chance is never "never matches": it decides nothing.
+    assert "BERTScore F1 cannot separate text from chance at this scale, so it decides no parity" in quality
+    assert "never matches" not in quality
     assert sure.startswith("How sure: each speedup's interval is a 95% t interval over sessions, 3 sessions x 5 + 5")
     assert "S_parity on perplexity: replicates over prompts put it at 4–8 steps (the grid's resolution, not a " \
            "confidence interval)" in sure
@@ -81,7 +94,7 @@ def test_equal_quality_only_where_every_headline_metric_holds_parity() -> None:
     both = [pairing(k, [point(1, x, x * 0.9, x * 1.1), point(16, 0.3, 0.2, 0.4)], b, s_parity=(PPL, BERT_AT_8))
             for k, x, b in ((4, 2.15, 4.3), (8, 1.12, 1.24))]
     first = verdict(both)[0]
-    assert ("at equal quality (perplexity as good as llama-mini sampled (T = 1) from 4 steps, BERTScore F1 as good "
+    assert ("at equal quality (perplexity as good as llama-mini greedy from 4 steps, BERTScore F1 as good "
             "as llama-mini greedy from 8 steps) at 8 steps (K = N_out/4): LLaDA is 1.12x") in first
 
 

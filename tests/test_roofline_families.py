@@ -206,7 +206,8 @@ def test_dream_memory_has_no_cache_and_its_logits_over_the_generation() -> None:
 
 @pytest.mark.parametrize("arch", list(FAMILIES))
 def test_predict_falls_back_to_the_published_shape(arch: str) -> None:
-    keywords = {"llada": {"steps": 8, "block_length": 8}, "dream": {"steps": 8}}.get(arch, {})
+    keywords = {"llada": {"steps": 8, "block_length": 8}, "dream": {"steps": 8},
+                "fast_dllm_v2": {"block_length": 8, "sub_block_length": 4}}.get(arch, {})
     p = predict(arch, None, batch=1, prompt_len=16, gen_len=8, hardware=H200, **keywords)
     assert p.arch == arch
     assert p.weights_bytes == weights_bytes(full_shape(arch))

@@ -20,7 +20,7 @@ CASES = [
     ("unknown model key", lambda d: d["models"][0].update(sorce=1), "models.0.sorce: unknown key; allowed: name, arch, source"),
     ("unknown nested key", lambda d: d["controls"].update(hardware={"gpu": "A100", "exclusiv": True}),
      "controls.hardware.exclusiv: unknown key; allowed: gpu, exclusive, allow_mismatch"),
-    ("bad arch", lambda d: d["models"][0].update(arch="gpt"), "models.0.arch: allowed: 'llama', 'llada', 'qwen2' or 'dream' (got 'gpt')"),
+    ("bad arch", lambda d: d["models"][0].update(arch="gpt"), "models.0.arch: allowed: 'llama', 'llada', 'qwen2', 'dream' or 'fast_dllm_v2' (got 'gpt')"),
     ("bad preset", lambda d: d["models"][0]["source"].update(synthetic="huge"),
      "models.0.source.synthetic: allowed: 'tiny', 'small', '8b' or '7b' (got 'huge')"),
     ("source without a kind", lambda d: d["models"][0].update(source={"chekpoint": "a/b"}),
@@ -55,7 +55,8 @@ CASES = [
     ("grid.llada without llada models", lambda d: d.update(models=[d["models"][0]]), "grid.llada: given but no model generates with the llada sampler"),
     ("llada without axes", lambda d: d["grid"].pop("llada"), "grid.llada: model 'llada-tiny' generates with the llada sampler but neither grid.llada"),
     ("evaluator unknown", lambda d: d["quality"]["perplexity"].update(evaluator="gpt9"),
-     "quality.perplexity.evaluator: 'gpt9' is neither an autoregressive model of this spec (llama-tiny)"),
+     "quality.perplexity.evaluator: 'gpt9' is neither packaged-smollm2 (the packaged judge), an autoregressive model of "
+     "this spec (llama-tiny)"),
     ("evaluator not causal", lambda d: d["quality"]["perplexity"].update(evaluator="llada-tiny"),
      "quality.perplexity.evaluator: 'llada-tiny' is a llada model"),
     ("missing prompt file", lambda d: d["prompts"].update(dataset="nope.txt"), "prompts.dataset: no such file 'nope.txt'"),
@@ -108,7 +109,7 @@ def test_spec_models_are_frozen() -> None:
 def test_presets_cover_every_arch_and_size() -> None:
     for arch in ("llama", "llada"):
         assert set(FAMILIES[arch].presets) == {"tiny", "small", "8b"}
-    for arch in ("qwen2", "dream"):
+    for arch in ("qwen2", "dream", "fast_dllm_v2"):
         assert set(FAMILIES[arch].presets) == {"tiny", "small", "7b"}
     # The published 8B shapes: LLaMA-3-8B has GQA with 8 KV heads; LLaDA-8B is full MHA.
     assert preset_shape("llama", "8b").num_kv_heads == 8

@@ -17,7 +17,7 @@ from tests.worker_fixtures import (
     one_thread,  # noqa: F401  (a fixture: usefixtures finds it by name)
     run_config,
 )
-from workers.measure import scenario
+from workers.measure import diffusion_samplers, scenario
 from workers.measure.scenario import batch_seed
 from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
 
@@ -178,18 +178,22 @@ def _failing_after(real, steps_before_failure: int, error: BaseException):
     return factory
 
 
-@pytest.mark.parametrize("arch, factory", [("llama", "ar_steps"), ("llada", "llada_steps")])
-def test_out_of_memory_is_a_result_and_the_worker_goes_on(monkeypatch: pytest.MonkeyPatch, arch: str, factory: str) -> None:
+# Where a run looks each step iterator up: the autoregressive loop in the scenario, a diffusion sampler's builder.
+@pytest.mark.parametrize("arch, module, factory", [("llama", scenario, "ar_steps"),
+                                                   ("llada", diffusion_samplers, "llada_steps")])
+def test_out_of_memory_is_a_result_and_the_worker_goes_on(
+    monkeypatch: pytest.MonkeyPatch, arch: str, module: object, factory: str
+) -> None:
     worker = Worker()
-    real = getattr(scenario, factory)
+    real = getattr(module, factory)
     oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-    monkeypatch.setattr(scenario, factory, _failing_after(real, 3, oom))
+    monkeypatch.setattr(module, factory, _failing_after(real, 3, oom))
     result = worker.run(run_config(arch), sweep="s", run_id="oom")
     assert result.status == RunStatus.OOM
     assert "OutOfMemoryError" in result.error and "Tried to allocate" in result.traceback
     assert result.memory is not None and result.memory.weights_bytes > 0
     assert result.samples is None and result.environment is not None
-    monkeypatch.setattr(scenario, factory, real)
+    monkeypatch.setattr(module, factory, real)
     after = worker.run(run_config(arch), sweep="s", run_id="after")
     assert after.status == RunStatus.OK and after.model_load_s == 0.0
     assert worker.load_counts == {f"{arch}-tiny": 1}  # the model survived the OOM
@@ -203,12 +207,12 @@ def test_cpu_allocation_failure_counts_as_oom(monkeypatch: pytest.MonkeyPatch) -
 
 def test_exceptions_are_errors_with_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
     worker = Worker()
-    real = scenario.llada_steps
-    monkeypatch.setattr(scenario, "llada_steps", _failing_after(real, 1, ValueError("sampler exploded")))
+    real = diffusion_samplers.llada_steps
+    monkeypatch.setattr(diffusion_samplers, "llada_steps", _failing_after(real, 1, ValueError("sampler exploded")))
     result = worker.run(run_config("llada"), sweep="s", run_id="err", attempt=2)
     assert result.status == RunStatus.ERROR and result.error == "ValueError: sampler exploded"
     assert "sampler exploded" in result.traceback and result.attempts == 2 and result.memory is None
-    monkeypatch.setattr(scenario, "llada_steps", real)
+    monkeypatch.setattr(diffusion_samplers, "llada_steps", real)
     assert worker.run(run_config("llada"), sweep="s", run_id="ok").status == RunStatus.OK
 
 

@@ -231,13 +231,12 @@ class Worker:
         sampled = None
         sampled_temperature = config.quality.llama_sampled_temperature
         if not is_diffusion(config.model.arch) and sampled_temperature is not None:
-            sampled_outputs = {
-                b: generate_untimed(
-                    loaded, config, batch, seed=batch_seed(seed, b), temperature=sampled_temperature, compiled=compiled
-                )
-                for b, batch in enumerate(inputs)
-            }
-            sampled = self._generations(loaded, examples, config.batch_size, sampled_outputs)
+            from workers.quality.sampled import sampled_generations
+
+            sampled = sampled_generations(
+                loaded, config, examples, lambda ex, out, size: self._generations(loaded, list(ex), size, out),
+                temperature=sampled_temperature,
+            )
         device = loaded.device
         outcome = self._quality_scorer(device).score_run(
             config, examples, generations, model=loaded, sampled=sampled,
@@ -259,7 +258,8 @@ class Worker:
     def _ensure_model(self, config: RunConfig, device: torch.device, progress: _Progress) -> LoadedModel:
         """The run's model, alone on the device: resident already, or loaded now (never evicting the run's
         evaluator to make room)."""
-        keep = [model_key(m, config.controls, device) for m in (config.model, config.evaluator) if m is not None]
+        judges = (config.evaluator, config.second_evaluator)
+        keep = [model_key(m, config.controls, device) for m in (config.model, *judges) if m is not None]
         loaded, load_s = self._resident_model(config.model, config.controls, device, alone=True, keep=keep)
         progress.model_load_s = load_s
         progress.weights_bytes = loaded.weights_bytes
@@ -267,7 +267,8 @@ class Worker:
 
     def _evaluator(self, config: RunConfig, spec: ModelSpec, device: torch.device) -> LoadedModel:
         """The perplexity evaluator, on the device beside the run's model for scoring."""
-        keep = [model_key(m, config.controls, device) for m in (config.model, spec)]
+        keep = [model_key(m, config.controls, device) for m in (config.model, config.evaluator,
+                                                                 config.second_evaluator, spec) if m is not None]
         return self._resident_model(spec, config.controls, device, alone=False, keep=keep)[0]
 
     def _resident_model(

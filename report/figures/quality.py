@@ -185,7 +185,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                      parity: pl.DataFrame | None = None) -> Figure:
     """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block length or alg; each AR
     model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
-    metric's headline reference as a dashed vertical line with its CI shaded. One panel per generation length.
+    metric's headline reference as a dashed vertical line with its replicates' span shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
     frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
     df, hardware = frame.runs, frame.hardware
@@ -220,7 +220,9 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
         frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", quality_axis(ax, metric), series)
     notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
-             "matches the reference at every larger step, against the metric's headline reference.",)
+             "is equivalent to the metric's headline reference or better (a two one-sided test against the spec's "
+             "margin) at that and every larger step; the shaded span is where bootstrap replicates over prompts put "
+             "it (the grid's resolution, not a confidence interval).",)
     return frame.finish(f"{sides.dllm} quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
                         notes + _quality_notes(df), df, warnings=_warnings(df))
 
@@ -245,8 +247,8 @@ def _llama_levels(ax, sub: pl.DataFrame) -> list[Series]:
 
 def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[int, int], metric: str,
                  block_colors: dict | None, max_steps: int, alg_colors: dict | None = None) -> list[Series]:
-    """S_parity as a dashed vertical line with its CI shaded (to past the last swept step when the CI's upper
-    end lies beyond them), or a note that the swept steps never reach parity. `block_colors` is given when
+    """S_parity as a dashed vertical line with the span of its bootstrap replicates shaded (the grid's resolution,
+    not a confidence interval; to past the last swept step when the replicates' upper end lies beyond them), or a note that the swept steps never reach parity. `block_colors` is given when
     several block lengths share the panel, `alg_colors` when several of Dream's algs do: each marker then names
     and takes its block's (alg's) colour."""
     if parity is None or not parity.height:
@@ -272,8 +274,8 @@ def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[
         low = row["s_parity_low"] if row["s_parity_low"] is not None else s_parity
         high = row["s_parity_high"]
         bound = "<= " if row["s_parity_bound"] == "<=" else "= "
-        ci = f"95% CI {low:g}–{f'{high:g}' if high is not None else f'>{max_steps}'}"
-        label = f"S_parity{block} {bound}{s_parity:g}{against} ({ci})"
+        span = f"{low:g}–{f'{high:g}' if high is not None else f'>{max_steps}'}"
+        label = f"S_parity{block} {bound}{s_parity:g}{against} (bootstrap replicates {span}, not a CI)"
         ax.axvline(s_parity, color=color, linestyle="--", linewidth=1.2, label=label)
         right = high if high is not None else max_steps * 1.4
         if right > low:

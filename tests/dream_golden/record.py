@@ -83,30 +83,33 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def import_official(directory: Path) -> Any:
-    """Import the official files as a package of their own (they import each other relatively)."""
-    missing = [name for name in OFFICIAL_FILES if not (directory / name).is_file()]
+def import_official(
+    directory: Path, files: tuple[str, ...] = OFFICIAL_FILES, package: str = OFFICIAL_PACKAGE,
+    module: str = "modeling_dream",
+) -> Any:
+    """Import the official files as a package of their own (they import each other relatively); its `module`."""
+    missing = [name for name in files if not (directory / name).is_file()]
     if missing:
         raise SystemExit(f"--official {directory} lacks {missing}: extract them as RECORDING.md says")
     spec = importlib.util.spec_from_file_location(
-        OFFICIAL_PACKAGE, directory / "__init__.py", submodule_search_locations=[str(directory)]
+        package, directory / "__init__.py", submodule_search_locations=[str(directory)]
     )
     assert spec is not None
-    sys.modules[OFFICIAL_PACKAGE] = importlib.util.module_from_spec(spec)
-    return importlib.import_module(f"{OFFICIAL_PACKAGE}.modeling_dream")
+    sys.modules[package] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{package}.{module}")
 
 
-def load_official_model(modeling: Any, checkpoint: Path) -> torch.nn.Module:
-    """The official DreamModel from the tiny checkpoint, checked to hold exactly the file's tensors."""
-    model = modeling.DreamModel.from_pretrained(str(checkpoint), torch_dtype=torch.float32).eval()
+def load_official_model(model_class: Any, checkpoint: Path) -> torch.nn.Module:
+    """The official model class from the tiny checkpoint, checked to hold exactly the file's tensors."""
+    model = model_class.from_pretrained(str(checkpoint), torch_dtype=torch.float32).eval()
     on_disk = load_file(str(checkpoint / WEIGHTS_NAME))
     in_model = model.state_dict()
     missing, unexpected = sorted(set(in_model) - set(on_disk)), sorted(set(on_disk) - set(in_model))
     if missing or unexpected:
-        raise SystemExit(f"checkpoint does not match DreamModel: missing {missing}, unexpected {unexpected}")
+        raise SystemExit(f"checkpoint does not match {model_class.__name__}: missing {missing}, unexpected {unexpected}")
     for name, tensor in on_disk.items():
         if not torch.equal(in_model[name], tensor):
-            raise SystemExit(f"DreamModel.from_pretrained changed {name}")
+            raise SystemExit(f"{model_class.__name__}.from_pretrained changed {name}")
     return model
 
 
@@ -261,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         checkpoint = write_tiny_dream_checkpoint(Path(tmp) / "tiny-dream", seed=CHECKPOINT_SEED)
         weights_sha256 = _sha256(checkpoint / WEIGHTS_NAME)
-        model = load_official_model(modeling, checkpoint)
+        model = load_official_model(modeling.DreamModel, checkpoint)
 
     capture = ForwardCapture(model)
     cases = generation_cases()

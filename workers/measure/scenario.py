@@ -2,10 +2,11 @@
 
 Trackers wrap calls (STYLE 4): the samplers advance one model forward per `next()` and know nothing of
 time; this module puts a timer around the whole generation (L_e2e) and one around each `next()` (LLaMA:
-the prefill is TTFT, each decode an ITL sample; LLaDA: each diffusion step). Intervals are read only
-after a repetition has finished, so on GPU no host sync is added inside the timed region; the LLaDA
-sampler's one host sync per block (finding the block's window) runs between steps, outside any step
-timer (`prepare_step`). Raw samples are kept; medians, IQRs and CIs are the report's job.
+the prefill is TTFT, each decode an ITL sample; a diffusion model: each step, one forward). Intervals are read
+only after a repetition has finished, so on GPU no host sync is added inside the timed region; the LLaDA
+sampler's one host sync per block (finding the block's window), and block diffusion's one per forward (reading
+the block's tokens to decide the next forward), run between steps, outside any step timer (`prepare_step`).
+The diffusion samplers are built from the run's config in workers/measure/diffusion_samplers.py. Raw samples are kept; medians, IQRs and CIs are the report's job.
 
 A run starts from a clean allocator (`free_device_memory`), runs its warm-ups, and only then enters the
 memory and energy trackers around the measured repetitions. On CPU one more generation of the first prompt
@@ -31,7 +32,6 @@ Every run records the forwards of each repetition and the bytes its KV cache hel
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -39,18 +39,15 @@ import torch
 from specs.registry import family, is_diffusion
 from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
 from specs.schema import RunConfig
+from workers.measure.compiled_steps import CompiledSteps, forward_capture, uses_compiled_steps
 from workers.measure.energy import EnergyMeter
+from workers.measure.diffusion_samplers import DIFFUSION_SAMPLERS
 from workers.measure.memory import MemoryTracker, free_device_memory, tensor_peak_bytes
 from workers.measure.preparation import Preparation
 from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 from workers.models.loading import LoadedModel
 from workers.samplers.autoregressive import KV_CACHE, ar_steps
 from workers.samplers.cache_check import require_written
-from workers.samplers.compiled import CompiledDecode
-from workers.samplers.dream import DreamSampler, dream_steps
-from workers.samplers.dream_graphs import DreamGraphs
-from workers.samplers.llada import LladaSampler, llada_steps
-from workers.samplers.llada_graphs import LladaGraphs
 
 
 @dataclass
@@ -63,78 +60,6 @@ class TimedGeneration:
     committed: list[int] = field(default_factory=list)  # LLaDA: tokens committed per step, whole batch
     forwards: int = 0  # model forwards this generation ran (CFG widens a forward, it does not repeat it)
     cache_bytes: int | None = None  # bytes its KV cache held; None: no cache (vanilla LLaDA)
-
-
-class CompiledSteps:
-    """A run's compiled or captured step forwards, one set per batch shape, kept for its untimed quality
-    generations too: LLaMA's `compile` decode steps, LLaDA's `graph` forwards."""
-
-    def __init__(self) -> None:
-        self._steps: dict[tuple[int, int], CompiledDecode] = {}
-        self._graphs: dict[tuple[int, int], LladaGraphs] = {}
-        self._dream_graphs: dict[tuple[int, int], DreamGraphs] = {}
-        self.preparation = Preparation()  # every step forward's preparation, and the guard of the timed region
-
-    def for_batch(
-        self, loaded: LoadedModel, input_ids: torch.Tensor, n_new: int, decode_attention: str = "static"
-    ) -> CompiledDecode:
-        batch, prompt = input_ids.shape
-        key = (batch, prompt + n_new)
-        if key not in self._steps:
-            self._steps[key] = CompiledDecode(
-                loaded.model, batch=batch, capacity=prompt + n_new, decode_attention=decode_attention,
-                preparation=self.preparation,
-            )  # fmt: skip
-        return self._steps[key]
-
-    def llada_for_batch(self, loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor) -> LladaGraphs:
-        batch, prompt = input_ids.shape
-        rows = batch * (2 if config.cfg_scale > 0 else 1)  # CFG doubles the rows a forward feeds
-        key = (rows, prompt + config.generation_length)
-        if key not in self._graphs:
-            cache = config.llada_impl.cache if config.llada_impl is not None else "none"
-            self._graphs[key] = LladaGraphs(
-                loaded.model, rows=rows, length=key[1], cache=cache, preparation=self.preparation
-            )
-        return self._graphs[key]
-
-    def dream_for_batch(self, loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor) -> DreamGraphs:
-        batch, prompt = input_ids.shape
-        key = (batch, prompt + config.generation_length)
-        if key not in self._dream_graphs:
-            self._dream_graphs[key] = DreamGraphs(
-                loaded.model, rows=batch, length=key[1], preparation=self.preparation
-            )
-        return self._dream_graphs[key]
-
-    @property
-    def preparation_s(self) -> float | None:
-        """Seconds every step forward took to prepare (None: nothing prepared)."""
-        return self.preparation.seconds if self.preparation.prepared else None
-
-    @property
-    def decode_kernel(self) -> str | None:
-        """The attention kernel the compiled decode steps ran (None: no LLaMA compiled step)."""
-        return next((s.kernel for s in self._steps.values()), None)
-
-
-def uses_compiled_steps(config: RunConfig) -> bool:
-    """Whether the run's variant compiles (LLaMA `compile`) or captures (LLaDA's or Dream's `graph`) its step
-    forwards."""
-    return (
-        (config.llama_impl is not None and config.llama_impl.compile)
-        or (config.llada_impl is not None and config.llada_impl.graph)
-        or (config.dream_impl is not None and config.dream_impl.graph)
-    )
-
-
-def forward_capture(config: RunConfig, device: torch.device) -> str | None:
-    """How the variant's step forward runs, in words, for the artifact (None: eagerly)."""
-    if not uses_compiled_steps(config):
-        return None
-    if device.type != "cuda":
-        return "inductor"
-    return "torch.compile reduce-overhead (cuda graphs)" if config.llama_impl is not None else "cuda graph"
 
 
 @dataclass
@@ -178,11 +103,12 @@ def generate(
     with torch.inference_mode(), timer.measure() as e2e:
         if is_diffusion(config.model.arch):
             assert config.steps is not None and loaded.mask_token_id is not None
-            sampler = _DIFFUSION_SAMPLERS[family(config.model.arch).sampler](
+            sampler = DIFFUSION_SAMPLERS[family(config.model.arch).sampler](
                 loaded, config, input_ids, generator=generator, temperature=temperature, compiled=compiled
             )
-            limit = config.timed_steps or config.steps
-            while not sampler.done and len(step_intervals) < limit:
+            # Every sampler is done after its schedule (at most `steps` forwards; block diffusion's planned K counts
+            # the prompt without a tokenizer's prefix, its sampler the prompt it got); `timed_steps` stops earlier.
+            while not sampler.done and len(step_intervals) != config.timed_steps:
                 sampler.prepare_step()  # the per-block host sync, outside the step's timer
                 with timer.measure() as interval:
                     record = next(sampler)
@@ -216,67 +142,6 @@ def generate(
     return TimedGeneration(
         tokens=tokens, e2e=e2e, steps=step_intervals, committed=committed, forwards=forwards, cache_bytes=cache_bytes
     )
-
-
-def _llada_sampler(
-    loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor, *, generator: torch.Generator,
-    temperature: float, compiled: CompiledSteps | None,
-) -> LladaSampler:
-    """LLaDA's semi-autoregressive sampler with the run's block length, remasking, CFG and variant."""
-    assert config.block_length is not None and loaded.mask_token_id is not None and config.steps is not None
-    impl = config.llada_impl
-    graphs = None
-    if impl is not None and impl.graph:
-        assert compiled is not None, "the graph variant needs its CompiledSteps"
-        graphs = compiled.llada_for_batch(loaded, config, input_ids)
-    return llada_steps(
-        loaded.model, input_ids,
-        gen_length=config.generation_length,
-        block_length=config.block_length,
-        steps=config.steps,
-        mask_id=loaded.mask_token_id,
-        temperature=temperature,
-        cfg_scale=config.cfg_scale,
-        remasking=config.remasking or "low_confidence",
-        generator=generator,
-        cache=impl.cache if impl else "none",
-        threshold=impl.threshold if impl else None,
-        factor=impl.factor if impl else None,
-        graphs=graphs,
-    )  # fmt: skip
-
-
-def _dream_sampler(
-    loaded: LoadedModel, config: RunConfig, input_ids: torch.Tensor, *, generator: torch.Generator,
-    temperature: float, compiled: CompiledSteps | None,
-) -> DreamSampler:
-    """Dream's whole-sequence sampler with the run's alg, alg_temp, top-p and top-k, and its variant."""
-    assert config.dream is not None and loaded.mask_token_id is not None and config.steps is not None
-    setting = config.dream
-    graphs = None
-    if config.dream_impl is not None and config.dream_impl.graph:
-        assert compiled is not None, "the graph variant needs its CompiledSteps"
-        graphs = compiled.dream_for_batch(loaded, config, input_ids)
-    return dream_steps(
-        loaded.model, input_ids,
-        gen_length=config.generation_length,
-        steps=config.steps,
-        mask_id=loaded.mask_token_id,
-        alg=setting.alg,
-        alg_temp=setting.alg_temp,
-        temperature=temperature,
-        top_p=setting.top_p,
-        top_k=setting.top_k,
-        generator=generator,
-        graphs=graphs,
-    )  # fmt: skip
-
-
-# The step iterator of each diffusion sampler of the registry (specs/registry.py `Family.sampler`).
-_DIFFUSION_SAMPLERS: dict[str, Callable[..., LladaSampler | DreamSampler]] = {
-    "llada": _llada_sampler,
-    "dream": _dream_sampler,
-}
 
 
 def generate_untimed(
@@ -413,6 +278,9 @@ def _warmup_batches(warmup: int, repetitions: int, n_batches: int, prepared_by: 
 
 
 def _kv_cache_name(config: RunConfig) -> str:
+    if config.block_diffusion is not None:
+        impl = config.block_diffusion_impl
+        return "block+sub-block" if impl is not None and impl.sub_block_cache else "block"
     if is_diffusion(config.model.arch):
         return config.llada_impl.cache if config.llada_impl is not None else "none"
     impl = config.llama_impl

@@ -17,6 +17,7 @@ import torch
 from safetensors import safe_open
 from transformers import PreTrainedTokenizerBase
 
+from specs.controls import PACKAGED_SMOLLM2
 from specs.paths import broken_link, resolve_path
 from workers.errors import CheckpointFormatError, ModelNotAvailableError
 
@@ -39,7 +40,12 @@ def _looks_local(checkpoint: str) -> bool:
 
 
 def resolve_checkpoint(checkpoint: str, revision: str | None = None, trust_remote_code: bool = False) -> Path:
-    """A local directory as given, else the hub id's snapshot in the HF cache (downloading unless offline)."""
+    """A local directory as given, the packaged judge's converted cache, else the hub id's snapshot in the HF
+    cache (downloading unless offline)."""
+    if checkpoint == PACKAGED_SMOLLM2:
+        from workers.quality.judge import ensure_judge
+
+        return ensure_judge()
     local = resolve_path(Path(checkpoint).expanduser())
     if local.is_dir():
         return local

@@ -40,29 +40,30 @@ def is_dream_config(raw: dict) -> bool:
     return raw.get("model_type") == DREAM_MODEL_TYPE
 
 
-def qwen2_config_from_dream(raw: dict) -> Qwen2Config:
+def qwen2_config_from_dream(raw: dict, title: str = "Dream") -> Qwen2Config:
     """Dream's config.json as a Qwen2Config of the same network (`make_dream_bidirectional` then makes the
-    model Dream's)."""
+    model Dream's). Another checkpoint of Qwen2's keys and the same defaults (Fast-dLLM v2's) maps the same way;
+    `title` names it in the errors."""
     missing = [key for key in _SHAPE_KEYS if raw.get(key) is None]
     if missing:
-        raise CheckpointFormatError(f"Dream config.json lacks {', '.join(missing)}")
+        raise CheckpointFormatError(f"{title} config.json lacks {', '.join(missing)}")
     settings = {**_DEFAULTS, **{key: raw[key] for key in _DEFAULTS if raw.get(key) is not None}}
     rope_scaling = raw.get("rope_scaling")
     if rope_scaling:
         rope_type = rope_scaling.get("rope_type", rope_scaling.get("type"))
         if rope_type != "default":
             raise CheckpointFormatError(
-                f"Dream config.json: rope_scaling {rope_scaling!r} is not supported without remote code "
+                f"{title} config.json: rope_scaling {rope_scaling!r} is not supported without remote code "
                 "(need null or rope_type 'default')"
             )
     hidden, heads = raw["hidden_size"], raw["num_attention_heads"]
     if hidden % heads:
         raise CheckpointFormatError(
-            f"Dream config.json: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
+            f"{title} config.json: hidden_size {hidden} is not divisible by num_attention_heads {heads}"
         )
     if raw.get("head_dim") not in (None, hidden // heads):
         raise CheckpointFormatError(
-            f"Dream config.json: head_dim {raw['head_dim']} but DreamAttention uses "
+            f"{title} config.json: head_dim {raw['head_dim']} but its attention uses "
             f"hidden_size // num_attention_heads = {hidden // heads}"
         )
     return Qwen2Config(

@@ -4,7 +4,7 @@ A family of specs/registry.py names its `layout` (which class its weights load i
 module maps those names to code, so loading builds any family the same way: the layout's config from a shape
 or a checkpoint, its class on the meta device, and then, for a diffusion family, the conversion its sampler
 needs (LLaDA's bidirectional attention with float32 RoPE, Dream's bidirectional attention with padding
-inputs). An autoregressive model gets the sync-free attention instead (workers/models/attention.py).
+inputs, which block diffusion shares). An autoregressive model gets the sync-free attention instead (workers/models/attention.py).
 """
 
 from __future__ import annotations
@@ -35,6 +35,12 @@ from workers.models.dream_checkpoint import (
     qwen2_config_from_dream,
 )
 from workers.models.dream_model import make_dream_bidirectional
+from workers.models.fast_dllm_checkpoint import (
+    FAST_DLLM_MODEL_TYPE,
+    fast_dllm_mask_token_id,
+    is_fast_dllm_config,
+    qwen2_config_from_fast_dllm,
+)
 from workers.models.llada_checkpoint import (
     is_llada_config,
     llada_config_key,
@@ -125,6 +131,9 @@ class DiffusionModel:
 DIFFUSION_MODELS: dict[str, DiffusionModel] = {
     "llada": DiffusionModel(make_bidirectional, llada_mask_token_id),  # type: ignore[arg-type]
     "dream": DiffusionModel(make_dream_bidirectional, dream_mask_token_id),  # type: ignore[arg-type]
+    # Block diffusion attends bidirectionally inside a block, as Dream does over the whole sequence; the block-causal
+    # masks (the prefill's) are the sampler's own (workers/samplers/bd_forward.py).
+    "block_diffusion": DiffusionModel(make_dream_bidirectional, fast_dllm_mask_token_id),  # type: ignore[arg-type]
 }
 
 
@@ -147,6 +156,9 @@ CHECKPOINT_FORMATS: dict[str, CheckpointFormat] = {
     "qwen2": CheckpointFormat(lambda raw: raw.get("model_type") == "qwen2",
                               lambda raw, directory: Qwen2Config.from_pretrained(str(directory)), keep_name),
     "Dream": CheckpointFormat(is_dream_config, lambda raw, directory: qwen2_config_from_dream(raw), dream_to_qwen2_name),
+    FAST_DLLM_MODEL_TYPE: CheckpointFormat(
+        is_fast_dllm_config, lambda raw, directory: qwen2_config_from_fast_dllm(raw), keep_name
+    ),
 }
 
 

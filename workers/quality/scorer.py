@@ -17,7 +17,7 @@ from workers.models.tokenization import model_input_ids
 from workers.quality.bertscore import QualityError, load_bertscorer, score_texts
 from workers.quality.degeneracy import degeneracy
 from workers.quality.elbo import elbo_nll
-from workers.quality.perplexity import continuation_nll, evaluator_pair
+from workers.quality.perplexity import TokenNll, continuation_nll, evaluator_pair
 
 if TYPE_CHECKING:
     from workers.models.loading import LoadedModel
@@ -45,6 +45,14 @@ class QualityOutcome:
 
 
 @dataclass(frozen=True)
+class _Judges:
+    """The perplexity evaluators of a run: the judge, and the second one reported beside it."""
+
+    first: LoadedModel | None
+    second: LoadedModel | None
+
+
+@dataclass(frozen=True)
 class _Continuation:
     """One text to score as if generated, with its generator-side ids (what the ELBO scores)."""
 
@@ -67,6 +75,7 @@ class QualityScorer:
         self.device = torch.device(device)
         self._bertscorers: dict[tuple[str, int], object] = {}
         self._scored: dict[str, list[QualityRecord]] = {}
+        self._nll: dict[tuple[str, str, str], TokenNll] = {}  # (evaluator:dtype, prompt text, text) → NLL
 
     def bertscorer(self, spec: BertScoreSpec):
         key = (spec.model, spec.num_layers)
@@ -87,41 +96,63 @@ class QualityScorer:
         generations: Sequence[Generation],
         *,
         model: LoadedModel,
-        sampled: Sequence[Generation] | None = None,
+        sampled: Sequence[Sequence[Generation]] | None = None,
         load_evaluator: Callable[[ModelSpec], LoadedModel],
     ) -> QualityOutcome:
-        """Quality of the run's generations (and of LLaMA's sampled ones), in the order of `examples`."""
+        """Quality of the run's generations (and of LLaMA's samples, each record with its sample index), in the
+        order of `examples`."""
         if not config.quality.enabled:
             return QualityOutcome(None, None, None, None)
-        evaluator = self._evaluator(config, load_evaluator)
-        quality = self._score(config, self._generated(examples, generations), model, evaluator)
+        judges = _Judges(self._evaluator(config, load_evaluator), self._evaluator(config, load_evaluator, True))
+        quality = self._score(config, self._generated(examples, generations), model, judges)
         quality_sampled = None
         if sampled is not None:
-            sampled_texts = self._generated(examples, sampled)
             # The ELBO is LLaDA's own bound; LLaMA's sampled text is scored by the shared metrics only.
-            quality_sampled = self._score(config, sampled_texts, model, evaluator, elbo=False)
-        calibration = self._calibrate(config, examples, model, evaluator)
-        return QualityOutcome(quality, quality_sampled, calibration, _note(evaluator))
+            quality_sampled = [
+                record.model_copy(update={"sample": index})
+                for index, generations_of_sample in enumerate(sampled)
+                for record in self._score(config, self._generated(examples, generations_of_sample), model, judges,
+                                          elbo=False)
+            ]
+        calibration = self._calibrate(config, examples, model, judges)
+        return QualityOutcome(quality, quality_sampled, calibration, _note(judges.first))
 
     # ------------------------------------------------------------ pieces
 
     def _evaluator(
-        self, config: RunConfig, load_evaluator: Callable[[ModelSpec], LoadedModel]
+        self, config: RunConfig, load_evaluator: Callable[[ModelSpec], LoadedModel], second: bool = False
     ) -> LoadedModel | None:
         if config.quality.perplexity is None:
             return None
-        if config.evaluator is None:
+        field = "second_evaluator" if second else "evaluator"
+        named = getattr(config.quality.perplexity, field)
+        if named is None:
+            return None
+        spec = getattr(config, field)
+        if spec is None:
             raise QualityError(
-                f"quality.perplexity.evaluator: {config.quality.perplexity.evaluator!r} was not resolved to "
-                "a model (RunConfig.evaluator is None); name a model of the spec, a checkpoint path or hub id"
+                f"quality.perplexity.{field}: {named!r} was not resolved to a model (RunConfig.{field} is None); "
+                "name packaged-smollm2, a model of the spec, a checkpoint path or hub id"
             )
-        evaluator = load_evaluator(config.evaluator)
+        evaluator = load_evaluator(spec)
         if is_diffusion(evaluator.spec.arch):
             raise QualityError(
-                f"quality.perplexity.evaluator: {evaluator.spec.name!r} is a {evaluator.spec.arch} model; "
+                f"quality.perplexity.{field}: {evaluator.spec.name!r} is a {evaluator.spec.arch} model; "
                 "generative perplexity needs a causal LM (an autoregressive arch: llama or qwen2)"
             )
         return evaluator
+
+    def _perplexities(self, evaluator: LoadedModel, continuations: Sequence[_Continuation]) -> list[TokenNll]:
+        """The evaluator's NLL of each text given its prompt; a (prompt, text) pair it scored before on this worker
+        is not scored again (the calibration texts of both generators, a text two step counts share)."""
+        key_of = [(f"{evaluator.spec.name}:{evaluator.dtype}", c.example.prompt_text, c.text) for c in continuations]
+        todo = [(key, c) for key, c in zip(key_of, continuations) if key not in self._nll]
+        pairs = [evaluator_pair(evaluator.tokenizer, c.example.prompt_text, c.text, chat=evaluator.spec.chat)
+                 for _, c in todo]
+        positions = getattr(evaluator.model.config, "max_position_embeddings", None)
+        for (key, _), nll in zip(todo, continuation_nll(evaluator.model, pairs, max_positions=positions)):
+            self._nll[key] = nll
+        return [self._nll[key] for key in key_of]
 
     @staticmethod
     def _generated(
@@ -146,16 +177,16 @@ class QualityScorer:
         config: RunConfig,
         examples: Sequence[PromptExample],
         model: LoadedModel,
-        evaluator: LoadedModel | None,
+        judges: _Judges,
     ) -> dict[str, list[QualityRecord]]:
         reference = [_Continuation(ex, ex.reference_text, list(ex.reference_ids)) for ex in examples]
-        calibration = {CALIBRATION_REFERENCE: self._score(config, reference, model, evaluator)}
+        calibration = {CALIBRATION_REFERENCE: self._score(config, reference, model, judges)}
         if len(examples) > 1:  # with one prompt there is no other passage to rotate in
             unrelated = [
                 _Continuation(ex, other.reference_text, list(other.reference_ids))
                 for ex, other in zip(examples, [*examples[1:], examples[0]])
             ]
-            calibration[CALIBRATION_UNRELATED] = self._score(config, unrelated, model, evaluator)
+            calibration[CALIBRATION_UNRELATED] = self._score(config, unrelated, model, judges)
         return calibration
 
     def _score(
@@ -163,14 +194,14 @@ class QualityScorer:
         config: RunConfig,
         continuations: Sequence[_Continuation],
         model: LoadedModel,
-        evaluator: LoadedModel | None,
+        judges: _Judges,
         *,
         elbo: bool = True,
     ) -> list[QualityRecord]:
         """The records of these texts, scored now or by an earlier run of this worker with the same inputs."""
         key = _scoring_key(config, continuations, elbo)
         if key not in self._scored:
-            self._scored[key] = self._score_now(config, continuations, model, evaluator, elbo=elbo)
+            self._scored[key] = self._score_now(config, continuations, model, judges, elbo=elbo)
         return self._scored[key]
 
     def _score_now(
@@ -178,7 +209,7 @@ class QualityScorer:
         config: RunConfig,
         continuations: Sequence[_Continuation],
         model: LoadedModel,
-        evaluator: LoadedModel | None,
+        judges: _Judges,
         *,
         elbo: bool,
     ) -> list[QualityRecord]:
@@ -192,15 +223,11 @@ class QualityScorer:
             columns["bertscore_precision"] = [s.precision for s in scores]
             columns["bertscore_recall"] = [s.recall for s in scores]
             columns["bertscore_f1"] = [s.f1 for s in scores]
-        if evaluator is not None:
-            pairs = [
-                evaluator_pair(evaluator.tokenizer, c.example.prompt_text, c.text, chat=evaluator.spec.chat)
-                for c in continuations
-            ]
-            positions = getattr(evaluator.model.config, "max_position_embeddings", None)
-            nlls = continuation_nll(evaluator.model, pairs, max_positions=positions)
-            columns["nll_per_token"] = [n.nll_per_token for n in nlls]
-            columns["gen_ppl"] = [n.perplexity for n in nlls]
+        for suffix, evaluator in (("", judges.first), ("_second", judges.second)):
+            if evaluator is not None:
+                nlls = self._perplexities(evaluator, continuations)
+                columns[f"nll_per_token{suffix}"] = [n.nll_per_token for n in nlls]
+                columns[f"gen_ppl{suffix}"] = [n.perplexity for n in nlls]
         if elbo and quality.elbo is not None and family(model.spec.arch).sampler == "llada":
             bounds, errors = self._elbo(config, continuations, model)
             columns["elbo_nll_per_token"] = bounds
@@ -261,6 +288,7 @@ def _scoring_key(config: RunConfig, continuations: Sequence[_Continuation], elbo
         "model": config.model.model_dump(mode="json"),
         "quality": config.quality.model_dump(mode="json"),
         "evaluator": None if config.evaluator is None else config.evaluator.model_dump(mode="json"),
+        "second_evaluator": None if config.second_evaluator is None else config.second_evaluator.model_dump(mode="json"),
         "controls": config.controls.model_dump(mode="json"),
         "elbo": elbo,
         "texts": [

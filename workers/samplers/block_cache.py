@@ -52,19 +52,23 @@ class BlockCacheLayer(CacheLayerMixin):
             if self.start != 0 or key_states.shape[-2] != self.length:
                 raise ValueError("the first forward through a BlockCache must feed the whole sequence")
             self.lazy_initialization(key_states, value_states)
+        self.write(key_states, value_states)
+        return self.keys, self.values
+
+    def write(self, key_states: Tensor, value_states: Tensor) -> None:
+        """Write the fed positions' keys and values at `index` (device positions) or from `start`."""
         assert self.keys is not None and self.values is not None
         if not torch.compiler.is_compiling():  # a host counter: compiled code would recompile on every change
             self.writes += 1
         if self.index is not None:  # positions on the device: what a replayed graph can vary
             self.keys.index_copy_(2, self.index, key_states)
             self.values.index_copy_(2, self.index, value_states)
-            return self.keys, self.values
+            return
         end = self.start + key_states.shape[-2]
         if end > self.length:
             raise ValueError(f"the cache holds {self.length} positions; positions up to {end} were fed")
         self.keys[:, :, self.start : end].copy_(key_states)
         self.values[:, :, self.start : end].copy_(value_states)
-        return self.keys, self.values
 
     def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
         return self.length, 0  # queries always attend to every position
