@@ -4,7 +4,7 @@ the sweep plans and for each process that writes there, every line carrying the 
 What the chain proves: the lines were written in this order and none has been edited, reordered, inserted or cut
 out since, because any such change breaks the link of the next line. What it cannot prove on its own: that the
 whole file was not rewritten by someone who recomputed every link, which anyone can (there is no secret). Its head,
-the sha256 of the whole record, printed by `sweep`, `report` and `verify`, proves that too when it is kept elsewhere
+the sha256 of the whole record, printed by `verify`, proves that too when it is kept elsewhere
 (a job log, a commit) and compared: `llada-bench verify DIR --head HEAD`. docs/failures.md says the same.
 
 Lines of an older version carry no link; they are read as a prefix the first linked line then seals.

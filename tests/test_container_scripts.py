@@ -199,7 +199,7 @@ def test_cluster_test_refuses_bad_arguments_before_touching_anything() -> None:
 
 
 # The tools the cluster test's outside part calls, faked: each logs its call; `apptainer build` writes the image it
-# is asked for and `unshare` (the cluster, in its namespace) only writes the summary the checks would.
+# is asked for and `unshare` (the cluster, in its namespace) only writes the summary and times the checks would.
 FAKE_CLUSTER_TOOL = r"""#!/bin/bash
 printf '%s %s\n' "$(basename "$0")" "$*" >> "$FAKE_LOG"
 case "$(basename "$0") $1" in

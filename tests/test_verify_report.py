@@ -224,6 +224,7 @@ def edit_line(lines: list[str], key: str, sha: str) -> list[str]:
     return [json.dumps({**json.loads(x), "sha256": sha}) if json.loads(x).get("file") == key else x for x in lines]
 
 
+RESULTS = '"file": "results.parquet"'  # the report's first file in the record
 FORGERIES: dict[str, tuple[Callable[[Path], None], list[str], list[str]]] = {
     # name: (forgery, files named with a problem, files that must not be named)
     "findings edited, its hash blessed in report-manifest.json": (
@@ -253,9 +254,6 @@ FORGERIES: dict[str, tuple[Callable[[Path], None], list[str], list[str]]] = {
                        edit_line(lines, "findings.json", sha256_file(s / "findings.json"))))),
         ["report-manifest.json"], []),
 }
-
-
-RESULTS = '"file": "results.parquet"'
 
 
 def _edit_one_hash(sweep: Path) -> None:
