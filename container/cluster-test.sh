@@ -5,7 +5,8 @@
 #   install  Apptainer from ../shared/apptainer/build-apptainer.sh where it is missing (configured for
 #            unprivileged runs where this script installed it); slurmd, slurmctld, munge from Debian's packages
 #   sif      build/llada.sif from the image `just image-test` built (`podman save`, then `apptainer build`),
-#            reused while that image is unchanged
+#            reused while that image is unchanged, replaced only while it is the file this script built (its
+#            stamp, build/llada.sif.image); `--sif PATH` tests that image as it is, never building or replacing it
 #   cluster  munged, slurmctld and two slurmd (node1 and node2, each its own hostname and four fake A100s
 #            declared as gres over character devices) in a network namespace of their own with no route out;
 #            every name resolves to 127.0.0.1, and a check sees every socket listen there. Torn down at the
@@ -40,10 +41,11 @@ usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0
 ALL_STAGES="a test b c d"
 STAGES="$ALL_STAGES"
 inside=""
+SIF_GIVEN=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --tag) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TAG="$2"; shift 2 ;;
-        --sif) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; SIF="$(realpath -m "$2")"; shift 2 ;;
+        --sif) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; SIF="$(realpath -m "$2")"; SIF_GIVEN=1; shift 2 ;;
         --stages) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; STAGES="$2"; shift 2 ;;
         --inside) inside="$2"; shift 2 ;;  # the cluster's network namespace (internal)
         -h | --help) usage; exit 0 ;;
@@ -56,6 +58,25 @@ for name in $STAGES; do
         *) echo "cluster-test: --stages: no stage '$name' (the stages: $ALL_STAGES)" >&2; exit 2 ;;
     esac
 done
+# own_sif SIF: the file this script built there, as it left it (its stamp: the image id, then size and time).
+own_sif() {
+    local stamp="$1.image" left
+    [ -f "$stamp" ] || return 1
+    left="$(sed -n 2p "$stamp")"
+    [ -z "$left" ] || [ "$left" = "$(stat -c '%s %Y' "$1")" ]  # a stamp without the second line predates it
+}
+if [ -z "$inside" ]; then
+    if [ -n "$SIF_GIVEN" ] && [ ! -f "$SIF" ]; then
+        echo "cluster-test: --sif $SIF: no such file; --sif tests an image as it is and never builds one: build it" \
+            "with 'just image-apptainer', or leave --sif out to build build/llada.sif" >&2
+        exit 2
+    fi
+    if [ -z "$SIF_GIVEN" ] && [ -e "$SIF" ] && ! own_sif "$SIF"; then
+        echo "cluster-test: $SIF was not built by this script (its stamp $SIF.image is missing or does not match" \
+            "it), so it is not replaced: move it away, or test it as it is with --sif $SIF" >&2
+        exit 2
+    fi
+fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "cluster-test: run as root (apt-get, the SLURM daemons and a network namespace need it)" >&2
     exit 2
@@ -117,24 +138,28 @@ if [ -z "$inside" ]; then
     slurmctld -V
 
     stage sif
-    command -v podman >/dev/null 2>&1 || fail "no podman: run 'just image-test' first (it builds the image)"
-    image="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null)" ||
-        fail "no image $TAG: run 'just image-test' first"
-    if [ -f "$SIF" ] && [ "$(cat "$SIF.image" 2>/dev/null)" = "$image" ]; then
-        echo "reusing $SIF (built from image ${image:0:12})"
+    if [ -n "$SIF_GIVEN" ]; then
+        echo "testing $SIF as given (--sif: never built or replaced here)"
     else
-        # An OCI layout (a file per layer) rather than the docker archive users copy: Apptainer converts both
-        # the same way, but reads a docker archive's tar once per layer, which took three times as long here.
-        # Built beside the old .sif and renamed over it only once whole.
-        mkdir -p "$(dirname "$SIF")"
-        part="$(mktemp -d "$(dirname "$SIF")/.llada-sif.XXXXXX")"
-        podman save --format oci-dir --output "$SCRATCH/image.oci" "$TAG"
-        echo "saved: $(du -sh "$SCRATCH/image.oci" | cut -f1)"
-        apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$part/llada.sif" \
-            "oci:$SCRATCH/image.oci" || fail "apptainer build"
-        rm -rf "$SCRATCH/image.oci"
-        mv -f "$part/llada.sif" "$SIF"
-        echo "$image" >"$SIF.image"
+        command -v podman >/dev/null 2>&1 || fail "no podman: run 'just image-test' first (it builds the image)"
+        image="$(podman image inspect --format '{{.Id}}' "$TAG" 2>/dev/null)" ||
+            fail "no image $TAG: run 'just image-test' first"
+        if [ -f "$SIF" ] && [ "$(head -n 1 "$SIF.image" 2>/dev/null)" = "$image" ]; then
+            echo "reusing $SIF (built from image ${image:0:12})"
+        else
+            # An OCI layout (a file per layer) rather than the docker archive users copy: Apptainer converts both
+            # the same way, but reads a docker archive's tar once per layer, which took three times as long here.
+            # Built beside the old .sif and renamed over it only once whole.
+            mkdir -p "$(dirname "$SIF")"
+            part="$(mktemp -d "$(dirname "$SIF")/.llada-sif.XXXXXX")"
+            podman save --format oci-dir --output "$SCRATCH/image.oci" "$TAG"
+            echo "saved: $(du -sh "$SCRATCH/image.oci" | cut -f1)"
+            apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$part/llada.sif" \
+                "oci:$SCRATCH/image.oci" || fail "apptainer build"
+            rm -rf "$SCRATCH/image.oci"
+            mv -f "$part/llada.sif" "$SIF"  # over nothing, or over the file this script built (checked above)
+            printf '%s\n%s\n' "$image" "$(stat -c '%s %Y' "$SIF")" >"$SIF.image"
+        fi
     fi
     echo "$SIF: $(du -h "$SIF" | cut -f1)"
     stage ""

@@ -13,7 +13,6 @@ from orchestrator.actor import RunActor
 from orchestrator.driver import SweepSummary, default_out_dir, run_sweep, stop_on_signals, unrun_result
 from orchestrator.extrapolation import extrapolation_checks, format_checks
 from orchestrator.feasibility import refuse_unmeasurable_batches
-from orchestrator.membership import foreign_runs
 from orchestrator.plan import (
     PlanEstimate,
     PlannedRun,
@@ -23,14 +22,16 @@ from orchestrator.plan import (
     predict_plan,
     predicted_not_to_fit,
 )
+from orchestrator.plan_size import refuse_oversized
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore, already_done
 from orchestrator.sweepdir import SweepDirError, check_writable, claim, vanishing
-from specs.artifacts import SweepLayout, load_results, provenance_warning, verify
+from orchestrator.verify_command import add_parser as add_verify_parser
+from specs.artifacts import SweepLayout, load_results
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
 from specs.lock import LockHeldError, SweepLock
 from specs.options import OneLineParser, positive_int, positive_number
-from specs.report_record import missing_warning, report_outputs, stale_warning, verify_report
+from specs.ownership import NotOursError
 from specs.results import RunStatus
 from specs.safefile import UnsafeFileError
 from specs.schema import ExperimentSpec
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.handler(args))
-    except (SpecError, SweepDirError, LockHeldError, UnsafeFileError) as exc:
+    except (SpecError, SweepDirError, LockHeldError, UnsafeFileError, NotOursError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:  # Ctrl-C before a sweep has its own handlers (or in plan, verify)
@@ -69,14 +70,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def load_checked_spec(spec_arg: str) -> ExperimentSpec:
-    """load_spec, plus what it cannot check without another stage's data: the roofline hardware profile."""
+    """load_spec, plus what it cannot check without another stage's data: the plan's size and the roofline
+    hardware profile."""
     spec = load_spec(spec_arg)
-    profile = spec.controls.hardware.profile
-    if profile is not None:
-        try:
-            hardware_profile(profile)
-        except SpecError as exc:
-            raise SpecError(f"{spec_arg}: {exc}") from None
+    try:
+        refuse_oversized(spec)  # before anything is expanded
+        if spec.controls.hardware.profile is not None:
+            hardware_profile(spec.controls.hardware.profile)
+    except SpecError as exc:
+        raise SpecError(f"{spec_arg}: {exc}") from None
     return spec
 
 
@@ -119,9 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     sweep.set_defaults(handler=_sweep)
 
-    check = commands.add_parser("verify", help="recompute every checksum of a sweep directory, its report's included")
-    check.add_argument("dir", type=Path, help="sweep directory, e.g. artifacts/smoke")
-    check.set_defaults(handler=_verify)
+    add_verify_parser(commands)
 
     for name, (_, text) in DELEGATED.items():
         commands.add_parser(name, help=text, add_help=False)
@@ -235,8 +235,9 @@ def sweep_command(
             print(f"note: {note}", file=sys.stderr)
         store = ArtifactStore(layout.root)
         try:
-            store.open(spec, spec_text, force=force)
+            store.open(spec, spec_text, force=force, planned=[r.run_id for r in planned])
             done = set() if force else store.completed([r.run_id for r in planned], retry_failed=retry_failed)
+            store.refuse_unowned_runs([r.run_id for r in planned if r.run_id not in done])  # before any is run
             for run in planned:
                 reason = skipped.get(run.run_id)
                 if reason and run.run_id not in done:
@@ -356,36 +357,6 @@ def _report(root: Path) -> bool:
         print(f"error: report not written: {exc}", file=sys.stderr)
         return False
     return True
-
-
-def _verify(args: argparse.Namespace) -> int:
-    if not args.dir.is_dir():
-        print(f"error: {args.dir}: no such sweep directory", file=sys.stderr)
-        return EXIT_USAGE
-    layout = SweepLayout(args.dir)
-    problems = verify(layout)
-    named = {p.path for p in problems}
-    problems += [p for p in foreign_runs(layout) if p.path not in named]
-    report = verify_report(layout)
-    problems += report.problems
-    for problem in problems:
-        print(problem)
-    for path in report.uncovered:
-        print(f"{path}: not covered (no checksum recorded)")
-    warnings = [provenance_warning(layout), stale_warning(layout) if report.stale else None, report.uncovered_note(),
-                missing_warning(layout, report.missing) if report.missing else None]
-    for warning in filter(None, warnings):
-        print(f"warning: {warning}", file=sys.stderr)
-    if problems:
-        print(f"{args.dir}: {len(problems)} problem(s); rerun the sweep to recompute damaged runs, and "
-              f"`llada-bench report {args.dir}` to render the report again", file=sys.stderr)
-        return EXIT_RUNS_FAILED
-    covered, uncovered = len(report_outputs(layout)) - len(report.uncovered), len(report.uncovered)
-    said = [f"the report's {covered} files match"] if covered else [] if uncovered else ["no report rendered"]
-    said += [f"{uncovered} report file(s) not covered (named above)"] if uncovered else []
-    runs = len(layout.run_files())
-    print(f"{args.dir}: verified ({runs} runs, spec and manifest checksums match; {', '.join(said)})")
-    return EXIT_OK
 
 
 def entry() -> None:

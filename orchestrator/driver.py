@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import time
 import traceback
@@ -360,6 +361,9 @@ def stop_on_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
             signal.signal(s, h)
 
 
+ARTIFACTS_ENV = "LLADA_BENCH_ARTIFACTS"  # where default sweep directories go (container/accre.sbatch sets it)
+
+
 def default_out_dir(spec: ExperimentSpec, out: Path | None) -> Path:
-    """artifacts/<sweep>/ unless --out names the sweep directory itself."""
-    return out if out is not None else Path("artifacts") / spec.name
+    """$LLADA_BENCH_ARTIFACTS/<sweep>/ (default artifacts/<sweep>/) unless --out names the sweep directory itself."""
+    return out if out is not None else Path(os.environ.get(ARTIFACTS_ENV) or "artifacts") / spec.name

@@ -29,7 +29,7 @@ def foreign_runs(layout: SweepLayout) -> list[Problem]:
             continue
         try:
             result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
-        except (ValidationError, UnicodeDecodeError):
+        except (ValidationError, UnicodeDecodeError, OSError):  # unreadable, or not a result: verify names it
             continue
         if run_id_for(result.config) != run_id:
             problems.append(Problem(str(path), "its config is not the one its id stands for: the run of "

@@ -6,10 +6,11 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from orchestrator.plan_size import refuse_oversized
 from specs.artifacts import canonical_json
+from specs.block_diffusion import schedule
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.block_diffusion import schedule
 from specs.schema import (
     VANILLA,
     BlockDiffusionImpl,
@@ -110,6 +111,7 @@ def plan_runs(spec: ExperimentSpec) -> list[PlannedRun]:
     the runs that fit; at each point the runs of every model, its variants and step counts included, come in an
     order drawn from the seed and the session, so the compared models are measured side by side in time and drift
     falls on both alike."""
+    refuse_oversized(spec)  # counted from the axes: a plan over the limit is never expanded
     planned: list[PlannedRun] = []
     for session in session_indices(spec.controls.sessions):
         runs = [PlannedRun(run_id_for(c), c) for c in _session_configs(spec, session)]

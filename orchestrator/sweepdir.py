@@ -1,7 +1,7 @@
 """Which directory a sweep may write into, and proof that it can, before anything is computed.
 
-A sweep writes only into a directory it made, an empty one, or one that holds a sweep of this package
-(its checksum record or manifest): never into a user's folder with other files in it, never through a symlink
+A sweep writes only into a directory it made, an empty one, or one that holds a sweep of this package (its record
+whole and its own, specs/ownership.py): never into a user's folder with other files in it, never through a symlink
 out of the folder (runs/ a link to a user's folder), never into a FIFO, device or socket. Nor, unknowingly,
 into one that is discarded when the process ends: a container's own scratch space, a Ray job's working copy.
 """
@@ -13,15 +13,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from specs.artifacts import (
-    CHECKSUMS_FILE,
-    LOCK_FILE,
-    MANIFEST_FILE,
-    SweepLayout,
-    holds_sweep,
-    is_own_temporary,
-    refuse_unsafe_entries,
-)
+from specs.artifacts import SweepLayout, entries, refuse_unsafe_entries
+from specs.ownership import is_lock_leftover, sweep_refusal
+from specs.safefile import WRITER_TOKEN
 
 PROBE_BYTES = 1 << 18  # room for a few results: a nearly full disk fails here, not after a run
 
@@ -31,18 +25,21 @@ class SweepDirError(ValueError):
 
 
 def claim(root: Path) -> None:
-    """Create the directory, or accept an existing one that is empty or holds a sweep; refuse anything else."""
+    """Create the directory, or accept an existing one that is empty or holds a sweep whose record is whole and
+    its own; refuse anything else, by name, touching nothing."""
     if root.exists():
         if not root.is_dir():
             raise SweepDirError(f"--out {root}: is a file; give a directory (a new one, or a sweep's own)")
-        if holds_sweep(root) or _only_own_leftovers(root):
+        if not entries(root) or is_lock_leftover(root):
+            return
+        refusal = sweep_refusal(root)
+        if refusal is None:
             refuse_unsafe_entries(SweepLayout(root))  # UnsafeFileError: one line naming the link or FIFO
             return
-        raise SweepDirError(
-            f"--out {root}: not empty and holds no sweep (no {MANIFEST_FILE} or {CHECKSUMS_FILE}); a sweep writes "
-            "only into a new or empty directory or one of its own, so nothing of yours is overwritten: "
-            "choose another --out"
-        )
+        if refusal.startswith("holds no sweep"):
+            refusal = ("not empty and " + refusal + "; a sweep writes only into a new or empty directory or one of "
+                       "its own, so nothing of yours is overwritten: choose another --out")
+        raise SweepDirError(f"--out {root}: {refusal}")
     try:
         root.mkdir(parents=True)
     except FileExistsError:
@@ -50,14 +47,6 @@ def claim(root: Path) -> None:
             raise SweepDirError(f"--out {root}: is a file; give a directory") from None
     except OSError as exc:
         raise SweepDirError(f"--out {root}: cannot create it ({_reason(exc)})") from None
-
-
-def _only_own_leftovers(root: Path) -> bool:
-    """Nothing but a lock file or this package's temporaries: a sweep killed as it started, or starting now."""
-    try:
-        return all(p.name == LOCK_FILE or is_own_temporary(p.name) for p in root.iterdir())
-    except OSError:
-        return False
 
 
 def check_writable(layout: SweepLayout) -> None:
@@ -137,21 +126,16 @@ def _mounts(mountinfo: Path) -> list[tuple[str, str, str, str]]:
 
 
 def _probe(directory: Path) -> None:
-    path = directory / f".write-check.{os.getpid()}.tmp"
+    path = directory / f".write-check.{WRITER_TOKEN}.{os.getpid()}.tmp"  # a name no file of anyone's has
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # made here, so removed here
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            left = memoryview(b"\0" * PROBE_BYTES)
-            while left:  # a nearly full disk takes part of a write, then refuses the rest
-                left = left[os.write(fd, left) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        left = memoryview(b"\0" * PROBE_BYTES)
+        while left:  # a nearly full disk takes part of a write, then refuses the rest
+            left = left[os.write(fd, left) :]
+        os.fsync(fd)
     finally:
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass
+        os.close(fd)
+        path.unlink(missing_ok=True)
 
 
 def _reason(exc: OSError) -> str:

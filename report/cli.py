@@ -8,9 +8,10 @@ from pathlib import Path
 
 from report.predictions import UnknownHardwareError
 from report.render import ReportError, render_report
-from specs.artifacts import CHECKSUMS_FILE, MANIFEST_FILE, SweepLayout, holds_sweep
+from specs.artifacts import SweepLayout
 from specs.lock import LockHeldError, SweepLock
 from specs.options import OneLineParser
+from specs.ownership import sweep_refusal
 from specs.safefile import UnsafeFileError
 
 EXIT_OK, EXIT_USAGE = 0, 2
@@ -37,12 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dir.is_dir():
         print(f"llada-bench report: error: {args.dir}: no such sweep directory", file=sys.stderr)
         return EXIT_USAGE
-    if not holds_sweep(args.dir):  # never overwrite someone's report.html or figures
-        print(
-            f"llada-bench report: error: {args.dir}: holds no sweep (no {MANIFEST_FILE} or {CHECKSUMS_FILE}); "
-            "the report is written only into a sweep's own directory",
-            file=sys.stderr,
-        )
+    refusal = sweep_refusal(args.dir)
+    if refusal is not None:  # never overwrite someone's report.html or figures
+        print(f"llada-bench report: error: {args.dir}: {refusal}; the report is written only into a sweep's own "
+              "directory", file=sys.stderr)
         return EXIT_USAGE
     try:
         # One writer at a time: a second report (or a sweep) on this folder waits for nothing and says who holds it.

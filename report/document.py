@@ -49,6 +49,7 @@ class FigureBlock:
     relative_svg: str | None = None
     reason: str | None = None  # why it was skipped
     display_number: int = 0  # its number in the report, in reading order
+    png_data: bytes | None = field(default=None, repr=False)  # the PNG as drawn, before it is written
 
 
 @dataclass(frozen=True)

@@ -113,7 +113,7 @@ def _figure(block: FigureBlock) -> str:
     if block.png is None:
         return (f'<div class="skipped"><strong>{escape(heading)}: skipped.</strong> '
                 f"{escape(block.reason or '')}</div>")
-    raw = block.png.read_bytes()
+    raw = block.png_data if block.png_data is not None else block.png.read_bytes()
     data = base64.b64encode(raw).decode("ascii")
     width = _css_width(raw)
     size = f' width="{width}"' if width else ""

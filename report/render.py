@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,8 @@ import yaml
 from matplotlib.figure import Figure
 from pydantic import ValidationError
 
-from report.catalog import FIGURES, GroupContext, is_catalogue_figure
-from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
+from report.catalog import FIGURES, GroupContext
+from report.document import PNG_DPI, FigureBlock
 from report.energy import energy_findings
 from report.extrapolation import with_extrapolation_check
 from report.figures.common import FigureSkipped, plotted
@@ -31,6 +30,7 @@ from report.findings import (
 )
 from report.html import render_html
 from report.markdown import render_markdown
+from report.outputs import ReportError, ReportWriter, refuse_occupied_outputs
 from report.pairing_text import pairings_text
 from report.pairings import findings_file, findings_json, pairing_table, unanswered
 from report.pairs import Sides, table_sides
@@ -54,6 +54,7 @@ from report.quality import (
 )
 from report.sections import ReportInputs, build_document
 from report.sessions import interleaved, pool_sessions
+from report.summary import summary_table
 from report.table import (
     UNKNOWN_HARDWARE,
     full_where_measured,
@@ -65,29 +66,25 @@ from report.table import (
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
 from report.verdict import verdict_text
 from roofline.hardware import HARDWARE
-from specs.artifacts import FIGURES_DIR, RESULTS_FILE, Manifest, SweepLayout, read_manifest, verify
-from specs.report_record import forget_report, record_report
-from specs.results import RunResult
-from specs.safefile import (
-    RUN_MAX_BYTES,
-    SPEC_MAX_BYTES,
-    UnsafeFileError,
-    atomic_write,
-    kind_of,
-    lstat_or_none,
-    read_bytes,
-    read_text,
+from specs.artifacts import (
+    RESULTS_FILE,
+    Manifest,
+    SweepLayout,
+    not_run_note,
+    planned_without_result,
+    read_manifest,
+    verify,
 )
+from specs.results import RunResult
+from specs.safefile import RUN_MAX_BYTES, SPEC_MAX_BYTES, UnsafeFileError, read_bytes, read_text
 from specs.schema import VANILLA, ExperimentSpec, ParitySpec
 
 HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"
 FINDINGS_FILE = "findings.json"
-SUMMARY_ROWS = 40
 
 
-class ReportError(Exception):
-    """A report that cannot be rendered for a reason the user can fix; the message says which and how."""
+__all__ = ["ReportError", "UnverifiedArtifactsError", "render_report"]
 
 
 class UnverifiedArtifactsError(ReportError):
@@ -102,6 +99,8 @@ class WrittenFigure:
     png: Path
     svg: Path
     figure: Figure  # kept so callers (tests) can read its plotted data
+    png_data: bytes = b""  # written once every output is drawn and none would replace a file of yours
+    svg_data: bytes = b""
 
 
 @dataclass(frozen=True)
@@ -159,8 +158,9 @@ def render_report(
             f"{layout.root}: artifacts fail verification ({len(problems)} problem(s)): " + "; ".join(problems)
             + ". Rerun the sweep to recompute damaged runs, or pass --allow-unverified to render anyway."
         )
-    _refuse_occupied_outputs(layout)
-    forget_report(layout)  # recorded again once every file is written (specs/report_record.py)
+    refuse_occupied_outputs(layout)
+    writer = ReportWriter(layout, _sweep_name(layout, []))  # what it writes goes through the sweep's record
+    writer.refuse_unowned(layout.root / name for name in (RESULTS_FILE, HTML_FILE, MARKDOWN_FILE, FINDINGS_FILE))
     if problems and echo:
         print(f"warning: {unverified_warning(problems)}", file=sys.stderr)
     if hardware is not None and hardware not in HARDWARE:
@@ -184,7 +184,7 @@ def render_report(
     predictions = sweep_predictions(results, runs, available)
     table = with_roofline_columns(table, predictions)
     base = with_roofline_columns(base, predictions)
-    _write_parquet(with_roofline_columns(runs, predictions), layout.results)
+    parquet = _parquet_bytes(with_roofline_columns(runs, predictions))
     crossovers = crossover_table(base, available, shapes)
     predicted = predicted_throughput(base, available, shapes)
     pairings = pairing_table(table, results, quality.parity, crossovers, available)
@@ -210,15 +210,21 @@ def render_report(
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
         document.warnings.insert(0, unverified_warning(problems))
+    never_ran, planned = planned_without_result(layout, writer.record)
+    if never_ran:  # an interrupted sweep's report says what it lacks
+        document.warnings.append(not_run_note(never_ran, planned))
+        if echo:
+            print(f"warning: {not_run_note(never_ran, planned)}", file=sys.stderr)
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
     json_path = layout.root / FINDINGS_FILE
-    _atomic_text(html_path, render_html(document))
-    _atomic_text(md_path, render_markdown(document))
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
                                     sides=table_sides(table), missing=missing)
-    _atomic_text(json_path, findings_json(findings_record))
-    record_report(layout, [layout.results, html_path, md_path, json_path, *(p for w in written for p in (w.png, w.svg))])
-    summary = summary_table(table, html_path, written, skipped)
+    files = [(layout.results, parquet), (html_path, render_html(document).encode("utf-8")),
+             (md_path, render_markdown(document).encode("utf-8")),
+             (json_path, findings_json(findings_record).encode("utf-8"))]
+    files += [(p, data) for w in written for p, data in ((w.png, w.png_data), (w.svg, w.svg_data))]
+    writer.write_all(files, {p.name for w in written for p in (w.png, w.svg)})
+    summary = summary_table(table, html_path, len(written), len(skipped))
     answer = findings_text(findings)
     both_ways = pairings_text(pairings)
     versus = variants_text(variants)
@@ -236,21 +242,6 @@ def unverified_warning(problems: tuple[str, ...]) -> str:
     return (f"UNVERIFIED: these artifacts FAILED verification ({len(problems)} problem(s)) and were rendered only "
             "because --allow-unverified was given; every number below may differ from what was measured: "
             + "; ".join(problems))
-
-
-def _refuse_occupied_outputs(layout: SweepLayout) -> None:
-    """Before anything is written: each file the report writes is absent or a regular file, and figures/ is
-    absent or a directory (a symlink or a FIFO there was refused by verify), so a folder where report.md goes,
-    or a file where figures/ goes, is one line rather than a traceback after the figures are drawn."""
-    for name in (RESULTS_FILE, HTML_FILE, MARKDOWN_FILE, FINDINGS_FILE):
-        status = lstat_or_none(layout.root / name)
-        if status is not None and not stat.S_ISREG(status.st_mode):
-            raise ReportError(f"{layout.root / name}: is {kind_of(status.st_mode)}; the report writes a file there "
-                              "and replaces nothing else: move it away")
-    status = lstat_or_none(layout.figures)
-    if status is not None and not stat.S_ISDIR(status.st_mode):
-        raise ReportError(f"{layout.figures}: is {kind_of(status.st_mode)}; the report draws its figures into a "
-                          f"{FIGURES_DIR}/ directory of its own: move it away")
 
 
 def analyse_quality(results: list[RunResult], table: pl.DataFrame, settings: ParitySpec = ParitySpec()) -> QualityData:
@@ -326,7 +317,6 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
              profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame,
              predictions: pl.DataFrame, variants: pl.DataFrame, variant_quality: pl.DataFrame):
     figures_dir = layout.figures
-    figures_dir.mkdir(exist_ok=True)
     kinds = sorted(profiles)
     written: list[WrittenFigure] = []
     skipped: list[SkippedFigure] = []
@@ -356,32 +346,22 @@ def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult],
                     skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
                 else:
                     written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
-    _remove_stale_figures(figures_dir, {p.name for w in written for p in (w.png, w.svg)})
     return written, skipped, tuple(notes)
 
 
-def _remove_stale_figures(figures_dir: Path, drawn: set[str]) -> None:
-    """Remove the figures an earlier report drew that this one did not (a figure now skipped must not linger):
-    only regular files named as the catalogue names its figures, never through a link, never a file of yours."""
-    for path in sorted(figures_dir.iterdir()):
-        status = lstat_or_none(path)
-        if (path.name not in drawn and status is not None and stat.S_ISREG(status.st_mode)
-                and is_catalogue_figure(path.name)):
-            path.unlink()
-
-
 def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
+    """The figure's PNG and SVG, drawn into memory: written with the report's other files."""
     png, svg = directory / f"{stem}.png", directory / f"{stem}.svg"
     with matplotlib.rc_context({"svg.hashsalt": "llada-bench", "svg.fonttype": "path"}):
-        _atomic_figure(fig, png, "png", {"Software": None})
-        _atomic_figure(fig, svg, "svg", {"Date": None, "Creator": None})
-    return WrittenFigure(number, stem, hardware, png, svg, fig)
+        png_data = _figure_bytes(fig, "png", {"Software": None})
+        svg_data = _figure_bytes(fig, "svg", {"Date": None, "Creator": None})
+    return WrittenFigure(number, stem, hardware, png, svg, fig, png_data, svg_data)
 
 
-def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
+def _figure_bytes(fig: Figure, fmt: str, metadata: dict) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata)
-    atomic_write(path, buffer.getvalue())
+    return buffer.getvalue()
 
 
 def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
@@ -399,6 +379,7 @@ def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: l
         blocks.append(((order[w.number], w.stem, w.hardware), FigureBlock(
             w.number, _title(title, w.stem, entry.slug), w.hardware, caption, shows, png=w.png,
             relative_png=w.png.relative_to(layout.root).as_posix(), relative_svg=w.svg.relative_to(layout.root).as_posix(),
+            png_data=w.png_data,
         )))
     for s in skipped:
         entry = entries[s.number]
@@ -416,37 +397,7 @@ def _title(title: str, stem: str, slug: str) -> str:
 # ------------------------------------------------------------------ outputs
 
 
-def _write_parquet(table: pl.DataFrame, path: Path) -> None:
+def _parquet_bytes(table: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     table.write_parquet(buffer)
-    atomic_write(path, buffer.getvalue())
-
-
-def _atomic_text(path: Path, text: str) -> None:
-    atomic_write(path, text.encode("utf-8"))
-
-
-def summary_table(table: pl.DataFrame, html: Path, written: list[WrittenFigure], skipped: list[SkippedFigure]) -> str:
-    """A short plain-text table of the runs for the end of a sweep, then where the report is."""
-    multi = table["hardware"].n_unique() > 1
-    algs = table["dream_alg"].drop_nulls().len() > 0  # Dream's alg, where a run has one
-    header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block",
-                                                *(["alg"] if algs else []), "status", "latency", "tokens/s",
-                                                "forwards", "peak memory"]
-    rows = []
-    for r in table.head(SUMMARY_ROWS).iter_rows(named=True):
-        rows.append(([r["hardware"][:24]] if multi else []) + [
-            r["model"], r["impl"] or VANILLA, str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
-            "–" if r["steps"] is None else str(r["steps"]), "–" if r["block_length"] is None else str(r["block_length"]),
-            *([r["dream_alg"] or "–"] if algs else []),
-            r["status"], fmt_seconds(r["latency_e2e_s_median"]),
-            fmt_rate(r["tokens_per_s_median"]), "–" if r["forwards"] is None else f"{r['forwards']:g}",
-            fmt_bytes(r["peak_memory_bytes"]),
-        ])
-    widths = [max(len(h), *(len(row[i]) for row in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths))]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in rows]
-    if table.height > SUMMARY_ROWS:
-        lines.append(f"… {table.height - SUMMARY_ROWS} more runs in results.parquet and the report")
-    lines.append(f"report: {html} ({len(written)} figures written, {len(skipped)} skipped)")
-    return "\n".join(lines)
+    return buffer.getvalue()

@@ -5,26 +5,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from specs.chain import Record, read_record
 from specs.results import RunResult
 from specs.safefile import (
-    CHECKSUMS_MAX_BYTES,
     MANIFEST_MAX_BYTES,
     RUN_MAX_BYTES,
-    TEMP_SUFFIX,
     UnsafeFileError,
     is_special,
     kind_of,
     lstat_or_none,
     open_binary,
     read_bytes,
-    read_text,
 )
 
 SPEC_FILE = "spec.yaml"
@@ -32,8 +29,8 @@ RUNS_DIR = "runs"
 MANIFEST_FILE = "manifest.json"
 RESULTS_FILE = "results.parquet"
 FIGURES_DIR = "figures"
-# Every checksum the sweep ever wrote, one JSON line each: a second record beside the manifest, so a run
-# file edited while the manifest was away is never adopted as a result.
+# The sweep's record (specs/chain.py): every file the sweep and its report wrote or removed, and what the sweep
+# planned, chained line to line; the manifest and report-manifest.json are views of it that verify checks.
 CHECKSUMS_FILE = "checksums.jsonl"
 LOCK_FILE = "sweep.lock"  # present while a sweep writes here: host, pid, start time
 # The report: the HTML, its Markdown, and the Findings as data (both pairings; report/pairings.py).
@@ -45,16 +42,6 @@ FIGURE_SUFFIXES = (".png", ".svg")
 SWEEP_FILES = frozenset({SPEC_FILE, MANIFEST_FILE, CHECKSUMS_FILE, RESULTS_FILE, LOCK_FILE, REPORT_MANIFEST_FILE,
                          *REPORT_FILES})
 SWEEP_DIRS = frozenset({RUNS_DIR, FIGURES_DIR})
-# Temporary files the package itself names (specs/safefile.atomic_write): `.<name>.<random>.tmp` for the files
-# a sweep writes, the report's included; `<name>.tmp`, the report's own before it took unique names.
-_STORE_TEMP = re.compile(
-    r"^\.(?:spec\.yaml|manifest\.json|write-check|[0-9a-f]+\.json|results\.parquet|report\.html|report\.md"
-    r"|findings\.json|report-manifest\.json)\.[^/]+\.tmp$"
-)
-_REPORT_TEMPS = frozenset(name + TEMP_SUFFIX for name in (RESULTS_FILE, *REPORT_FILES))
-_FIGURE_TEMP = re.compile(r"^\.[^/]+\.(?:png|svg)\.[^/]+\.tmp$")
-
-
 class Manifest(BaseModel):
     """run_id → sha256 of its file, plus the frozen spec's sha256."""
 
@@ -112,18 +99,12 @@ class SweepLayout:
             return {}
         return {p.stem: p for p in sorted(self.runs.glob("*.json")) if is_regular(p)}
 
-    def temporaries(self) -> list[Path]:
-        """Temporary files this package names itself, left by an interrupted write (never anything else)."""
-        found = [p for p in entries(self.root) if is_own_temporary(p.name)]
-        if is_own_dir(self.runs):
-            found += [p for p in entries(self.runs) if _STORE_TEMP.match(p.name)]
-        if is_own_dir(self.figures):
-            found += [p for p in entries(self.figures) if _FIGURE_TEMP.match(p.name)]
-        return [p for p in found if is_regular(p)]
-
-
-def is_own_temporary(name: str) -> bool:
-    return bool(_STORE_TEMP.match(name)) or name in _REPORT_TEMPS
+    def temporaries(self, record: Record) -> list[Path]:
+        """Temporary files of the writers the record names, left by an interrupted write (never anything else)."""
+        found = entries(self.root)
+        for directory in (self.runs, self.figures):
+            found += entries(directory) if is_own_dir(directory) else []
+        return [p for p in found if record.is_temporary(p.name) and is_regular(p)]
 
 
 def entries(directory: Path) -> list[Path]:
@@ -172,41 +153,21 @@ def _unsafe(path: Path, mode: int) -> str:
             "never opened (it could block or never end): remove it")
 
 
-def holds_sweep(root: Path) -> bool:
-    """Whether a directory holds a sweep of this package: its checksum record, or a manifest that parses."""
-    layout = SweepLayout(root)
-    if is_regular(layout.checksums):
-        return True
-    try:
-        return read_manifest(layout) is not None
-    except (ValueError, OSError):
-        return False
-
-
 def checksum_key(layout: SweepLayout, path: Path) -> str:
     """How the checksum record names a file: its path inside the sweep directory (runs/<id>.json)."""
     return path.relative_to(layout.root).as_posix()
 
 
+def read_sweep_record(layout: SweepLayout) -> Record | None:
+    """The sweep's record (checksums.jsonl, specs/chain.py), None when there is none; UnsafeFileError for a FIFO,
+    a link or one too large to read."""
+    return read_record(layout.checksums)
+
+
 def read_checksums(layout: SweepLayout) -> dict[str, set[str]] | None:
-    """Every checksum ever recorded, by file (None when there is no record). A torn last line, from a
-    writer killed mid-append, is skipped: its file was never renamed into place."""
-    if lstat_or_none(layout.checksums) is None:
-        return None
-    try:
-        text = read_text(layout.checksums, CHECKSUMS_MAX_BYTES)
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError):  # not UnsafeFileError: a FIFO or an oversized record is refused
-        return {}
-    recorded: dict[str, set[str]] = {}
-    for line in text.splitlines():
-        try:
-            entry = json.loads(line)
-            recorded.setdefault(str(entry["file"]), set()).add(str(entry["sha256"]))
-        except (ValueError, KeyError, TypeError):
-            continue
-    return recorded
+    """Every checksum ever recorded, by file (None when there is no record)."""
+    record = read_sweep_record(layout)
+    return None if record is None else {key: record.recorded(key) for key in record.files}
 
 
 def sha256_file(path: Path) -> str:
@@ -237,42 +198,80 @@ class Problem:
 
 
 def verify(layout: SweepLayout) -> list[Problem]:
-    """Recompute every checksum; name each mismatch, missing file, extra file and stray entry, and every
-    manifest checksum the sweep never recorded writing, and every run file that names another run or another
-    sweep inside (copied in from elsewhere). Empty = verified. UnsafeFileError (one line) for a FIFO, device,
-    socket or symlink in the folder, or a file too large to read."""
+    """Recompute every checksum; name a record that is missing or not whole, each mismatch, missing file, extra
+    file and stray entry, every manifest checksum the sweep never recorded writing, and every run file that names
+    another run or another sweep inside (copied in from elsewhere). Empty = verified. A file that cannot be read is
+    named, never a traceback. UnsafeFileError (one line) for a FIFO, device, socket or symlink in the folder, or a
+    file too large to read."""
     refuse_unsafe_entries(layout)
+    try:
+        record = read_sweep_record(layout)
+        problems = record_problems(layout, record)
+    except UnsafeFileError:
+        raise
+    except OSError as exc:
+        record, problems = None, [Problem(str(layout.checksums), f"unreadable ({_why(exc)}): fix its permissions, "
+                                          "then verify again")]
     try:
         manifest = read_manifest(layout)
     except UnsafeFileError:
         raise
     except (ValueError, OSError) as exc:
-        return [Problem(str(layout.manifest), f"unreadable manifest ({exc.__class__.__name__})")]
+        return problems + [Problem(str(layout.manifest), f"unreadable manifest ({_why(exc)})")]
     if manifest is None:
-        return [Problem(str(layout.manifest), "missing")]
-    problems: list[Problem] = []
-    recorded = read_checksums(layout)
-    if not is_regular(layout.spec):
-        problems.append(Problem(str(layout.spec), "missing"))
-    elif sha256_file(layout.spec) != manifest.spec_sha256:
+        return problems + [Problem(str(layout.manifest), "missing")]
+    recorded = record or Record(layout.checksums)
+    spec_digest = checksum_or_problem(layout.spec) if is_regular(layout.spec) else Problem(str(layout.spec), "missing")
+    if isinstance(spec_digest, Problem):
+        problems.append(spec_digest)
+    elif spec_digest != manifest.spec_sha256:
         problems.append(Problem(str(layout.spec), "checksum mismatch (edited after the sweep)"))
-    elif recorded is not None and manifest.spec_sha256 not in recorded.get(SPEC_FILE, set()):
+    elif record is not None and manifest.spec_sha256 not in recorded.recorded(SPEC_FILE):
         problems.append(Problem(str(layout.spec), f"checksum not in {CHECKSUMS_FILE} (manifest edited?)"))
     on_disk = layout.run_files()
     for run_id, expected in sorted(manifest.runs.items()):
         path = layout.run_file(run_id)
-        if run_id not in on_disk:
+        digest = checksum_or_problem(path) if run_id in on_disk else None
+        if digest is None:
             if not path.exists():  # one that is there but no file is named below, as a stray
                 problems.append(Problem(str(path), "missing"))
-        elif sha256_file(path) != expected:
+        elif isinstance(digest, Problem):
+            problems.append(digest)
+        elif digest != expected:
             problems.append(Problem(str(path), "checksum mismatch (truncated or edited)"))
-        elif recorded is not None and expected not in recorded.get(checksum_key(layout, path), set()):
+        elif record is not None and expected not in recorded.recorded(checksum_key(layout, path)):
             problems.append(Problem(str(path), f"checksum not in {CHECKSUMS_FILE}: not a result the sweep wrote"))
         else:
             problems += _foreign(path, run_id, manifest.sweep)
     for run_id in sorted(set(on_disk) - set(manifest.runs)):
         problems.append(Problem(str(on_disk[run_id]), "extra file not in the manifest"))
-    return problems + strays(layout)
+    return problems + strays(layout, recorded)
+
+
+def record_problems(layout: SweepLayout, record: Record | None) -> list[Problem]:
+    """The record itself: gone, or not whole (an edit, a line removed or inserted, a foreign file)."""
+    if record is None:
+        return [Problem(str(layout.checksums), "missing: the record of every file this sweep wrote is gone (deleted, "
+                        "or the folder predates it), so no checksum here can be trusted; rerun the sweep into a "
+                        "new --out")]
+    if record.broken is not None:
+        return [Problem(str(layout.checksums), f"not whole: {record.broken}; nothing it records after that line "
+                        "can be trusted")]
+    return []
+
+
+def checksum_or_problem(path: Path) -> str | Problem:
+    """The file's sha256, or the problem naming why it cannot be read (permissions, an I/O error)."""
+    try:
+        return sha256_file(path)
+    except UnsafeFileError:
+        raise
+    except OSError as exc:
+        return Problem(str(path), f"unreadable ({_why(exc)}): fix its permissions, then verify again")
+
+
+def _why(exc: BaseException) -> str:
+    return exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else exc.__class__.__name__
 
 
 def _foreign(path: Path, run_id: str, sweep: str) -> list[Problem]:
@@ -288,13 +287,14 @@ def _foreign(path: Path, run_id: str, sweep: str) -> list[Problem]:
     return []
 
 
-def strays(layout: SweepLayout) -> list[Problem]:
-    """Entries a sweep never writes: unknown files and folders, a run path that is not a file, figures
-    that are not images. The package's own temporary files are not strays (the next sweep removes them)."""
+def strays(layout: SweepLayout, record: Record) -> list[Problem]:
+    """Entries a sweep never writes: unknown files and folders, a run path that is not a file, figures that are
+    not images. The temporaries of a writer the record names are not strays (the next sweep removes them); a file
+    that merely looks like one is."""
     problems = []
     for path in entries(layout.root):
         name = path.name
-        if is_own_temporary(name):
+        if record.is_temporary(name):
             continue
         if name in SWEEP_DIRS:
             if not path.is_dir() or path.is_symlink():
@@ -305,28 +305,35 @@ def strays(layout: SweepLayout) -> list[Problem]:
         else:
             problems.append(Problem(str(path), "stray: not part of a sweep"))
     for path in entries(layout.runs) if is_own_dir(layout.runs) else []:
-        if _STORE_TEMP.match(path.name):
+        if record.is_temporary(path.name):
             continue
         if path.suffix != ".json":
             problems.append(Problem(str(path), "stray: not a run file"))
         elif not path.is_file() or path.is_symlink():
             problems.append(Problem(str(path), "stray: a run file must be a regular file"))
     for path in entries(layout.figures) if is_own_dir(layout.figures) else []:
-        if _FIGURE_TEMP.match(path.name):
+        if record.is_temporary(path.name):
             continue
         if path.suffix not in FIGURE_SUFFIXES or not is_regular(path):
             problems.append(Problem(str(path), "stray: not a figure"))
     return problems
 
 
-def provenance_warning(layout: SweepLayout) -> str | None:
-    """A line to print when the manifest's checksums cannot be checked against the record of writes."""
-    if is_regular(layout.manifest) and read_checksums(layout) is None:
-        return (
-            f"{layout.checksums}: missing, so the manifest's checksums cannot be checked against the record of "
-            "what the sweep wrote (a directory from an older version, or the record was deleted)"
-        )
-    return None
+def planned_without_result(layout: SweepLayout, record: Record | None) -> tuple[list[str], int]:
+    """The runs the sweep last planned (its record's plan line) that have no run file, and how many it planned: a
+    sweep interrupted, stopped by its time limit, or refused a write before them. ([], 0) without a plan."""
+    if record is None or record.plan is None:
+        return [], 0
+    on_disk = layout.run_files()
+    return [run_id for run_id in record.plan if run_id not in on_disk], len(record.plan)
+
+
+def not_run_note(missing: list[str], planned: int) -> str:
+    """What a report and verify say of planned runs that never ran."""
+    return (f"{len(missing)} of the {planned} planned runs never ran (the sweep stopped before them: interrupted, out "
+            f"of time, or refused a write), so every number here rests on the {planned - len(missing)} that did; rerun "
+            f"the same sweep command to run them (not run: {', '.join(missing[:8])}"
+            f"{f' and {len(missing) - 8} more' if len(missing) > 8 else ''})")
 
 
 def load_results(layout: SweepLayout) -> list[RunResult]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from specs.frozen import Attention, Device, Dtype, Frozen
+from specs.frozen import Attention, Device, Dtype, Frozen, distinct
 
 
 class HardwareRequirement(Frozen):
@@ -31,6 +31,8 @@ class Extrapolation(Frozen):
     timed_steps: int = Field(gt=0)
     check_steps: list[Annotated[int, Field(gt=0)]] = Field(default_factory=list)
     check_batch_sizes: list[Annotated[int, Field(gt=0)]] | None = None  # None: every batch size of the grid
+
+    _distinct = field_validator("check_steps", "check_batch_sizes")(distinct)
 
 
 class Controls(Frozen):
@@ -133,7 +135,18 @@ class QualitySpec(Frozen):
     parity: ParitySpec = ParitySpec()
     # The batch sizes whose runs score quality (None: every one). Greedy text does not depend on the batch, so
     # one batch size answers quality; the largest generates the prompts in the fewest passes.
-    batch_sizes: list[int] | None = Field(default=None, min_length=1)
+    batch_sizes: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1)
+
+    _distinct = field_validator("batch_sizes")(distinct)
+
+    @model_validator(mode="after")
+    def _settings_need_a_metric(self) -> QualitySpec:
+        """A setting of how quality is scored, with no metric to score it, would be silently ignored."""
+        given = [name for name in ("batch_sizes", "llama_sampled_temperature") if getattr(self, name) is not None]
+        if given and not self.enabled:
+            raise ValueError(f"{given[0]}: given, but no quality metric is enabled, so nothing would read it; "
+                             "enable bertscore, perplexity or elbo, or remove it")
+        return self
 
     @property
     def enabled(self) -> bool:

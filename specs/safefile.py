@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -27,6 +28,9 @@ MANIFEST_MAX_BYTES = 16 * MIB  # ~100 bytes per run
 CHECKSUMS_MAX_BYTES = 64 * MIB  # ~130 bytes per write, every resume included
 RUN_MAX_BYTES = 64 * MIB  # a run file holds raw samples and generations: the H200 ones are under 200 KiB
 PROMPTS_MAX_BYTES = 256 * MIB  # a local prompt file (.txt or .jsonl)
+# This process's name in the temporaries it makes (`.<name>.<writer>.<random>.tmp`): a sweep's record names the
+# writers that wrote there (specs/chain.py), so a sweep removes a leftover temporary only when it is one of theirs.
+WRITER_TOKEN = secrets.token_hex(8)
 
 
 class UnsafeFileError(ValueError):
@@ -137,11 +141,11 @@ SHARED_MODE = 0o666 & ~_umask()
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Temporary file in the same directory under a name of its own (`.<name>.<random>.tmp`: two writers never
-    share one), fsync, rename, fsync the directory: all or nothing. The rename replaces a symlink at `path`,
+    """Temporary file in the same directory under a name of its own (`.<name>.<writer>.<random>.tmp`: two writers
+    never share one), fsync, rename, fsync the directory: all or nothing. The rename replaces a symlink at `path`,
     never writes through it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{WRITER_TOKEN}.", suffix=TEMP_SUFFIX)
     try:
         os.fchmod(fd, SHARED_MODE)  # mkstemp's 0600 would hide results from colleagues on a shared disk
         with os.fdopen(fd, "wb") as handle:

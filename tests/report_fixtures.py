@@ -17,7 +17,15 @@ import numpy as np
 import yaml
 
 from roofline.memory import llada_cache_bytes
-from specs.artifacts import Manifest, SweepLayout, canonical_json, sha256_file
+from specs.artifacts import (
+    Manifest,
+    SweepLayout,
+    canonical_json,
+    checksum_key,
+    read_sweep_record,
+    sha256_file,
+)
+from specs.chain import RecordWriter
 from specs.registry import family, preset_shape
 from specs.results import (
     Environment,
@@ -127,10 +135,12 @@ CPU_ROOFS = MeasuredRoofs(
 
 
 def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
-    """Write spec.yaml, runs/*.json and manifest.json under root/<name>; return that directory."""
+    """Write spec.yaml, runs/*.json and manifest.json under root/<name>, each recorded in checksums.jsonl as a sweep
+    records it; return that directory."""
     layout = SweepLayout(root / grid.name)
     layout.runs.mkdir(parents=True, exist_ok=True)
-    layout.spec.write_text(yaml.safe_dump(_spec_dict(grid), sort_keys=False), encoding="utf-8")
+    writer = RecordWriter.open(layout.checksums, layout.root, grid.name, "sweep")
+    writer.write(layout.spec, yaml.safe_dump(_spec_dict(grid), sort_keys=False).encode("utf-8"))
     rng = np.random.default_rng(1234)
     # Variants draw their noise from their own stream: a sweep's vanilla runs are the same with or without them.
     variant_rng = np.random.default_rng(5678)
@@ -146,11 +156,27 @@ def write_sweep(root: Path, grid: FixtureGrid = FixtureGrid()) -> Path:
     for result in results:
         path = layout.run_file(result.run_id)
         assert not path.exists(), f"duplicate run id {result.run_id}"
-        path.write_text(result.model_dump_json(indent=1), encoding="utf-8")
-        runs[result.run_id] = sha256_file(path)
+        runs[result.run_id] = writer.write(path, result.model_dump_json(indent=1).encode("utf-8"))
     manifest = Manifest(sweep=grid.name, spec_sha256=sha256_file(layout.spec), runs=runs)
     layout.manifest.write_text(manifest.model_dump_json(indent=1), encoding="utf-8")
     return layout.root
+
+
+def reseal(root: Path) -> Path:
+    """After a test rewrote a fixture's spec or run files in place: record their new checksums as the sweep's own
+    writes and rewrite the manifest over them (what a forger would need the record's links to do)."""
+    layout = SweepLayout(root)
+    record = read_sweep_record(layout)
+    assert record is not None
+    writer = RecordWriter.open(layout.checksums, layout.root, layout.root.name, "sweep")
+    for path in [layout.spec, *layout.run_files().values()]:
+        if sha256_file(path) not in record.recorded(checksum_key(layout, path)):
+            writer.write(path, path.read_bytes())
+    runs = {run_id: sha256_file(path) for run_id, path in layout.run_files().items()}
+    manifest = Manifest.model_validate_json(layout.manifest.read_text(encoding="utf-8"))
+    manifest = manifest.model_copy(update={"runs": runs, "spec_sha256": sha256_file(layout.spec)})
+    layout.manifest.write_text(manifest.model_dump_json(indent=1), encoding="utf-8")
+    return root
 
 
 # ------------------------------------------------------------------ configs

@@ -44,7 +44,7 @@ def finished_sweep(spec_path: Path, out: Path, *, leave_out: int = 0) -> list[Pl
     spec = load_spec(spec_path)
     planned = plan_runs(spec)
     store = ArtifactStore(out)
-    store.open(spec, spec_path.read_text(encoding="utf-8"))
+    store.open(spec, spec_path.read_text(encoding="utf-8"), planned=[r.run_id for r in planned])
     for run in planned[: len(planned) - leave_out]:
         store.write_result(ok_result(run, spec.name))
     return planned

@@ -143,11 +143,62 @@ def test_one_node_runs_the_sweep_in_the_image_with_the_cache_and_artifacts_bound
     assert args[:3] == ["exec", "--nv", "--cleanenv"] and token == ""
     assert "CUDA_VISIBLE_DEVICES=0,1,2,3" in args
     assert f"{tmp_path / 'hf'}:/hf-cache" in args
-    assert f"{tmp_path / 'artifacts'}:/opt/llada-bench/artifacts" in args and (tmp_path / "artifacts").is_dir()
+    # In the submit directory, bound at its own path, its ./artifacts with it: the sweep writes there.
+    assert _option(args, "--pwd") == [str(tmp_path)] and str(tmp_path) in _option(args, "--bind")
+    assert f"LLADA_BENCH_ARTIFACTS={tmp_path / 'artifacts'}" in args and (tmp_path / "artifacts").is_dir()
     ray_tmp = next(a.removeprefix("RAY_TMPDIR=") for a in args if a.startswith("RAY_TMPDIR="))
     assert re.fullmatch(rf"/tmp/llada-ray-{env['SLURM_JOB_ID']}\.\w+", ray_tmp)
     assert not Path(ray_tmp).exists() and _ray_folders(env) == []  # removed once the driver is done
     assert args[-5:] == [str(tmp_path / "llada.sif"), "llada-bench", "sweep", "specs/paper.yaml", "--retry-failed"]
+
+
+def _option(args: list[str], name: str) -> list[str]:
+    """Every value given to an option (`--bind A --bind B` → [A, B])."""
+    return [args[i + 1] for i, arg in enumerate(args[:-1]) if arg == name]
+
+
+def test_the_spec_is_the_users_copy_in_the_submit_directory_or_its_own_folder_bound(fake_node) -> None:
+    """A spec in the submit directory (an edited specs/paper.yaml, or one of the user's own) is the one the sweep
+    reads: the job runs there, and a spec elsewhere has its folder bound; the log says which copy is read."""
+    tmp_path, env = fake_node
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "paper.yaml").write_text("name: edited\n")
+    done = _sbatch(env, tmp_path, "specs/paper.yaml")
+    assert done.returncode == 0 and f"spec specs/paper.yaml ({tmp_path / 'specs' / 'paper.yaml'})" in done.stdout
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-specs"
+    elsewhere.mkdir()
+    (elsewhere / "mine.yaml").write_text("name: mine\n")
+    (tmp_path / "apptainer.log").unlink()
+    done = _sbatch(env, tmp_path, str(elsewhere / "mine.yaml"))
+    [(args, _)] = _calls(tmp_path)
+    assert done.returncode == 0 and str(elsewhere) in _option(args, "--bind")
+    assert args[-1] == str(elsewhere / "mine.yaml")
+    done = _sbatch(env, tmp_path, "specs/smoke.yaml")
+    assert f"spec specs/smoke.yaml (not in {tmp_path}: the image's own copy)" in done.stdout
+
+
+@pytest.mark.parametrize(("variable", "named"), [("LLADA_ARTIFACTS", "LLADA_ARTIFACTS"),
+                                               ("LLADA_HF_CACHE", "LLADA_HF_CACHE"),
+                                               ("SLURM_SUBMIT_DIR", "the submit directory")])
+@pytest.mark.parametrize("char", [",", ":"])
+def test_a_path_apptainer_would_split_is_refused_before_anything_runs(
+    fake_node, variable: str, named: str, char: str
+) -> None:
+    tmp_path, env = fake_node
+    odd = tmp_path / f"a{char}b"
+    odd.mkdir()
+    (odd / "hf").mkdir()
+    done = _sbatch(dict(env, **{variable: str(odd)}), tmp_path, "specs/paper.yaml")
+    assert done.returncode == 2 and f"{named} ({odd}) contains ',' or ':'" in done.stderr
+    assert not (tmp_path / "apptainer.log").exists() and not (tmp_path / "artifacts").exists()
+    assert sorted(p.name for p in odd.iterdir()) == ["hf"]
+
+
+def test_a_refused_sweep_says_to_fix_the_error_not_to_resubmit(fake_node) -> None:
+    tmp_path, env = fake_node
+    refused = _sbatch(dict(env, FAKE_STATUS="2"), tmp_path, "specs/paper.yaml")
+    assert refused.returncode == 2 and "fix that first" in refused.stderr
+    assert "again to resume" not in refused.stdout + refused.stderr
 
 
 def test_one_node_refuses_without_an_image_and_passes_failures_through(fake_node) -> None:

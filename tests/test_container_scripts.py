@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -195,3 +196,61 @@ def test_cluster_test_refuses_bad_arguments_before_touching_anything() -> None:
     assert helped.returncode == 0
     for stage in ("install", "sif", "cluster", "a ", "test", "b ", "c ", "d "):
         assert f"\n  {stage}" in helped.stdout, stage
+
+
+# The tools the cluster test's outside part calls, faked: each logs its call; `apptainer build` writes the image it
+# is asked for and `unshare` (the cluster, in its namespace) only writes the summary and times the checks would.
+FAKE_CLUSTER_TOOL = r"""#!/bin/bash
+printf '%s %s\n' "$(basename "$0")" "$*" >> "$FAKE_LOG"
+case "$(basename "$0") $1" in
+    "podman image") echo "sha256:0123456789abcdef" ;;
+    "apptainer build") for arg; do case "$arg" in *.sif) echo "built here" > "$arg" ;; esac; done ;;
+    "unshare --net") while [ "$#" -gt 0 ]; do [ "$1" = --inside ] && echo "no checks" | tee "$2/summary" "$2/times"; shift; done ;;
+esac
+exit 0
+"""
+
+
+def _cluster_test(tmp_path: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "cluster-bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("apptainer", "podman", "slurmd", "slurmctld", "sbatch", "munged", "ip", "unshare"):
+        (bin_dir / name).write_text(FAKE_CLUSTER_TOOL)
+        (bin_dir / name).chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "tools.log"),
+               APPTAINER_PREFIX=str(tmp_path / "no-apptainer"))
+    return subprocess.run([str(root / "container" / "cluster-test.sh"), *args], capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_cluster_test_never_builds_over_a_sif_it_did_not_build(tmp_path: Path) -> None:
+    """--sif names an image to test as it is; build/llada.sif is replaced only while it is the file the script
+    built (its stamp says so). Anything else is refused by name before anything runs, and kept."""
+    missing = _cluster_test(tmp_path, ROOT, "--sif", str(tmp_path / "none.sif"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr and "never builds one" in missing.stderr
+    copy = tmp_path / "project"  # the script's own folder, with a build/llada.sif of the user's
+    (copy / "container").mkdir(parents=True)
+    for name in ("cluster-test.sh", "stages.sh"):
+        shutil.copy2(CONTAINER / name, copy / "container" / name)
+    (copy / "build").mkdir()
+    (copy / "build" / "llada.sif").write_text("the user's own image")
+    refused = _cluster_test(tmp_path, copy)
+    assert refused.returncode == 2 and "was not built by this script" in refused.stderr
+    assert f"--sif {copy / 'build' / 'llada.sif'}" in refused.stderr
+    (copy / "build" / "llada.sif.image").write_text("sha256:0123456789abcdef\n1 1\n")  # a stamp of another file
+    assert _cluster_test(tmp_path, copy).returncode == 2
+    assert (copy / "build" / "llada.sif").read_text() == "the user's own image"
+    assert not (tmp_path / "tools.log").exists()
+
+
+@root_only
+def test_cluster_test_tests_a_given_sif_as_it_is(tmp_path: Path) -> None:
+    mine = tmp_path / "mine.sif"
+    mine.write_text("the user's own image")
+    (tmp_path / "mine.sif.image").write_text("sha256:an-older-image\n")  # names another image: still not rebuilt
+    ran = _cluster_test(tmp_path, ROOT, "--sif", str(mine))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "testing " + str(mine) + " as given" in ran.stdout
+    assert mine.read_text() == "the user's own image"
+    calls = (tmp_path / "tools.log").read_text().splitlines()
+    assert not [c for c in calls if c.startswith(("podman save", "apptainer build"))], calls

@@ -22,7 +22,9 @@ import pytest
 
 from orchestrator.cli import EXIT_USAGE, main
 from report.cli import main as report_main
-from specs.artifacts import SweepLayout, is_own_temporary, read_checksums, sha256_file, verify
+from specs import safefile
+from specs.artifacts import SweepLayout, read_checksums, verify
+from specs.chain import Record, RecordWriter
 from specs.loader import PACKAGE_ROOT
 from specs.lock import SweepLock
 from specs.safefile import (
@@ -294,15 +296,13 @@ def other_sweep(tmp_path: Path) -> Path:
 
 
 def forge_in(out: Path, foreign: Path, name: str) -> Path:
-    """Copy a run file into the sweep as `name` and make the manifest and the checksum record agree."""
+    """Copy a run file into the sweep as `name` and make the manifest and the checksum record agree (a linked line,
+    as a forger who knows the record's format writes it)."""
     target = out / "runs" / f"{name}.json"
-    shutil.copyfile(foreign, target)
-    digest = sha256_file(target)
+    digest = RecordWriter.open(out / "checksums.jsonl", out, "forger", "sweep").write(target, foreign.read_bytes())
     manifest = json.loads((out / "manifest.json").read_text())
     manifest["runs"][name] = digest
     (out / "manifest.json").write_text(json.dumps(manifest))
-    with (out / "checksums.jsonl").open("a") as record:
-        record.write(json.dumps({"file": f"runs/{name}.json", "sha256": digest}) + "\n")
     assert digest in (read_checksums(SweepLayout(out)) or {})[f"runs/{name}.json"]
     return target
 
@@ -393,10 +393,17 @@ def test_a_report_or_a_sweep_waits_for_nobody_while_a_report_holds_the_folder(
     assert not (out / "sweep.lock").exists() and not (out / "report.html").exists()
 
 
-def test_temporary_names_are_unique_and_the_packages_own() -> None:
-    for name in (".report.md.k2j4_x.tmp", ".results.parquet.a8f.tmp", ".findings.json.q.tmp", "report.html.tmp"):
-        assert is_own_temporary(name), name
-    assert not is_own_temporary("report.md.bak") and not is_own_temporary(".notes.txt.x.tmp")
+def test_temporary_names_are_unique_and_a_recorded_writers_own(tmp_path: Path, monkeypatch) -> None:
+    made: list[str] = []
+    mkstemp = safefile.tempfile.mkstemp
+    monkeypatch.setattr(safefile.tempfile, "mkstemp", lambda **kw: made.append(kw["prefix"]) or mkstemp(**kw))
+    safefile.atomic_write(tmp_path / "report.md", b"x")
+    assert made == [f".report.md.{safefile.WRITER_TOKEN}."]
+    record = Record(tmp_path / "checksums.jsonl", writers={safefile.WRITER_TOKEN})
+    for name in (f".report.md.{safefile.WRITER_TOKEN}.k2j4_x.tmp", f".0123456789ab.json.{safefile.WRITER_TOKEN}.q.tmp"):
+        assert record.is_temporary(name), name
+    for name in ("report.md.tmp", ".report.md.k2j4_x.tmp", ".notes.txt.0123456789abcdef.x.tmp", "report.md.bak"):
+        assert not record.is_temporary(name), name
 
 
 
@@ -412,15 +419,18 @@ def test_report_removes_only_figures_it_drew_and_warns_at_the_top_when_unverifie
     root = write_sweep(tmp_path, SMOKE_LIKE)
     figures = root / "figures"
     figures.mkdir()
-    mine = {"my-photo.png": b"\x89PNG mine", "Roofline.png": b"mine too", "roofline_old.svg": b"<svg/>"}
+    # Files of the user's, one named as the catalogue names a figure this sweep does not draw: never removed.
+    mine = {"my-photo.png": b"\x89PNG mine", "Roofline.png": b"mine too", "roofline_old.svg": b"<svg/>",
+            "energy_per_token.png": b"\x89PNG my own energy plot"}
     for name, data in mine.items():
         (figures / name).write_bytes(data)
-    (figures / "variant_speedup.png").write_bytes(b"an earlier report's figure, not drawn for this sweep")
+    earlier = RecordWriter.open(root / "checksums.jsonl", root, "smoke", "report")  # as an earlier report drew it
+    earlier.write(figures / "variant_speedup.png", b"an earlier report's figure, not drawn for this sweep")
     assert report_main([str(root), "--allow-unverified"]) == 0  # verified: my-photo.png is a figure, no stray
     err = capsys.readouterr().err
     assert "UNVERIFIED" not in err
-    assert {name: (figures / name).read_bytes() for name in mine} == mine  # not the catalogue's names: kept
-    assert not (figures / "variant_speedup.png").exists()  # the catalogue's, not drawn this time: removed
+    assert {name: (figures / name).read_bytes() for name in mine} == mine  # not the report's: kept
+    assert not (figures / "variant_speedup.png").exists()  # the report drew it, not this time: removed
     assert (figures / "roofline.png").is_file()
     assert "unverified" not in json.loads((root / "findings.json").read_text())
     assert not [p for p in root.rglob("*.tmp")] and not (root / "sweep.lock").exists()

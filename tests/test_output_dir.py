@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.sweepdir import SweepDirError, claim
+from specs.safefile import WRITER_TOKEN
 from tests.sweep_faults import finished_sweep, small_spec
 
 
@@ -53,12 +54,17 @@ def test_force_does_not_open_a_folder_of_other_files(tmp_path: Path, capsys) -> 
     assert {p: p.read_bytes() for p in files} == files
 
 
-def test_resume_removes_only_the_temporaries_it_names(tmp_path: Path, capsys) -> None:
+def test_resume_removes_only_the_temporaries_its_record_names(tmp_path: Path, capsys) -> None:
+    """A temporary is removed only when a writer the record names made it; a file that merely looks like one of the
+    package's temporaries (its name's shape, without a recorded writer) is the user's and stays."""
     spec = small_spec(tmp_path)
     out = tmp_path / "out"
     finished_sweep(spec, out)
-    own = [out / "runs" / ".0123456789ab.json.k2j3.tmp", out / ".manifest.json.x1.tmp", out / "report.html.tmp"]
-    theirs = [out / "mine.tmp", out / "runs" / "notes.tmp", out / "figures" / "keep.tmp"]
+    own = [out / "runs" / f".0123456789ab.json.{WRITER_TOKEN}.k2j3.tmp", out / f".manifest.json.{WRITER_TOKEN}.x1.tmp",
+           out / "figures" / f".roofline.png.{WRITER_TOKEN}.q_9.tmp"]
+    theirs = [out / "mine.tmp", out / "runs" / "notes.tmp", out / "figures" / "keep.tmp", out / "report.md.tmp",
+              out / "report.html.tmp", out / "figures" / ".sketch.png.v2.tmp", out / ".manifest.json.x1.tmp",
+              out / "runs" / ".0123456789ab.json.k2j3.tmp", out / "figures" / ".roofline.png.feedfacecafebeef.ab.tmp"]
     for path in own + theirs:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("x")

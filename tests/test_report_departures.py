@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from report_fixtures import A100, SMOKE_LIKE, FixtureGrid, HardwareKind, write_sweep
+from report_fixtures import A100, SMOKE_LIKE, FixtureGrid, HardwareKind, reseal, write_sweep
 
 from orchestrator.plan import plan_runs
 from report.departures import NO_REASON, REFERENCE_WHY, S_PARITY_WHY, departures, summary
@@ -20,7 +20,7 @@ from report.sections.setup import _elsewhere
 from report.spec_comments import field_comments
 from report.table import results_table
 from specs import study
-from specs.artifacts import Manifest, SweepLayout, sha256_file, verify
+from specs.artifacts import SweepLayout, verify
 from specs.loader import SpecError, load_spec, parse_spec
 from specs.paths import PACKAGE_ROOT
 
@@ -38,9 +38,7 @@ def _sweep(root: Path, grid: FixtureGrid, extra: str = "") -> tuple[Path, str]:
     layout = SweepLayout(write_sweep(root, grid))
     text = layout.spec.read_text(encoding="utf-8") + extra
     layout.spec.write_text(text, encoding="utf-8")
-    manifest = Manifest.model_validate_json(layout.manifest.read_text(encoding="utf-8"))
-    layout.manifest.write_text(manifest.model_copy(update={"spec_sha256": sha256_file(layout.spec)}).model_dump_json(),
-                               encoding="utf-8")
+    reseal(layout.root)
     assert not verify(layout)
     return layout.root, text
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
+from report_fixtures import SMOKE_LIKE, VARIANTS, reseal, write_sweep
 from test_report_pairings import read_findings, unpack
 
 from report.energy import ENERGY_ANCHOR, energy_checks, energy_runs
@@ -16,7 +16,7 @@ from report.figures.common import plotted
 from report.figures.energy import EXTRAPOLATED_MARK
 from report.render import render_report
 from report.table import results_table
-from specs.artifacts import Manifest, SweepLayout, sha256_file, verify
+from specs.artifacts import SweepLayout, verify
 from specs.results import Energy, RunResult
 
 BOARD = "GPU 0 (the whole board)"
@@ -26,8 +26,7 @@ WATTS = 400.0
 def add_energy(root: Path) -> Path:
     """Give every successful run of a fixture sweep an NVML reading at a constant 400 W, and re-seal the manifest."""
     layout = SweepLayout(root)
-    runs = {}
-    for run_id, path in layout.run_files().items():
+    for path in layout.run_files().values():
         result = RunResult.model_validate_json(path.read_text(encoding="utf-8"))
         if result.samples is not None and result.samples.latency_e2e_s:
             seconds = sum(result.samples.latency_e2e_s)
@@ -35,9 +34,7 @@ def add_energy(root: Path) -> Path:
             energy = Energy(source="nvml", scope=BOARD, joules=WATTS * seconds, seconds=seconds,
                             generated_tokens=tokens, joules_per_token=WATTS * seconds / tokens)
             path.write_text(result.model_copy(update={"energy": energy}).model_dump_json(indent=1), encoding="utf-8")
-        runs[run_id] = sha256_file(path)
-    manifest = Manifest.model_validate_json(layout.manifest.read_text(encoding="utf-8"))
-    layout.manifest.write_text(manifest.model_copy(update={"runs": runs}).model_dump_json(indent=1), encoding="utf-8")
+    reseal(root)
     assert not verify(layout)
     return root
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
-from report_fixtures import A100, COMPILE, DUAL, PREFIX_THRESHOLD, SMOKE_LIKE, VARIANTS, write_sweep
+from report_fixtures import A100, COMPILE, DUAL, PREFIX_THRESHOLD, SMOKE_LIKE, VARIANTS, reseal, write_sweep
 
 from report.figures.common import plotted
 from report.predictions import prediction_table
@@ -21,7 +21,6 @@ from report.table import has_variants, results_table, vanilla_runs
 from report.variants import first_below_one, payoff_statement, payoff_table, quality_delta, variant_table
 from roofline.hardware import get_hardware
 from roofline.predict import predict_run
-from specs.artifacts import Manifest, sha256_file
 from specs.results import RunResult
 
 A100_PROFILE = get_hardware("a100-sxm4-80gb")
@@ -256,9 +255,7 @@ def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> No
         if doc.get("samples"):
             doc["samples"].pop("forwards", None)
         path.write_text(json.dumps(doc))
-    manifest = Manifest.model_validate_json((root / "manifest.json").read_text())
-    runs = {rid: sha256_file(root / "runs" / f"{rid}.json") for rid in manifest.runs}
-    (root / "manifest.json").write_text(manifest.model_copy(update={"runs": runs}).model_dump_json())
+    reseal(root)
     table = results_table(_load(root))
     assert set(table["impl"]) == {"vanilla"} and table["cache_bytes"].null_count() == table.height
     assert not has_variants(table)

@@ -13,6 +13,7 @@ from orchestrator.plan import plan_runs
 from orchestrator.store import ArtifactStore, DifferentSpecError, atomic_write
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult, RunStatus
+from specs.safefile import WRITER_TOKEN
 from tests.spec_fixtures import TINY, mutated, spec_from, tiny_dict
 
 
@@ -110,12 +111,14 @@ def test_manifest_rebuilt_from_whole_run_files(opened) -> None:
     assert set(json.loads(store.layout.manifest.read_text())["runs"]) == {r.run_id for r in planned[:2]}
 
 
-def test_stale_temporaries_removed_on_open(opened) -> None:
+def test_stale_temporaries_of_a_recorded_writer_removed_on_open_and_look_alikes_kept(opened) -> None:
     spec, store, _ = opened
-    stale = store.layout.runs / ".abc.json.x.tmp"
-    stale.write_text("half")
+    stale = store.layout.runs / f".abc.json.{WRITER_TOKEN}.x1y2.tmp"  # this process's: its writer is recorded
+    look_alike = store.layout.runs / ".abc.json.0123456789abcdef.x1y2.tmp"  # no writer the record names
+    for path in (stale, look_alike):
+        path.write_text("half")
     ArtifactStore(store.root).open(spec, TINY.read_text())
-    assert not stale.exists()
+    assert not stale.exists() and look_alike.read_text() == "half"
 
 
 def test_retry_failed_reopens_error_runs(opened) -> None:
@@ -130,9 +133,9 @@ def test_retry_failed_reopens_error_runs(opened) -> None:
 def test_other_spec_refused_unless_forced(opened) -> None:
     _, store, _ = opened
     other = spec_from(mutated(lambda d: d["controls"].update(seed=7)))
-    with pytest.raises(DifferentSpecError, match="holds artifacts of a different spec"):
+    with pytest.raises(DifferentSpecError, match=r"holds artifacts of a different spec \(controls.seed 0 → 7"):
         ArtifactStore(store.root).open(other, "name: smoke\n")
-    ArtifactStore(store.root).open(other, "name: smoke\n# forced\n", force=True)
+    ArtifactStore(store.root).open(other, "name: smoke\n# forced\n", force=True)  # no run yet: nothing to pool
     assert store.layout.spec.read_text() == "name: smoke\n# forced\n"
 
 

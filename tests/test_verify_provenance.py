@@ -9,7 +9,7 @@ from pathlib import Path
 from orchestrator.cli import main
 from orchestrator.plan import plan_runs
 from orchestrator.store import ArtifactStore
-from specs.artifacts import SweepLayout, verify
+from specs.artifacts import SweepLayout, sha256_file, verify
 from specs.loader import load_spec
 from tests.sweep_faults import finished_sweep, small_spec
 
@@ -32,7 +32,7 @@ def test_verify_names_every_stray_and_survives_a_directory_run_path(tmp_path: Pa
     listed = layout.run_file(planned[0].run_id)
     listed.unlink()
     listed.mkdir()  # a run the manifest lists, now a directory
-    (out / "report.html.tmp").write_text("an interrupted report: its own temporary, not a stray")
+    (out / "report.html.tmp").write_text("looks like a temporary, but no writer the record names made it")
     problems = {Path(p.path).relative_to(out).as_posix(): p.reason for p in verify(layout)}
     assert problems == {
         "notes.txt": "stray: not part of a sweep",
@@ -41,6 +41,7 @@ def test_verify_names_every_stray_and_survives_a_directory_run_path(tmp_path: Pa
         "runs/0123456789ab.json": "stray: a run file must be a regular file",
         f"runs/{planned[0].run_id}.json": "stray: a run file must be a regular file",
         "figures/table.csv": "stray: not a figure",
+        "report.html.tmp": "stray: not part of a sweep",
     }
     assert main(["verify", str(out)]) == 1
     printed = capsys.readouterr().out
@@ -71,8 +72,6 @@ def test_a_forged_manifest_entry_is_named(tmp_path: Path) -> None:
     layout = SweepLayout(out)
     edited = layout.run_file(planned[0].run_id)
     edited.write_text(edited.read_text().replace('"ok"', '"error"'))
-    from specs.artifacts import sha256_file
-
     manifest = json.loads(layout.manifest.read_text())
     manifest["runs"][planned[0].run_id] = sha256_file(edited)  # the edit "blessed" in the manifest
     layout.manifest.write_text(json.dumps(manifest))
@@ -87,13 +86,20 @@ def test_without_any_record_the_sweep_refuses_rather_than_adopt(tmp_path: Path, 
     assert "holds no sweep" in capsys.readouterr().err
 
 
-def test_a_directory_from_before_the_record_is_verified_loudly_then_recorded(tmp_path: Path, capsys) -> None:
+def test_a_deleted_record_fails_verify_and_is_never_started_again_from_the_manifest(tmp_path: Path, capsys) -> None:
+    """A run file and the manifest edited and the record deleted: verify fails, and a resume refuses rather than
+    start a record from the manifest's word, which would launder the edit for good."""
     spec, out, planned = sweep_dir(tmp_path)
-    (out / "checksums.jsonl").unlink()  # as a sweep written before the record existed
-    assert main(["verify", str(out)]) == 0
-    assert "checksums.jsonl: missing, so the manifest's checksums cannot be checked" in capsys.readouterr().err
-    assert main(["sweep", str(spec), "--out", str(out), "--no-report"]) == 0
-    assert "started from manifest.json (3 runs)" in capsys.readouterr().err
-    assert main(["verify", str(out)]) == 0
-    assert capsys.readouterr().err == ""
+    edited = SweepLayout(out).run_file(planned[0].run_id)
+    edited.write_text(edited.read_text().replace('"ok"', '"oom"'))
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["runs"][planned[0].run_id] = sha256_file(edited)
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    (out / "checksums.jsonl").unlink()
+    assert main(["verify", str(out)]) == 1
+    assert f"{out / 'checksums.jsonl'}: missing: the record of every file this sweep wrote is gone" in capsys.readouterr().out
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["sweep", str(spec), "--out", str(out), "--no-report"]) == 2
+    assert "holds no sweep whose record is whole" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert len(plan_runs(load_spec(spec))) == len(planned) == 3
