@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from report.catalog import FIGURES, GroupContext, is_catalogue_figure
 from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
 from report.energy import energy_findings
-from report.extrapolation import with_extrapolation_check
+from report.extrapolation import extrapolation_summary, with_extrapolation_check
 from report.figures.common import FigureSkipped, plotted
 from report.figures.quality import METRIC_LABEL
 from report.findings import (
@@ -29,10 +29,12 @@ from report.findings import (
     predicted_throughput,
     roofline_findings,
 )
+from report.findings_file import findings_file, findings_json
+from report.history import history, history_text
 from report.html import render_html
 from report.markdown import render_markdown
 from report.pairing_text import pairings_text
-from report.pairings import findings_file, findings_json, pairing_table, unanswered
+from report.pairings import pairing_table, unanswered
 from report.pairs import Sides, table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
@@ -53,7 +55,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.sessions import interleaved, pool_sessions
+from report.sessions import pool_sessions
 from report.table import (
     UNKNOWN_HARDWARE,
     full_where_measured,
@@ -197,13 +199,15 @@ def render_report(
     written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
                                                 predictions, variants, variant_quality)
     blocks = _figure_blocks(layout, written, skipped, table_sides(table))
+    taken = history(results, runs)
     spec_text = _spec_text(layout)
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=_parse_spec(spec_text),
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
-        pairings=tuple(pairings), unanswered=tuple(missing), interleaved=interleaved(runs),
+        pairings=tuple(pairings), unanswered=tuple(missing), history=taken,
+        extrapolation=extrapolation_summary(runs, table_sides(table).dllm),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -213,7 +217,9 @@ def render_report(
     _atomic_text(html_path, render_html(document))
     _atomic_text(md_path, render_markdown(document))
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
-                                    sides=table_sides(table), missing=missing)
+                                    sides=table_sides(table), missing=missing,
+                                    notes=[inputs.extrapolation] if inputs.extrapolation else [],
+                                    provenance=history_text(taken))
     _atomic_text(json_path, findings_json(findings_record))
     record_report(layout, [layout.results, html_path, md_path, json_path, *(p for w in written for p in (w.png, w.svg))])
     summary = summary_table(table, html_path, written, skipped)

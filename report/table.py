@@ -36,6 +36,8 @@ USEFUL_FRACTION_FLAG = 0.9
 # (L_e2e - TTFT) / (N_out - 1); itl_pass_s the mean of the timed decode passes.
 _SUMMARISED_WITH_INTERVAL = ("latency_e2e_s", "tokens_per_s", "goodput_tokens_per_s")
 _SUMMARISED = ("ttft_s", "decode_s", "itl_s", "itl_pass_s", "step_s")
+# Their interval where a row pools several sessions is over the sessions' medians (report/sessions.py).
+SESSION_SUMMARISED = (*_SUMMARISED_WITH_INTERVAL, *_SUMMARISED)
 _SUMMARY_PARTS = ("median", "p25", "p75", "interval_low", "interval_high")
 _SPREAD_PARTS = ("mean", "sd", "cv")
 # Percentiles (p50/p90/p99, as serving benchmarks report them) of TTFT over the repetitions, and over every

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.figures.common import FigureSkipped, draw_impl_series, impl_styles, matching, power_of_two_axis
+from report.figures.axes import power_of_two_axis
+from report.figures.common import FigureSkipped, draw_impl_series, matching
 from report.figures.frame import Frame
 from report.figures.quality import (
     CI_NOTE,
@@ -16,6 +17,7 @@ from report.figures.quality import (
     quality_axis,
     quality_series,
 )
+from report.figures.style import impl_styles
 from report.pairs import table_sides
 from report.table import with_dream_alg
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import polars as pl
 
 from report.document import Block, Table, fmt_float, fmt_rate
-from report.findings import CROSSOVER_ANCHOR
-from report.intervals import Crossover, crossover_text
+from report.findings import CROSSOVER_ANCHOR, row_crossover
+from report.intervals import crossover_text
 from report.pairing_text import roofline_value
 from report.pairs import Sides, table_sides
 from report.sections.cells import (
@@ -95,9 +95,7 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
 
 
 def _measured_b_star(r: dict) -> str:
-    measured = Crossover(r["b_star"], r["b_star_bound"], r["b_star_low"], r["b_star_low_bound"], r["b_star_high"],
-                         r["b_star_high_bound"], r["b_star_level"])
-    return crossover_text(measured, r["ar_title"], r["dllm_title"])
+    return crossover_text(row_crossover(r), r["ar_title"], r["dllm_title"])
 
 
 def _predicted_b_star(column: str) -> Callable[[dict], str]:
