@@ -231,9 +231,9 @@ def _crossover_value(row: dict) -> str:
     if row["profile"] is None:
         return text + "; no roofline profile for this device"
     predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]
-    text += f"; roofline ({row['profile']}): {roofline_value(roofs)} on the roofs alone"
+    text += f"; roofline ({row['profile']}): the roofs-only model's B* {roofline_value(roofs)}"
     if row["calibration"] is not None:
-        text += f", {roofline_value(predicted)} with {row['calibration']} (a calibrated model, not a bound)"
+        text += f", the floor-calibrated model's {roofline_value(predicted)} ({row['calibration']})"
     return text
 
 

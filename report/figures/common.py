@@ -1,5 +1,6 @@
 """What every figure shares: the data it plotted (for tests), the caption, the skip and hardware rules, the error
-bars and how a point is drawn (an extrapolated one hollow). Colours live in style.py, axis scales in axes.py."""
+bars. Colours live in style.py, axis scales in axes.py, how a point is drawn (an extrapolated one hollow) in
+marks.py."""
 
 from __future__ import annotations
 
@@ -33,21 +34,6 @@ PLOT_DATA_ATTR = "_llada_bench_data"
 # A diffusion model's knobs that may vary between series; a label names only those that do.
 LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
 AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
-HOLLOW_LABEL = "hollow: extrapolated from the first timed steps (not measured in full)"
-
-
-def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: bool = True) -> None:
-    """One series of a variant figure: its points with their intervals as error bars, joined when it is a line,
-    in its implementation's colour and marker (`impl_styles`; vanilla: its arch's), each point labelled with its
-    text mark (LLaDA's step count) when `annotate`."""
-    color, marker = style
-    arch = s.arch or ""
-    draw_points(ax, s, color or ARCH_COLOR.get(arch, "black"), marker or ARCH_MARKER.get(arch, "o"), size=6,
-                linestyle="-" if s.kind == "line" else "none")
-    if annotate:
-        for x, y, mark in zip(s.x, s.y, s.markers):
-            if mark:
-                ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
 
 
 def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -73,56 +59,6 @@ def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error b
         counts = sorted(found[kind], key=lambda text: int(text.split()[0]))
         kinds.append(f"{INTERVAL_LABEL[kind]}, n = {counts[0] if len(counts) == 1 else f'{counts[0]}–{counts[-1]}'}")
     return f"{what}: the interval of each median, {source} ({'; '.join(kinds)})."
-
-
-def draw_points(ax, s: Series, color, marker: str, *, size: float = 5, linestyle: str = "none",
-                zorder: float = 4, linewidth: float = 1.4) -> None:
-    """A series' points with their error bars (where it has bounds), joined by `linestyle`: a measured point filled,
-    an extrapolated one (`Series.hollow`) hollow, in the same colour, so no figure shows an extrapolation as if it
-    were measured."""
-    yerr = error_bars(s) if s.y_low is not None and s.y_high is not None else None
-    ax.errorbar(s.x, s.y, yerr=yerr, color=color, marker=marker, markersize=size, linestyle=linestyle,
-                linewidth=linewidth, capsize=2, elinewidth=1.0, label=s.label, zorder=zorder)
-    hollow = [i for i, flag in enumerate(s.hollow) if flag]
-    if hollow:
-        ax.plot([s.x[i] for i in hollow], [s.y[i] for i in hollow], linestyle="none", marker=marker,
-                markersize=size, markerfacecolor="white", markeredgecolor=color, zorder=zorder + 0.5)
-
-
-def hollow_of(rows: pl.DataFrame) -> tuple[bool, ...]:
-    """Per row: whether its latency was extrapolated from its first timed steps (drawn hollow)."""
-    if "extrapolated" not in rows.columns:
-        return (False,) * rows.height
-    return tuple(bool(v) for v in rows["extrapolated"].fill_null(False))
-
-
-def hollow_by_run(df: pl.DataFrame, run_ids: Iterable[str]) -> tuple[bool, ...]:
-    """`hollow_of` for rows of another frame (predictions), read from df's runs by run_id."""
-    flags = dict(df.select("run_id", pl.col("extrapolated").fill_null(False)).iter_rows()) \
-        if "extrapolated" in df.columns else {}
-    return tuple(bool(flags.get(run_id, False)) for run_id in run_ids)
-
-
-def hollow_legend(ax, series: Iterable[Series]) -> str | None:
-    """A legend entry for hollow points where any series has one, and the count the caption gives: '27 of 42
-    points extrapolated (hollow)'; None where none is."""
-    flags = [flag for s in series for flag in (s.hollow or (False,) * len(s.x))]
-    if not any(flags):
-        return None
-    ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="#555555",
-            label=HOLLOW_LABEL)
-    return (f"Hollow: {sum(flags)} of {len(flags)} points extrapolated from their first timed steps and scaled to "
-            "every step; filled: measured in full.")
-
-
-def fitted_note(df: pl.DataFrame, calibration: str | None) -> tuple[str, ...]:
-    """Where a figure draws the floor-calibrated roofline over runs the floor was fitted to (its calibration names
-    this sweep): a note that they sit on it by construction, not as a test of the model."""
-    sweeps = set(df["sweep"].drop_nulls().to_list()) if "sweep" in df.columns else set()
-    if not calibration or not any(f"the {sweep} sweep" in calibration for sweep in sweeps):
-        return ()
-    return (f"In sample: the roofline's floor ({calibration}) was fitted to runs drawn here, so they fall on its "
-            "prediction by construction; that agreement tests nothing.",)
 
 
 def error_bars(s: Series) -> list[list[float]]:

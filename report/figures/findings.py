@@ -13,15 +13,12 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     at_primary_block,
-    draw_points,
-    fitted_note,
-    hollow_legend,
-    hollow_of,
     interval_bounds,
     interval_note,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels
+from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow_of
 from report.figures.style import ARCH_MARKER, steps_colors
 from report.pairs import is_ar, table_sides
 from report.table import unlearned_warnings, with_dream_alg

@@ -11,9 +11,6 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     at_primary_block,
-    draw_points,
-    hollow_legend,
-    hollow_of,
     interval_bounds,
     interval_note,
     llada_settings,
@@ -21,6 +18,7 @@ from report.figures.common import (
     tuple_of,
 )
 from report.figures.frame import Frame
+from report.figures.marks import draw_points, hollow_legend, hollow_of
 from report.figures.style import ARCH_COLOR, ARCH_MARKER, sequential_colors, steps_colors
 from report.pairs import is_ar, table_sides
 
@@ -42,13 +40,11 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     batches = sorted(runs["batch_size"].unique().to_list())
     crossed = int(runs.group_by("generation_length").agg(pl.col("prompt_length").n_unique())["prompt_length"].max()) > 1
     colors = steps_colors(runs)
-    hollow = None
     for ax, batch in zip(frame.draw(len(batches), panel_size=(4.2, 3.6)), batches):
         sub = runs.filter(pl.col("batch_size") == batch)
         series = _latency_series(sub, crossed)
         for s, steps in series:
             draw_series(ax, s, colors.get((s.arch, steps), ARCH_COLOR.get(s.arch or "", "black")))
-        hollow = hollow_legend(ax, [s for s, _ in series]) or hollow
         power_of_two_axis(ax, "x", runs["generation_length"].unique().to_list())
         yscale = value_axis(ax, [y for s, _ in series for y in s.y])
         frame.panel(ax, f"batch {batch}", "generation length N_out (tokens)", "latency (s)", "log2", yscale,
@@ -56,6 +52,7 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     pairs = runs.select("prompt_length", "generation_length").unique().sort("generation_length")
     prompts = ("Each line crosses prompt lengths: one line per prompt length." if crossed else
                "Prompt length with each N_out: " + ", ".join(f"{p}+{g}" for p, g in pairs.iter_rows()) + ".")
+    hollow = hollow_legend(frame.axes[0], [s for p in frame.panels for s in p.series])
     notes = ("Points: median over repetitions. " + interval_note(runs, ["latency_e2e_s", "ttft_s", "decode_s"])
              + (f" {hollow}" if hollow else ""), prompts) + ((block_note,) if block_note else ())
     return frame.finish("End-to-end latency vs generation length", notes, runs)

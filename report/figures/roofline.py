@@ -15,12 +15,10 @@ from report.figures.common import (
     Series,
     caption,
     figure_legend,
-    fitted_note,
-    hollow_by_run,
-    hollow_legend,
     tuple_of,
 )
 from report.figures.frame import Frame
+from report.figures.marks import fitted_note, hollow_by_run, hollow_legend, scatter_points
 from report.figures.style import ARCH_COLOR, ARCH_LABEL, ARCH_MARKER, impl_styles
 from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
@@ -161,9 +159,8 @@ def roofline_figure(
                    arch=arch, model=model, markers=tuple(rows["run_id"].to_list()),
                    hollow=hollow_by_run(df, rows["run_id"].to_list()))
         series.append(s)
-        color = ARCH_COLOR.get(arch, "black")
-        ax.scatter(s.x, s.y, marker=styles[impl][1] or ARCH_MARKER.get(arch, "o"), s=70, label=label, zorder=5,
-                   color=["white" if h else color for h in s.hollow], edgecolors="black", linewidths=0.6)
+        scatter_points(ax, s, ARCH_COLOR.get(arch, "black"), styles[impl][1] or ARCH_MARKER.get(arch, "o"),
+                       edge="black", s=70, zorder=5, linewidths=0.6)
     hollow = hollow_legend(ax, series)
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
@@ -233,9 +230,7 @@ def measured_vs_predicted(
                            tuple_of(group["measured_latency_s"]), arch=arch, model=model,
                            markers=tuple(group["run_id"].to_list()), hollow=hollow)
                 series.append(s)
-                color = ARCH_COLOR.get(arch, "black")
-                ax.scatter(s.x, s.y, marker=marker, s=28, alpha=alpha, label=s.label, zorder=3,
-                           color=["white" if h else color for h in hollow], edgecolors=color)
+                scatter_points(ax, s, ARCH_COLOR.get(arch, "black"), marker, s=28, alpha=alpha, zorder=3)
         violated = sub.filter(pl.col("roofline_violated").fill_null(False)) if "roofline_violated" in sub.columns \
             else sub.clear()
         if violated.height:

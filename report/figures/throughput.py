@@ -12,13 +12,12 @@ from report.figures.common import (
     FigureSkipped,
     Series,
     at_primary_block,
-    hollow_legend,
-    hollow_of,
     interval_note,
     llada_settings,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels
+from report.figures.marks import hollow_legend, hollow_of
 from report.figures.style import steps_colors
 from report.pairs import is_ar
 
@@ -37,7 +36,6 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
         raise FigureSkipped("no successful runs with throughput samples")
     lengths = length_panels(ok)
     colors = steps_colors(runs)  # a setting none of whose runs succeeded still gets its status marks
-    hollow = None
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(6.0, 3.8)), lengths):
         sub = at.of(runs)
         batches = sorted(sub["batch_size"].unique().to_list())
@@ -53,9 +51,10 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
             faces = ["white" if hollow else color for hollow in s.hollow]
-            ax.bar(positions, heights, width=width * 0.95, color=faces, label=label, yerr=err, capsize=2,
+            ax.bar(positions, heights, width=width * 0.95, color=faces, yerr=err, capsize=2,
                    edgecolor=[color if hollow else "white" for hollow in s.hollow], linewidth=1.0,
                    error_kw={"elinewidth": 0.8})
+            ax.bar([0], [0], width=0, color=color, label=label)  # the legend's entry, filled whatever the first bar
             ax.scatter(positions, good.y, marker="_", s=120, color="black", linewidths=1.6, zorder=4,
                        label="goodput (tokens before the first EOS)")
             for x, y, flag in zip(positions, good.y, good.markers):
@@ -67,14 +66,15 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
                     ax.annotate(mark, (x, 0), xycoords=("data", "axes fraction"), xytext=(0, 3),
                                 textcoords="offset points", rotation=90, ha="center", va="bottom", fontsize=7,
                                 color="#b00020")
-        hollow = hollow_legend(ax, [s for s in series if s.kind == "bars"]) or hollow
         ax.set_xticks(np.arange(len(batches)), [str(b) for b in batches])
         yscale = value_axis(ax, [y for s in series if s.kind == "bars" for y in s.y], log_above_ratio=20.0)
         ax.grid(False, axis="x")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale, series)
+    hollow = hollow_legend(frame.axes[0], [s for p in frame.panels for s in p.series if s.kind == "bars"], "bars")
     notes = ("Bars: median over repetitions of B x N_out / end-to-end latency. " + interval_note(ok, ["tokens_per_s"])
              + " Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
-             "under 90% of N_out is useful." + (f" {hollow} (hollow bars)" if hollow else ""),)
+             "under 90% of N_out is useful; 'SUSPECT' marks an extrapolation that failed its check (left out of the "
+             "speedups and B*)." + (f" {hollow}" if hollow else ""),)
     notes += (block_note,) if block_note else ()
     return frame.finish("Generation throughput by batch size", notes, ok)
 
@@ -97,7 +97,8 @@ def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: 
             y.append(ok["tokens_per_s_median"][0])
             low.append(ok["tokens_per_s_interval_low"][0])
             high.append(ok["tokens_per_s_interval_high"][0])
-            marks.append("")
+            suspect = "extrapolation_suspect" in ok.columns and bool(ok["extrapolation_suspect"][0])
+            marks.append("SUSPECT" if suspect else "")
             hollow.append(hollow_of(ok.head(1))[0])
         else:
             y.append(None)

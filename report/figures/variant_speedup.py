@@ -7,8 +7,14 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.axes import power_of_two_axis, value_axis
-from report.figures.common import FigureSkipped, Series, draw_impl_series, matching, tuple_of
+from report.figures.common import (
+    FigureSkipped,
+    Series,
+    matching,
+    tuple_of,
+)
 from report.figures.frame import Frame
+from report.figures.marks import draw_impl_series
 from report.figures.style import ARCH_LABEL, impl_styles
 from report.table import with_dream_alg
 

@@ -6,8 +6,9 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.figures.axes import power_of_two_axis
-from report.figures.common import FigureSkipped, draw_impl_series, matching
+from report.figures.common import FigureSkipped, matching
 from report.figures.frame import Frame
+from report.figures.marks import draw_impl_series
 from report.figures.quality import (
     CI_NOTE,
     METRIC_LABEL,

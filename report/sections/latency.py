@@ -7,7 +7,13 @@ import polars as pl
 
 from report import stats
 from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
-from report.extrapolation import extrapolated_share, extrapolation_checks, extrapolation_summary, shape_columns, step_modes
+from report.extrapolation import (
+    extrapolated_share,
+    extrapolation_checks,
+    extrapolation_summary,
+    shape_columns,
+    step_modes,
+)
 from report.history import History
 from report.pairs import table_sides
 from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell

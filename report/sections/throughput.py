@@ -82,15 +82,18 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
                *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
                ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
                (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured [interval]", _measured_b_star),
-               ("B* roofline, roofs alone (bound)", _predicted_b_star("predicted_b_star_roofs")),
-               ("B* roofline, floor-calibrated (model)", _calibrated_b_star), ("profile", "profile")]
+               ("the roofs-only model's B*", _predicted_b_star("predicted_b_star_roofs")),
+               ("the floor-calibrated model's B*", _calibrated_b_star), ("profile", "profile")]
     return column_table(crossovers, columns,
                         f"Crossover: the batch size B* from which {t.ar}'s throughput stays ahead of {t.dllm}'s at "
                         f"each step count, from the same speedups as the pairings, interpolated in log B between "
                         f"measured batch sizes ('≤': {t.ar} ahead at every batch measured, '>': {t.dllm} ahead at "
-                        "every one), its interval inverted from the speedups' (report/intervals.py); and the faithful "
-                        "roofline's B* on the device's profile: on the roofs alone, each latency at its lower bound, "
-                        "and with the profile's floor, a model calibrated to measured runs (never a bound)",
+                        "every one), its interval inverted from the speedups' (at least 1 - k(1 - level) over its k "
+                        "batches where the speedup falls with B: report/intervals.py); and the faithful roofline's B* "
+                        "on the device's profile from two models: the roofs-only model (each latency at the roofs, "
+                        "which bound a run's latency from below) and the floor-calibrated model (a host or dispatch "
+                        "floor fitted to measured runs). Neither is a bound on B*: a ratio of two lower bounds "
+                        "bounds nothing",
                         fold=False, anchor=CROSSOVER_ANCHOR)
 
 
