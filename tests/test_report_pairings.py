@@ -14,12 +14,12 @@ import polars as pl
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report.intervals import AT_OR_BELOW, WELCH, crossing
 from report.findings_file import FindingsFile
+from report.intervals import AT_OR_BELOW, WELCH, crossing
 from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, NO_VARIANTS, VANILLA_PAIRING
-from roofline.crossover import crossing_batch
 from report.render import render_report
 from report.table import full_where_measured, results_table
+from roofline.crossover import crossing_batch
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult
 

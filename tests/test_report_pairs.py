@@ -16,8 +16,8 @@ import pytest
 from report_fixtures import COMPILE, CPU_ROOFS, FixtureGrid, HardwareKind, write_sweep
 
 from report.findings import crossover_table
-from report.pairing_text import pairings_text
 from report.findings_file import findings_file, findings_json
+from report.pairing_text import pairings_text
 from report.pairings import pairing_table
 from report.pairs import Pair, pairs_from, sides_of
 from report.parity import parity_table
