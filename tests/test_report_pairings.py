@@ -1,6 +1,6 @@
-"""The answer both ways: the vanilla pairing (the protocol) and the best pairing (each model's fastest measured
-implementation at each point), in findings.json, the Findings and the terminal; on fixture sweeps and on the
-H200 artifacts (tests/data/h200)."""
+"""The pairings: each model at its fastest measured implementation at each point first, the autoregressive model at
+its best against the vanilla diffusion model beside it, then vanilla against vanilla (eager against eager), in
+findings.json, the Findings and the terminal; on fixture sweeps and on the H200 artifacts (tests/data/h200)."""
 
 from __future__ import annotations
 
