@@ -96,16 +96,15 @@ def history_text(h: History) -> str:
     not interleaved (...), 1 warm-up pass a run; 1 run's first repetition ran cold (...)'."""
     parts = [f"measured at commit {', '.join(h.commits) or 'unknown'}"]
     if h.processes:
-        spans = "; ".join(f"{_clock(p.started_at)}–{_clock(p.finished_at)} UTC, {len(p.run_ids)} runs"
-                          for p in h.processes)
+        spans = "; ".join(f"{_span(p.started_at, p.finished_at)} UTC, {len(p.run_ids)} runs" for p in h.processes)
         parts.append(f"in {len(h.processes)} worker process{'es' if len(h.processes) > 1 else ''} ({spans})")
     if len(h.spans) == 2:
         (ar, ar_from, ar_to), (dllm, dllm_from, dllm_to) = h.spans
         if h.interleaved:
             parts.append(f"{ar} and {dllm} interleaved point by point")
         elif h.interleaved is False:
-            parts.append(f"{ar} and {dllm} not interleaved ({ar} {_clock(ar_from)}–{_clock(ar_to)}, {dllm} "
-                         f"{_clock(dllm_from)}–{_clock(dllm_to)})")
+            parts.append(f"{ar} and {dllm} not interleaved ({ar} {_span(ar_from, ar_to)}, {dllm} "
+                         f"{_span(dllm_from, dllm_to)})")
     if h.warmups:
         count = "/".join(str(w) for w in h.warmups)
         parts.append(f"{count} warm-up pass{'es' if h.warmups != (1,) else ''} a run")
@@ -116,6 +115,11 @@ def history_text(h: History) -> str:
         text += (f"; {whose} first repetition ran over {COLD_RATIO:g}x the median of the others, so the warm-up did "
                  f"not settle it ({runs})")
     return text
+
+
+def _span(start: str, end: str) -> str:
+    """'15:53–15:58', or '12:19' where both fall in one minute."""
+    return _clock(start) if _clock(start) == _clock(end) else f"{_clock(start)}–{_clock(end)}"
 
 
 def _clock(stamp: str) -> str:
