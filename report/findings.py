@@ -42,7 +42,7 @@ CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_inverted": _I64, "b_star_tokens_per_s": _F64,
     "predicted_b_star": _F64,
     "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "dream_alg": _STR, "ar_title": _STR,
-    "dllm_title": _STR,
+    "dllm_title": _STR, "extrapolated": _STR,
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
@@ -99,12 +99,27 @@ def crossover_table(
                                    else predicted)
             rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
                          ", ".join(f"{r:.3g}" for r in ratios), b_star.estimate, b_star.bound, b_star.low,
-                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, b_star.inverted, at_b_star, predicted,
-                         predicted_roofs, profile.name if profile else None,
-                         profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title))
+                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, b_star.inverted, at_b_star,
+                         predicted, predicted_roofs, profile.name if profile else None,
+                         profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title,
+                         extrapolated_batches([d for _, d in rows_at])))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
                        "dream_alg", "llama_model"])
+
+
+def extrapolated_batches(rows: Sequence[dict]) -> str | None:
+    """'B = 1, 8 checked; B = 64 UNCHECKED': the batches whose diffusion latency was extrapolated from its first
+    timed steps, and whether a full run checked it (None where every latency was measured in full)."""
+    scaled = [r for r in rows if r.get("extrapolated")]
+    if not scaled:
+        return None
+    parts = []
+    for label, checked in (("checked", True), ("UNCHECKED", False)):
+        batches = [str(r["batch_size"]) for r in scaled if (r.get("extrapolation_step_ratio") is not None) == checked]
+        if batches:
+            parts.append(f"B = {', '.join(batches)} {label}")
+    return "; ".join(parts)
 
 
 def _log_interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
@@ -228,6 +243,8 @@ def row_crossover(row: dict) -> Crossover:
 def _crossover_value(row: dict) -> str:
     batches = row["batch_sizes"]
     text = f"{crossover_text(row_crossover(row), row['ar_title'], row['dllm_title'])}, batches {batches}"
+    if row.get("extrapolated"):
+        text += f" ({row['dllm_title']} EXTRAPOLATED at {row['extrapolated']})"
     if row["profile"] is None:
         return text + "; no roofline profile for this device"
     predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]

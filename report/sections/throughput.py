@@ -82,6 +82,7 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
                *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
                ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
                (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured [interval]", _measured_b_star),
+               (f"{t.dllm} extrapolated", lambda r: r["extrapolated"] or "–"),
                ("the roofs-only model's B*", _predicted_b_star("predicted_b_star_roofs")),
                ("the floor-calibrated model's B*", _calibrated_b_star), ("profile", "profile")]
     return column_table(crossovers, columns,
