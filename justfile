@@ -28,6 +28,19 @@ h200-results:
         llada-bench report "results/h200/$sweep"
     done
 
+# The GPU round's headline: with EXPORT (a call's export), its headline sweeps into results/<gpu>/headline/; then every results/*/headline/ verified, reported, rendered into headline.md and the README's block
+[positional-arguments]
+headline-results *EXPORT:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    shopt -s nullglob
+    if [ "$#" -gt 0 ]; then python -m orchestrator.round_results "$@"; fi
+    for sweep in results/*/headline/*/; do
+        llada-bench verify "$sweep"
+        llada-bench report "$sweep"
+    done
+    python -m report.headline --results results --readme README.md
+
 # Validate a spec and list its planned runs
 [positional-arguments]
 plan SPEC="specs/smoke.yaml":
@@ -146,7 +159,7 @@ gpu-bundle DIR="build/gpu-bundle" PYTHON="":
 campaign SPEC="specs/campaign-h100.yaml" *ARGS:
     container/gpu-campaign.sh "$@"
 
-# One GPU round from one bundle in one call of at most 9 min (LLaDA B = 1, graph tests, LLaMA compiled, Dream vs Qwen, device tests), each piece packed into --export as it ends, resumable with --resume; gpu-round.json scores the goals; `--dry-run` plans it on h100-sxm and h200
+# One GPU round from one bundle, its first call of at most 9 min the 8B headline (graph tests, then B = 1 in 3 interleaved sessions), each piece packed into --export as it ends, resumable with --resume; gpu-round.json scores the goals; `--dry-run` plans it on h100-sxm and h200; `--toy` runs call 1 at toy shapes on this CPU
 [positional-arguments]
 gpu-round *ARGS:
     container/gpu-round.sh "$@"

@@ -25,12 +25,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
 from orchestrator.round_args import parse
+from orchestrator.round_format import format_plan
+from orchestrator.round_gate import piece_in_call, spec_argument
 from orchestrator.round_goals import read_results
 from orchestrator.round_plan import (
     PIECES,
@@ -38,10 +41,10 @@ from orchestrator.round_plan import (
     PlannedPiece,
     RoundPlan,
     fits,
-    format_plan,
     plan_round,
 )
 from orchestrator.round_report import print_goals, write_goals
+from orchestrator.round_specs import Variant
 from orchestrator.round_state import PieceRecord, RoundError, RoundLayout, RoundState, TestTime, pack, take_in
 from orchestrator.store import already_done
 from orchestrator.walltime import SWEEP_START_S
@@ -55,6 +58,7 @@ TERM_GRACE_S = 15.0  # between a piece's SIGTERM and its SIGKILL
 PACK_S = 5.0  # kept before the deadline to pack the last piece and score the goals
 FINDINGS_ENV = "LLADA_GPU_FINDINGS"  # where the device tests append their findings (tests/gpu/findings.py)
 PR_SET_PDEATHSIG = 1  # prctl(2)
+TOY_DEVICE = "cpu (toy shapes)"
 PROBE = "import torch\nif torch.cuda.is_available(): print(torch.cuda.get_device_name(0))"
 
 class Machine:
@@ -85,6 +89,16 @@ class Machine:
                 return None
             finally:
                 _stop(process)
+
+
+def compile_cache_env(root: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """Inductor's FX graph, AOTAutograd and autotune caches and Triton's kernels on the round's local disk, on for
+    every piece: a session's fresh process loads what an earlier one compiled (orchestrator/round_times.py,
+    WARM_COMPILE_S) instead of compiling it again. Cache folders the caller set stay theirs."""
+    cache = root / "compile-cache"
+    return {"TORCHINDUCTOR_CACHE_DIR": environ.get("TORCHINDUCTOR_CACHE_DIR") or str(cache / "inductor"),
+            "TRITON_CACHE_DIR": environ.get("TRITON_CACHE_DIR") or str(cache / "triton"),
+            "TORCHINDUCTOR_FX_GRAPH_CACHE": "1", "TORCHINDUCTOR_AUTOGRAD_CACHE": "1"}
 
 
 def _end_with_parent() -> None:
@@ -140,6 +154,7 @@ class Call:
         for planned in self.plan.pieces:
             if self.state.done(planned.name):
                 continue
+            planned = piece_in_call(planned, self.layout.piece(planned.name), self.state)
             need = planned.need_s(self.done_runs(planned))
             if not fits(self.machine.clock(), need, self.deadline):
                 left = max(self.deadline - self.machine.clock(), 0.0)
@@ -167,8 +182,10 @@ class Call:
         folder.mkdir(parents=True, exist_ok=True)
         started = self.machine.clock()
         # Its timeout: twice its need, at least one device test's timeout more (a test piece's seconds are partly
-        # unmeasured), never past the deadline.
-        until = min(self.deadline - PACK_S, started + max(2 * need, need + TEST_TIMEOUT_S))
+        # unmeasured), never past the deadline. A toy round's needs are priced for a GPU: it has the deadline alone.
+        until = self.deadline - PACK_S
+        if not self.state.toy:
+            until = min(until, started + max(2 * need, need + TEST_TIMEOUT_S))
         outcome = self.tests(planned, until) if planned.piece.kind == "tests" else self.campaign(planned, until)
         wall = record.wall_s + self.machine.clock() - started
         record = record.model_copy(update={**outcome, "wall_s": wall})
@@ -187,7 +204,7 @@ class Call:
         per_test = ["--timeout", str(TEST_TIMEOUT_S)] if importlib.util.find_spec("pytest_timeout") else []
         command = [self.python, "-m", "pytest", *planned.piece.sources, "-m", "gpu", "-p", "no:cacheprovider", "-q",
                    "-rA", f"--junitxml={junit}", *per_test]  # fmt: skip
-        env = {**os.environ, FINDINGS_ENV: str(folder / "findings.jsonl")}
+        env = {**self.env(), FINDINGS_ENV: str(folder / "findings.jsonl")}
         code = self.machine.execute(command, label=planned.name, env=env, log=folder / "piece.log",
                                     timeout_s=until - self.machine.clock())  # fmt: skip
         tests = read_junit(junit)
@@ -206,9 +223,9 @@ class Call:
             left = until - self.machine.clock()
             # The sweep starts no run predicted to end after this (its own seconds, from after its imports).
             stop_after = max(1.0, (left - SWEEP_START_S - TERM_GRACE_S) / START_MARGIN)
-            command = [self.python, "-m", "orchestrator.cli", "sweep", sweep.spec, "--executor", "inline", "--out",
-                       str(folder / sweep.name), "--no-report", "--stop-after", f"{stop_after:.0f}"]  # fmt: skip
-            code = self.machine.execute(command, label=f"{planned.name}:{sweep.name}", env=dict(os.environ),
+            command = [self.python, "-m", "orchestrator.cli", "sweep", spec_argument(sweep, folder), "--executor",
+                       "inline", "--out", str(folder / sweep.name), "--no-report", "--stop-after", f"{stop_after:.0f}"]
+            code = self.machine.execute(command, label=f"{planned.name}:{sweep.name}", env=self.env(),
                                         log=folder / "piece.log", timeout_s=left)  # fmt: skip
             if code is None:
                 return {"status": "timed-out", "exit": None, "detail": f"{sweep.name} stopped at its timeout"}
@@ -228,6 +245,10 @@ class Call:
         detail = "some runs failed: see their artifacts" if any(codes) else ""
         return {"status": "done", "exit": max(codes), "detail": detail}
 
+    def env(self) -> dict[str, str]:
+        """A piece's environment: this process's, with the round's compile caches."""
+        return {**os.environ, **compile_cache_env(self.layout.root, os.environ)}
+
     def publish(self, piece: str | None = None, *, goals: bool = False) -> None:
         """Export the piece that just ended (None: every piece that ended before) and gpu-round.json."""
         if self.export is not None:
@@ -242,11 +263,16 @@ class Call:
 
 
 def start_call(layout: RoundLayout, plan: RoundPlan, machine: Machine, *, python: str, deadline: float,
-               export: Path | None = None, resume: Path | None = None) -> int:  # fmt: skip
-    """A call: the state read (a bad file refused), CUDA required, an earlier export taken in where newer, the
-    pieces run. Nothing is written before the device is found."""
+               export: Path | None = None, resume: Path | None = None, toy: bool = False) -> int:  # fmt: skip
+    """A call: the state read (a bad file, or a folder that is no round's, refused), CUDA required (a toy round
+    runs on this CPU), an earlier export taken in where newer, the pieces run. Nothing is written before the
+    device is found."""
     state = layout.load()
-    device = machine.device(python)
+    if state.calls and state.toy != toy:
+        kind = "a toy round's" if state.toy else "a GPU round's"
+        raise RoundError(f"{layout.root}: {kind} folder; give --round another folder for this {'toy ' if toy else ''}"
+                         "round")  # fmt: skip
+    device = TOY_DEVICE if toy else machine.device(python)
     if device is None:
         raise RoundError(f"no CUDA device: torch.cuda.is_available() is false for {python}; a round measures on a "
                          "GPU (nothing was run or marked done)")  # fmt: skip
@@ -256,15 +282,27 @@ def start_call(layout: RoundLayout, plan: RoundPlan, machine: Machine, *, python
             print(f"taken in from {resume}: {', '.join(taken)}")
     state.calls += 1
     state.device = device
+    state.toy = toy
     layout.root.mkdir(parents=True, exist_ok=True)
     layout.save(state)
     call = Call(layout, plan, machine, state, deadline, python=python, export=export)
     code = call.run()
     print_goals(layout, json.loads(layout.goals.read_text(encoding="utf-8")))
+    if toy and all(state.done(p.name) for p in plan.pieces if p.sweeps):
+        print("toy round: every campaign piece done; the graph tests skip without CUDA, so the graph rows are left "
+              "out (its record says so)")  # fmt: skip
+        return EXIT_OK
     if code == EXIT_AGAIN:
         print("the round goes on: call again with --resume and this call's export (docs/gpu-leases.md)",
               file=sys.stderr)  # fmt: skip
     return code
+
+
+def toy_plan(plan: RoundPlan) -> RoundPlan:
+    """The first call's pieces, each campaign at toy shapes on this CPU (orchestrator/round_specs.py)."""
+    pieces = tuple(plan.piece(n).with_variant(Variant(toy=True)) if plan.piece(n).sweeps else plan.piece(n)
+                   for n in plan.first)  # fmt: skip
+    return RoundPlan(pieces, plan.budget_s, plan.first, 0.0, ())
 
 
 def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
@@ -281,11 +319,12 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
             state = layout.load()
             if args.resume is not None:
                 take_in(layout, state, args.resume, [p.name for p in PIECES])
-                layout.save(state)
+            layout.root.mkdir(parents=True, exist_ok=True)
+            layout.save(state)  # the folder is a round's from now on
             print_goals(layout, write_goals(layout, plan, state))
             return EXIT_OK
-        return start_call(layout, plan, machine, python=sys.executable, deadline=started + args.budget,
-                          export=args.export, resume=args.resume)  # fmt: skip
+        return start_call(layout, toy_plan(plan) if args.toy else plan, machine, python=sys.executable,
+                          deadline=started + args.budget, export=args.export, resume=args.resume, toy=args.toy)
     except (RoundError, UnsafeFileError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE

@@ -22,7 +22,6 @@ import multiprocessing
 import signal
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from multiprocessing.connection import Connection

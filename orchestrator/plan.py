@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Any
 from specs.artifacts import canonical_json
 from specs.loader import SpecError, resolve_path
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
-from specs.schema import VANILLA, DreamImpl, ExperimentSpec, LladaImpl, LlamaImpl, ModelSpec, QualitySpec, RunConfig
+from specs.schema import (
+    VANILLA,
+    DreamImpl,
+    ExperimentSpec,
+    LladaImpl,
+    LlamaImpl,
+    ModelSpec,
+    QualitySpec,
+    RunConfig,
+)
 
 if TYPE_CHECKING:  # imported where used: planning a spec without a profile never loads the roofline
     from roofline.hardware import HardwareProfile

@@ -15,6 +15,7 @@ from specs.options import OneLineParser, positive_number
 COMMAND_LIMIT_S = 600.0  # a lease's command runs 10 minutes at most
 FIRST_CALL_S = 540.0  # the first call's deadline: a minute under the limit, for the machine's own start of it
 DEFAULT_ROUND = "artifacts/gpu-round"
+DEFAULT_TOY_ROUND = "artifacts/gpu-round-toy"  # a toy round never shares a GPU round's folder
 
 
 def call_budget(text: str) -> float:
@@ -32,7 +33,9 @@ def parser() -> OneLineParser:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan on h100-sxm and h200; run nothing")
     mode.add_argument("--goals", action="store_true", help="only score the goals from the round folder (on a CPU)")
-    p.add_argument("--round", type=Path, default=Path(DEFAULT_ROUND), help=f"the round folder ({DEFAULT_ROUND})")
+    mode.add_argument("--toy", action="store_true",
+                      help=f"the first call's pieces at toy shapes on this CPU, no CUDA needed (round {DEFAULT_TOY_ROUND})")
+    p.add_argument("--round", type=Path, help=f"the round folder ({DEFAULT_ROUND})")
     p.add_argument("--bundle", type=Path, help="the offline bundle (container/gpu-bundle.sh)")
     p.add_argument("--budget", type=call_budget, default=FIRST_CALL_S,
                    help=f"seconds from the call's start to its deadline ({FIRST_CALL_S:g}; at most {COMMAND_LIMIT_S:g})")
@@ -48,6 +51,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = parser()
     args = p.parse_args(argv)
     base = (args.cwd or Path.cwd()).absolute()
+    if args.round is None:
+        args.round = Path(DEFAULT_TOY_ROUND if args.toy else DEFAULT_ROUND)
     if args.export is None and os.environ.get("OUT"):
         args.export = Path(os.environ["OUT"])
     for name in ("round", "bundle", "export", "resume"):
@@ -71,5 +76,5 @@ if __name__ == "__main__":
     # The wrapper's check: what the call does (dry-run, goals or run) and the bundle folder (empty without one),
     # a line each; or exit 2 with the one line.
     checked = parse(sys.argv[1:])
-    print("dry-run" if checked.dry_run else "goals" if checked.goals else "run")
+    print("dry-run" if checked.dry_run else "goals" if checked.goals else "toy" if checked.toy else "run")
     print(checked.bundle or "")

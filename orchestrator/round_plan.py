@@ -1,69 +1,97 @@
-"""The GPU round's plan: its pieces in order of value per device-second, each predicted on h100-sxm and h200,
-packed into the calls of one lease.
+"""The GPU round's plan: its pieces in order of value per device-second, each priced on h100-sxm and h200, packed
+into the calls of one lease, and what waits for a later one.
 
 A lease (docs/gpu-leases.md) is 900 s of device time, the machine's start (1-3 min) and the 30 s it stays
-warm after each call included; one command runs at most 10 minutes. So the round is one call with a 540 s
-deadline that answers the open questions first, then, where the lease leaves time, a second of at most 240 s,
-with time kept to rerun the shortest piece once.
+warm after each call included; one command runs at most 10 minutes. So the round's first call, with a 540 s
+deadline, measures the headline: the graph tests first (a graph-captured timing counts only where its tokens match
+eager's), then the 8B answer at batch 1 in three interleaved sessions. A second call of at most 240 s takes
+what the lease leaves, with time kept to rerun the shortest piece once; the rest waits for a next lease, in the
+order printed.
 
-A campaign piece's seconds are `llada-bench plan`'s (orchestrator/walltime.py: its runs, model loads and a
-command's start); a device-test piece's are its files' (TEST_FILES). A piece starts only when its seconds on
-the slower profile, x START_MARGIN, fit before the call's deadline: `fits` packs the plan here and decides
-at run time (orchestrator/gpu_round.py), on the clock.
+A campaign piece's seconds are its runs' (orchestrator/round_times.py: measured on the H200 where the committed
+sweeps ran the configuration, the roofline's elsewhere), each session's fresh start and model builds, and a
+command's start; a device-test piece's are its files' (TEST_FILES). A piece starts only when its seconds on the
+slower profile, x START_MARGIN, fit before the call's deadline: `fits` packs the plan here and decides at run time
+(orchestrator/gpu_round.py), on the clock. Where the first call cannot hold a piece's sessions, the plan takes
+it with FALLBACK_SESSIONS (a derived spec, orchestrator/round_specs.py) and says why.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Literal
 
-from orchestrator.plan import plan_runs, predict_plan
+from orchestrator.plan import PlannedRun, plan_runs, predict_plan
 from orchestrator.round_args import FIRST_CALL_S
+from orchestrator.round_specs import SHIPPED, Variant, variant_spec
+from orchestrator.round_times import PROFILES, RunCost, fixed_seconds, run_costs
 from orchestrator.walltime import COMPILE_S, SWEEP_START_S
 from specs.loader import PACKAGE_ROOT, load_spec
+from specs.schema import ExperimentSpec
 
-PROFILES = ("h100-sxm", "h200")
+__all__ = ["PROFILES"]
 LEASE_S = 900.0  # a lease's device time, all of it
 MACHINE_START_S = (60.0, 180.0)  # a fresh machine's start, 1-3 minutes
 IDLE_S = 30.0  # a machine stays warm, and counted, this long after each call
 SECOND_CALL_S = 240.0
 # The plan's run costs fell 18% short of campaign-h100's wall time on the H200 and 12% of accel-8b's (raw, with
-# the eager warm-ups' cuDNN excess since removed; tests/test_gpu_round.py): x1.25 covers both.
+# the eager warm-ups' cuDNN excess since removed; tests/test_round_goals.py): x1.25 covers both.
 START_MARGIN = 1.25
 # A call's own start: the bundle check's imports and the CUDA probe, the imports and CUDA context a sweep
 # command's start pays (SWEEP_START_S, measured on the H200).
 CALL_START_S = SWEEP_START_S
-EXPORT_FILES = 7  # what a call may bring back: one tarball per piece and gpu-round.json
+EXPORT_FILES = 8  # what a call may bring back (the device tool's limit): one tarball per piece and gpu-round.json
+FALLBACK_SESSIONS = 2  # the fewest sessions a t interval over sessions has (one degree of freedom)
 
 PieceKind = Literal["campaign", "tests"]
 
 
 @dataclass(frozen=True)
 class Piece:
-    """A part of the round that runs whole in one call: spec files (campaign) or device-test files (tests)."""
+    """A part of the round that runs whole in one call: spec files (campaign) or device-test files (tests).
+    `gate`: the tests piece that admits its graph-captured runs (left out, with why, unless every test passed);
+    `fallback`: whether the plan may run it with FALLBACK_SESSIONS when the first call cannot hold its sessions;
+    `headline`: its sweeps go into results/<gpu>/headline/ (orchestrator/round_results.py)."""
 
     name: str
     kind: PieceKind
     sources: tuple[str, ...]
     answers: str
+    gate: str | None = None
+    fallback: bool = False
+    headline: bool = False
 
 
+GRAPH_TESTS = "graph-tests"
 PIECES: tuple[Piece, ...] = (
-    Piece("llada-b1", "campaign", ("specs/campaign-round-llada-b1.yaml",),
-          "LLaDA-8B B = 1 (512 + 256, 64 steps, block 32): vanilla, dual cache, graph, dual-cache-graph"),
-    Piece("graph-tests", "tests", ("tests/gpu/test_gpu_graphs.py",),
-          "LLaDA's graph steps token-exact on CUDA, nothing captured in a timed step"),
-    Piece("llama-compile", "campaign", ("specs/campaign-round-llama-compile.yaml",),
-          "LLaMA-3-8B static-compile at B = 1 and 64 against the memory roof"),
+    Piece(GRAPH_TESTS, "tests", ("tests/gpu/test_gpu_graphs.py",),
+          "LLaDA's graph steps token-exact on CUDA, nothing captured in a timed step: the gate of every graph row"),
+    Piece("headline", "campaign", ("specs/campaign-headline.yaml",),
+          "the 8B answer at B = 1: compiled LLaMA against graph-captured LLaDA (K = 64, 256), eager against eager",
+          gate=GRAPH_TESTS, fallback=True, headline=True),
+    Piece("headline-b8", "campaign", ("specs/campaign-headline-b8.yaml",),
+          "the fast pairing at B = 8: with B = 1, its crossing B*", gate=GRAPH_TESTS, headline=True),
+    Piece("headline-b64", "campaign", ("specs/campaign-headline-b64.yaml",),
+          "one full B = 64 point of each side, against the 4-step extrapolation campaign-h100 used", gate=GRAPH_TESTS,
+          headline=True),
+    Piece("headline-eager-b8", "campaign", ("specs/campaign-headline-eager-b8.yaml",),
+          "eager against eager at B = 8 (the host-overhead pairing)", headline=True),
     Piece("dream-qwen", "campaign",
           ("specs/campaign-round-dream-qwen.yaml", "specs/campaign-round-dream-qwen-best.yaml"),
           "Dream-7B against Qwen2.5-7B at B = 1, 8, 64, each at its best at B = 1"),
-    Piece("device-tests", "tests", ("tests/gpu/test_gpu_device.py", "tests/gpu/test_gpu_roofs.py"),
-          "event timing, memory, OOM, no sync in a timed step, bf16 logits, roofs, eager warm-up"),
-    Piece("compiled-tests", "tests", ("tests/gpu/test_gpu_compiled.py",),
-          "LLaMA's live compiled decode token-exact, nothing recorded in a timed step"),
+    Piece("device-tests", "tests",
+          ("tests/gpu/test_gpu_device.py", "tests/gpu/test_gpu_roofs.py", "tests/gpu/test_gpu_compiled.py"),
+          "event timing, memory, OOM, no sync, bf16 logits, roofs, eager warm-up; LLaMA's live compiled decode"),
 )  # fmt: skip
+# Asked for and not in any piece, with why: the dry run prints them after the pieces.
+NOT_PLANNED = (
+    ("the fast pairing at B = 2 and 4: two more compiled shapes (a cold compile and two warm ones each) over 3 "
+     "sessions; B = 1 and 8 bracket the crossing, so fewer batches, not fewer sessions"),
+    "K = N_out (256 steps) beyond dual-cache-graph at B = 1: vanilla or graph LLaDA at K = 256 costs 4x its K = 64",
+)
 
 
 @dataclass(frozen=True)
@@ -97,33 +125,47 @@ TEST_FILES: dict[str, TestFile] = {
 
 @dataclass(frozen=True)
 class Sweep:
-    """One spec of a campaign piece as planned: its name (the sweep's folder in the piece's), a command's start
-    with the model loads, and each run's seconds, per profile."""
+    """One spec of a campaign piece as planned: the shipped file and the variant run (orchestrator/round_specs.py),
+    its runs in order, and every session's model builds per profile."""
 
-    spec: str
-    name: str
-    fixed_s: dict[str, float]
-    run_s: dict[str, dict[str, float]]
+    path: str
+    variant: Variant
+    spec: ExperimentSpec
+    planned: tuple[PlannedRun, ...]
+    loads_s: dict[str, float]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     @property
     def runs(self) -> tuple[str, ...]:
-        return tuple(self.run_s[PROFILES[0]])
+        return tuple(r.run_id for r in self.planned)
+
+    @cached_property
+    def all_costs(self) -> tuple[RunCost, ...]:
+        return tuple(run_costs(self.planned))
+
+    def costs(self, done: Iterable[str] = ()) -> list[RunCost]:
+        """The runs still to do, priced as this call would run them."""
+        done = set(done)
+        return list(self.all_costs) if not done else run_costs(self.planned, done)
 
     def seconds(self, profile: str, done: Iterable[str] = ()) -> float:
-        skip = set(done)
-        return self.fixed_s[profile] + sum(s for run, s in self.run_s[profile].items() if run not in skip)
+        costs = self.costs(done)
+        sessions = len({c.session for c in costs})
+        loads = self.loads_s[profile] * sessions / self.spec.controls.sessions
+        return fixed_seconds(sessions, loads) + sum(c.seconds[profile] for c in costs)
 
 
-def plan_sweep(spec_path: str) -> Sweep:
-    spec = load_spec(PACKAGE_ROOT / spec_path)
+def plan_sweep(path: str, variant: Variant = SHIPPED) -> Sweep:
+    spec = load_spec(PACKAGE_ROOT / path) if variant.shipped else variant_spec(path, variant)
     planned = plan_runs(spec)
-    fixed, runs = {}, {}
+    loads = {}
     for profile in PROFILES:
         estimate = predict_plan(spec, planned, profile)
-        assert estimate is not None
-        fixed[profile] = estimate.start_s + sum(estimate.loads.values())
-        runs[profile] = dict(estimate.seconds)
-    return Sweep(spec_path, spec.name, fixed, runs)
+        loads[profile] = sum(estimate.loads.values()) if estimate is not None else 0.0
+    return Sweep(path, variant, spec, tuple(planned), loads)
 
 
 @dataclass(frozen=True)
@@ -154,10 +196,14 @@ class PlannedPiece:
         done = set(done)
         return START_MARGIN * max(self.seconds(p, done) for p in PROFILES)
 
+    def with_variant(self, variant: Variant) -> PlannedPiece:
+        """The same piece, each of its sweeps the given variant."""
+        return dataclasses.replace(self, sweeps=tuple(plan_sweep(s.path, variant) for s in self.sweeps))
 
-def plan_piece(piece: Piece) -> PlannedPiece:
+
+def plan_piece(piece: Piece, variant: Variant = SHIPPED) -> PlannedPiece:
     if piece.kind == "campaign":
-        return PlannedPiece(piece, sweeps=tuple(plan_sweep(s) for s in piece.sources))
+        return PlannedPiece(piece, sweeps=tuple(plan_sweep(s, variant) for s in piece.sources))
     files = [TEST_FILES[path] for path in piece.sources]
     return PlannedPiece(piece, tests=sum(f.tests for f in files), tests_s=sum(f.seconds for f in files))
 
@@ -182,7 +228,8 @@ def pack_call(pieces: Sequence[PlannedPiece], budget_s: float) -> tuple[list[Pla
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """The pieces in order; the first call's, the second's (within what the lease leaves) and those left out."""
+    """The pieces in order; the first call's, the second's (within what the lease leaves) and those left out, and
+    why a piece runs fewer sessions than its spec's (`notes`)."""
 
     pieces: tuple[PlannedPiece, ...]
     budget_s: float
@@ -190,6 +237,7 @@ class RoundPlan:
     second_s: float
     second: tuple[str, ...]
     left: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     def piece(self, name: str) -> PlannedPiece:
         return next(p for p in self.pieces if p.name == name)
@@ -228,46 +276,48 @@ class RoundPlan:
         return LEASE_S - self.call_s(self.first) - IDLE_S - self.rerun_s - self.call_s(second)
 
 
-def plan_round(budget_s: float = FIRST_CALL_S) -> RoundPlan:
-    """The round's pieces, predicted, and the calls they pack into when the first call's deadline is `budget_s`
+def _with_fallback(pieces: list[PlannedPiece], budget_s: float) -> tuple[list[PlannedPiece], list[str]]:
+    """Each fallback piece the first call cannot hold with its spec's sessions, planned with FALLBACK_SESSIONS
+    where that fits, with why."""
+    notes = []
+    for i, planned in enumerate(pieces):
+        first = {p.name for p in pack_call(pieces, budget_s)[0]}
+        sessions = max((s.spec.controls.sessions for s in planned.sweeps), default=1)
+        if not planned.piece.fallback or planned.name in first or sessions <= FALLBACK_SESSIONS:
+            continue
+        fewer = planned.with_variant(Variant(sessions=FALLBACK_SESSIONS))
+        trial = [*pieces[:i], fewer, *pieces[i + 1:]]
+        if fewer.name not in {p.name for p in pack_call(trial, budget_s)[0]}:
+            notes.append(f"{planned.name}: {sessions} sessions need {planned.need_s():.0f} s and even "
+                         f"{FALLBACK_SESSIONS} need {fewer.need_s():.0f} s: the first call cannot hold it")
+            continue
+        pieces[i] = fewer
+        notes.append(f"{planned.name}: {sessions} sessions need {planned.need_s():.0f} s, more than the first call's "
+                     f"{budget_s:.0f} s deadline leaves, so it runs {FALLBACK_SESSIONS} ({fewer.need_s():.0f} s); "
+                     f"{t_width_note(FALLBACK_SESSIONS, sessions)}")  # fmt: skip
+    return pieces, notes
+
+
+# Student's t at 97.5% (a two-sided 95% interval) by degrees of freedom: the table's values.
+T_975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
+
+
+def t_width_note(fewer: int, planned: int) -> str:
+    """How much wider a 95% t interval over `fewer` sessions is than over `planned`, at the same spread between
+    sessions (its half-width is t x s / sqrt(n))."""
+    ratio = (T_975[fewer - 1] / fewer**0.5) / (T_975[planned - 1] / planned**0.5)
+    return (f"its 95% t interval over {fewer} sessions takes t = {T_975[fewer - 1]:g} ({fewer - 1} degree"
+            f"{'s' if fewer > 2 else ''} of freedom) against {T_975[planned - 1]:g} over {planned}: {ratio:.1f}x as "
+            "wide for the same spread between sessions")
+
+
+def plan_round(budget_s: float = FIRST_CALL_S, pieces: Sequence[Piece] = PIECES) -> RoundPlan:
+    """The round's pieces, priced, and the calls they pack into when the first call's deadline is `budget_s`
     and the machine took its longest start."""
-    pieces = tuple(plan_piece(p) for p in PIECES)
-    first, rest = pack_call(pieces, budget_s)
-    draft = RoundPlan(pieces, budget_s, tuple(p.name for p in first), 0.0, ())
+    planned, notes = _with_fallback([plan_piece(p) for p in pieces], budget_s)
+    first, rest = pack_call(planned, budget_s)
+    draft = RoundPlan(tuple(planned), budget_s, tuple(p.name for p in first), 0.0, ())
     second_s = draft.second_budget(LEASE_S - MACHINE_START_S[1] - draft.call_s(draft.first))
     second, left = pack_call(rest, second_s)
-    return RoundPlan(pieces, budget_s, draft.first, second_s, tuple(p.name for p in second),
-                     tuple(p.name for p in left))  # fmt: skip
-
-
-def format_plan(plan: RoundPlan) -> str:
-    """The plan as `just gpu-round --dry-run` prints it."""
-    call_of = {**dict.fromkeys(plan.first, "1"), **dict.fromkeys(plan.second, "2")}
-    lines = [f"{'piece':<15} {'call':>4} {'runs/tests':>10}  " + "  ".join(f"{p:>8}" for p in PROFILES) + "  answers"]
-    for piece in plan.pieces:
-        times = "  ".join(f"{piece.seconds(p):>6.0f} s" for p in PROFILES)
-        call = call_of.get(piece.name, "-")
-        lines.append(f"{piece.name:<15} {call:>4} {piece.count:>10}  {times}  {piece.piece.answers}")
-    for number, (names, deadline) in enumerate(((plan.first, plan.budget_s), (plan.second, plan.second_s)), start=1):
-        if not names:
-            lines.append(f"call {number}: none (no piece fits its {max(deadline, 0):.0f} s deadline)")
-            continue
-        predicted = ", ".join(f"{plan.call_s(names, p, margin=False):.0f} s on {p}" for p in PROFILES)
-        needed = ", ".join(f"{plan.call_s(names, p):.0f} s" for p in PROFILES)
-        lines.append(f"call {number}: {predicted} with the call's {CALL_START_S:.0f} s start; x{START_MARGIN:g} to "
-                     f"start each piece: {needed}, of its {deadline:.0f} s deadline")  # fmt: skip
-    lines.append(f"  (call 2's deadline: what the lease leaves after call 1 and a {MACHINE_START_S[1]:.0f} s machine "
-                 f"start, at most {SECOND_CALL_S:.0f} s)")  # fmt: skip
-    for name in plan.left:
-        start = plan.latest_start([*plan.second, name])
-        when = (f"call 2 holds it when the machine starts in under {start:.0f} s" if start >= MACHINE_START_S[0]
-                else "no call of this lease holds it")  # fmt: skip
-        lines.append(f"not planned: {name} (needs {plan.piece(name).need_s():.0f} s; {when})")
-    low, high = (plan.lease_s(s) for s in MACHINE_START_S)
-    lines.append(
-        f"lease: machine start {MACHINE_START_S[0]:.0f}-{MACHINE_START_S[1]:.0f} s + the calls + "
-        f"{IDLE_S:.0f} s idle after each + a rerun of {plan.shortest.name} ({plan.rerun_s:.0f} s) = "
-        f"{low:.0f}-{high:.0f} s of {LEASE_S:.0f} s; after call 1, call 2's --budget is "
-        f"min({SECOND_CALL_S:.0f}, budget_left_s - {IDLE_S + plan.rerun_s:.0f})"
-    )
-    return "\n".join(lines)
+    return RoundPlan(tuple(planned), budget_s, draft.first, second_s, tuple(p.name for p in second),
+                     tuple(p.name for p in left), tuple(notes))  # fmt: skip

@@ -7,18 +7,19 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.round_goals import evaluate_goals, read_findings, read_results
+from orchestrator.round_goals import evaluate_goals, piece_results, read_findings
 from orchestrator.round_plan import PROFILES, RoundPlan
 from orchestrator.round_state import RoundLayout, RoundState
 from specs.safefile import atomic_write
 
 # The pieces whose artifacts answer each goal of orchestrator/round_goals.py.
 GOAL_PIECES: dict[str, tuple[str, ...]] = {
-    "llama graph decode B = 1": ("llama-compile",),
-    "llama graph decode B = 64": ("llama-compile",),
+    "llama graph decode B = 1": ("headline",),
+    "llama graph decode B = 64": ("headline-b64",),
     "llada graph step host overhead": ("graph-tests",),
-    "dual cache over vanilla B = 1": ("llada-b1",),
-    "roofline a bound": ("llada-b1", "llama-compile", "dream-qwen"),
+    "dual cache over vanilla B = 1": ("headline",),
+    "roofline a bound": ("headline", "headline-b8", "headline-b64", "headline-eager-b8", "dream-qwen"),
+    "headline over sessions": ("headline",),
 }
 
 
@@ -28,7 +29,7 @@ def goals_document(layout: RoundLayout, plan: RoundPlan, state: RoundState, *, s
     goals = []
     if scored:
         folder = layout.piece
-        results = {p.name: [r for s in p.sweeps for r in read_results(folder(p.name) / s.name)] for p in plan.pieces}
+        results = {p.name: piece_results(folder(p.name)) for p in plan.pieces}
         findings = {p.name: read_findings(folder(p.name) / "findings.jsonl") for p in plan.pieces}
         for name, pieces in GOAL_PIECES.items():
             every = evaluate_goals([r for p in pieces for r in results.get(p, [])],

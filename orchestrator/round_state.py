@@ -68,12 +68,13 @@ class PieceRecord(BaseModel):
 
 
 class RoundState(BaseModel):
-    """state.json: the calls made, the device they ran on, and each piece's record."""
+    """state.json: the calls made, the device they ran on (a toy round: this CPU), and each piece's record."""
 
     model_config = ConfigDict(extra="forbid")
 
     calls: int = Field(default=0, ge=0)
     device: str | None = None
+    toy: bool = False
     pieces: dict[str, PieceRecord] = Field(default_factory=dict)
 
     def done(self, name: str) -> bool:
@@ -106,8 +107,14 @@ class RoundLayout:
         return self.root / name
 
     def load(self) -> RoundState:
-        """The round so far (a fresh one before its first call); a file that is no round's state is one line."""
+        """The round so far (a fresh one before its first call, in a folder that is new or empty); a file that is
+        no round's state, or a folder that holds files but no state.json, is one line, and nothing is touched."""
         if lstat_or_none(self.state) is None:
+            held = sorted(p.name for p in self.root.iterdir()) if self.root.is_dir() else []
+            if held:
+                shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+                raise RoundError(f"{self.root}: not a GPU round's folder (it holds {shown} but no state.json); "
+                                 "give --round a new or empty folder, or one a round made")  # fmt: skip
             return RoundState()
         try:
             text = read_text(self.state, STATE_MAX_BYTES)

@@ -45,14 +45,23 @@ CPU_SYNTHETIC_BUILD_BYTES_PER_S = 2e9  # random initialisation on host cores
 CHECKPOINT_LOAD_BYTES_PER_S = 1e9
 
 
-def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
+def generation_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
+    """One whole generation of the run on `hardware`'s attained roofs, with its host floor."""
+    from roofline.predict import predict_run
+
+    return predict_run(config, attained(hardware)).latency_s
+
+
+def run_seconds(
+    config: RunConfig, hardware: HardwareProfile, *, generation_s: float | None = None, compile_s: float = COMPILE_S
+) -> float:
     """Wall time of one run on `hardware`: its warm-ups and repetitions (K steps
     each when extrapolated), the untimed generations quality needs (prompt batches no repetition ran; LLaMA's
     sampled reference), compilation, and the per-run overhead. Model loads are counted once per model and session
-    (`load_seconds`)."""
-    from roofline.predict import predict_run
-
-    generation_s = predict_run(config, attained(hardware)).latency_s
+    (`load_seconds`). `generation_s` (a measured generation) and `compile_s` (a compile cache's warm start) replace
+    the predicted ones."""
+    if generation_s is None:
+        generation_s = generation_seconds(config, hardware)
     timed_s = generation_s * config.timed_steps / config.steps if config.timed_steps and config.steps else generation_s
     controls = config.controls
     # A warm-up is one generation at the run's own shapes: what the repetitions cost (workers/measure/scenario.py).
@@ -64,7 +73,7 @@ def run_seconds(config: RunConfig, hardware: HardwareProfile) -> float:
             untimed += batches
         total += untimed * generation_s
     if config.llama_impl is not None and config.llama_impl.compile:
-        total += COMPILE_S
+        total += compile_s
     return total
 
 
