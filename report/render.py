@@ -4,24 +4,20 @@ report.html (self-contained) and report.md, and print a short results table."""
 from __future__ import annotations
 
 import io
-import re
 import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import polars as pl
 import yaml
-from matplotlib.figure import Figure
 from pydantic import ValidationError
 
-from report.catalog import FIGURES, GroupContext, is_catalogue_figure
-from report.document import PNG_DPI, FigureBlock, fmt_bytes, fmt_rate, fmt_seconds
+from report.catalog import FIGURES
+from report.document import fmt_bytes, fmt_rate, fmt_seconds
 from report.energy import energy_findings
 from report.extrapolation import extrapolation_summary, with_extrapolation_check
-from report.figures.common import FigureSkipped, plotted
-from report.figures.quality import METRIC_LABEL
+from report.figure_files import SkippedFigure, WrittenFigure, draw_figures, figure_blocks
 from report.findings import (
     crossover_table,
     findings_table,
@@ -35,10 +31,9 @@ from report.html import render_html
 from report.markdown import render_markdown
 from report.pairing_text import pairings_text
 from report.pairings import pairing_table, unanswered
-from report.pairs import Sides, table_sides
+from report.pairs import table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
-    ProfileChoice,
     UnknownHardwareError,
     choose_profile,
     measured_roofs_of,
@@ -94,24 +89,6 @@ class ReportError(Exception):
 
 class UnverifiedArtifactsError(ReportError):
     """The artifacts fail verification; each failing file is named."""
-
-
-@dataclass(frozen=True)
-class WrittenFigure:
-    number: int
-    stem: str
-    hardware: str
-    png: Path
-    svg: Path
-    figure: Figure  # kept so callers (tests) can read its plotted data
-
-
-@dataclass(frozen=True)
-class SkippedFigure:
-    number: int
-    stem: str
-    hardware: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -196,9 +173,9 @@ def render_report(
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
     else:
         variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
-    written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
+    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles, crossovers, predicted,
                                                 predictions, variants, variant_quality)
-    blocks = _figure_blocks(layout, written, skipped, table_sides(table))
+    blocks = figure_blocks(layout, written, skipped, table_sides(table))
     taken = history(results, runs)
     spec_text = _spec_text(layout)
     inputs = ReportInputs(
@@ -319,101 +296,6 @@ def _sweep_name(layout: SweepLayout, results: list[RunResult]) -> str:
 
 
 # ------------------------------------------------------------------ figures
-
-
-def hardware_slug(hardware: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-") or "unknown"
-
-
-def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality: QualityData,
-             profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame,
-             predictions: pl.DataFrame, variants: pl.DataFrame, variant_quality: pl.DataFrame):
-    figures_dir = layout.figures
-    figures_dir.mkdir(exist_ok=True)
-    kinds = sorted(profiles)
-    written: list[WrittenFigure] = []
-    skipped: list[SkippedFigure] = []
-    notes: list[str] = []
-    if not kinds:
-        skipped += [SkippedFigure(e.number, e.slug, "", "no runs with a recorded environment") for e in FIGURES
-                    if e.section != "variants"]
-    for kind in kinds:
-        every = table.filter(pl.col("hardware") == kind)
-        ctx = GroupContext(
-            hardware=kind, table=full_where_measured(vanilla_runs(every)), all_table=full_where_measured(every),
-            results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
-            quality=quality, profile=profiles[kind], crossovers=crossovers, predicted_throughput=predicted,
-            variants=variants.filter(pl.col("hardware") == kind), variant_quality=variant_quality,
-            _predictions=predictions.filter(pl.col("hardware") == kind) if profiles[kind].profile else None,
-        )
-        if ctx.profile.reason:
-            notes.append(f"{kind}: {ctx.profile.reason}.")
-        elif ctx.profile.profile is not None:
-            how = (" (chosen with --hardware)" if ctx.profile.overridden
-                   else " (its worker's measured roofs)" if ctx.profile.measured else " (datasheet)")
-            notes.append(f"{kind}: roofline profile {ctx.profile.profile.name}{how}.")
-        suffix = "" if len(kinds) == 1 else f"--{hardware_slug(kind)}"
-        for entry in FIGURES:
-            for stem, made in entry.make(ctx):
-                if isinstance(made, FigureSkipped):
-                    skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
-                else:
-                    written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
-    _remove_stale_figures(figures_dir, {p.name for w in written for p in (w.png, w.svg)})
-    return written, skipped, tuple(notes)
-
-
-def _remove_stale_figures(figures_dir: Path, drawn: set[str]) -> None:
-    """Remove the figures an earlier report drew that this one did not (a figure now skipped must not linger):
-    only regular files named as the catalogue names its figures, never through a link, never a file of yours."""
-    for path in sorted(figures_dir.iterdir()):
-        status = lstat_or_none(path)
-        if (path.name not in drawn and status is not None and stat.S_ISREG(status.st_mode)
-                and is_catalogue_figure(path.name)):
-            path.unlink()
-
-
-def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
-    png, svg = directory / f"{stem}.png", directory / f"{stem}.svg"
-    with matplotlib.rc_context({"svg.hashsalt": "llada-bench", "svg.fonttype": "path"}):
-        _atomic_figure(fig, png, "png", {"Software": None})
-        _atomic_figure(fig, svg, "svg", {"Date": None, "Creator": None})
-    return WrittenFigure(number, stem, hardware, png, svg, fig)
-
-
-def _atomic_figure(fig: Figure, path: Path, fmt: str, metadata: dict) -> None:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata)
-    atomic_write(path, buffer.getvalue())
-
-
-def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
-                   sides: Sides) -> list[FigureBlock]:
-    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`; the document
-    numbers them in its reading order (report/sections/order.py)."""
-    entries = {e.number: e for e in FIGURES}
-    order = {e.number: i for i, e in enumerate(FIGURES)}
-    blocks: list[tuple[tuple, FigureBlock]] = []
-    for w in written:
-        data = plotted(w.figure)
-        entry = entries[w.number]
-        title, shows = entry.words(sides)
-        caption = data.caption  # the notes are drawn under the image's panels
-        blocks.append(((order[w.number], w.stem, w.hardware), FigureBlock(
-            w.number, _title(title, w.stem, entry.slug), w.hardware, caption, shows, png=w.png,
-            relative_png=w.png.relative_to(layout.root).as_posix(), relative_svg=w.svg.relative_to(layout.root).as_posix(),
-        )))
-    for s in skipped:
-        entry = entries[s.number]
-        title, shows = entry.words(sides)
-        blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
-            s.number, _title(title, s.stem, entry.slug), s.hardware, "", shows, reason=s.reason)))
-    return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
-
-
-def _title(title: str, stem: str, slug: str) -> str:
-    metric = stem[len(slug) + 1:] if stem.startswith(slug + "_") else ""
-    return f"{title} ({METRIC_LABEL.get(metric, metric)})" if metric else title
 
 
 # ------------------------------------------------------------------ outputs

@@ -11,7 +11,8 @@ import polars as pl
 
 from report import stats
 from report.intervals import Speedup, location_interval, speedup
-from report.table import SCHEMA, SESSION_SUMMARISED, decoding_summaries, timing_summaries
+from report.table import SCHEMA
+from report.timing import SESSION_SUMMARISED, decoding_summaries, timing_summaries
 
 _OK = "ok"
 
