@@ -61,17 +61,17 @@ def itl_by_context(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def step_time_by_length(df: pl.DataFrame) -> pl.DataFrame:
-    """Diffusion time per step by (model, batch size, sequence length), over the repetitions of every run that
-    shares them (different step counts, block lengths and algs run the same full-sequence forward each step): the
-    median of the repetitions' mean step times and its interval (report.stats.summarize, as every table gives one)."""
+    """Diffusion time per step by (model, batch size, sequence length), over every run that shares them (different
+    step counts, block lengths and algs run the same full-sequence forward each step): the median of the runs'
+    median steps and the range of them (never a bootstrap of their pooled repetitions, which are not independent
+    draws of one run)."""
     llada = vanilla_runs(df).filter(
         is_dllm() & (pl.col("status") == "ok") & pl.col("step_s_median").is_not_null())
     rows = []
     for (model, batch, length), runs in llada.group_by(["model", "batch_size", "sequence_length"]):
-        means = [float(np.mean(rep)) for reps in runs["step_s_samples"].to_list() for rep in reps if rep]
-        summary = stats.summarize(means)
-        rows.append((model, batch, length, summary.median, summary.low, summary.high, summary.interval, summary.n,
-                     runs.height))
+        medians = runs["step_s_median"].to_list()
+        rows.append((model, batch, length, stats.median(medians), min(medians), max(medians), stats.RANGE,
+                     runs.height, runs.height))
     schema = {"model": pl.String, "batch_size": pl.Int64, "sequence_length": pl.Int64, "step_s_median": pl.Float64,
               "step_s_interval_low": pl.Float64, "step_s_interval_high": pl.Float64, "step_s_interval": pl.String,
               "step_s_n": pl.Int64, "runs": pl.Int64}

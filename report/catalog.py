@@ -199,23 +199,23 @@ def _metric_for_ablation(ctx: GroupContext) -> str | None:
 
 FIGURES: tuple[FigureEntry, ...] = (
     _single(10, "findings_throughput", "Throughput vs batch size, and where {ar} overtakes {dllm}", "findings",
-            "Measured median tokens/s against batch size for {ar} and {dllm} at each step count, as points with "
-            "their intervals; dotted between measured batches, the log-B interpolation B* is read from (not "
-            "measured); the faithful roofline's prediction for the same device dash-dotted; and B* (where {ar} "
-            "overtakes) marked.",
+            "Median tokens/s against batch size for {ar} and {dllm} at each step count, as points with their "
+            "intervals (hollow: extrapolated from the first timed steps); dotted between measured batches, the "
+            "log-B interpolation B* is read from (not measured); the faithful roofline's floor-calibrated "
+            "prediction for the same device dash-dotted; and B* (where {ar} overtakes) marked.",
             lambda c: findings_throughput(c.table, c.predicted_throughput, c.crossovers)),
     _single(5, "latency_vs_generation_length", "Latency vs generation length", "latency",
-            "Median end-to-end latency against N_out for both models, one panel per batch size; {ar}'s "
-            "latency also split into its prefill (TTFT) and its decode passes, {dllm} one line per step count.",
-            lambda c: latency_vs_generation_length(c.table)),
+            "Median end-to-end latency against N_out for both models, one panel per batch size; {ar}'s latency also "
+            "split into its prefill (TTFT) and its decode passes, {dllm} one line per step count (hollow: "
+            "extrapolated).", lambda c: latency_vs_generation_length(c.table)),
     _single(7, "step_time_vs_length", "Per-step time vs length", "latency",
             "{dllm}'s time per diffusion step against sequence length, and {ar}'s inter-token latency "
             "against the context each decode pass attends, one line per batch size.",
             lambda c: step_time_vs_length(c.table)),
     _single(3, "throughput_by_batch", "Throughput by batch size", "throughput",
             "Generation throughput (B x N_out / latency) per batch size, both models side by side, each bar with "
-            "the interval of its median, goodput (useful tokens only) as black ticks; batches that ran out of "
-            "memory are marked OOM.",
+            "the interval of its median (hollow: extrapolated), goodput (useful tokens only) as black ticks; "
+            "batches that ran out of memory are marked OOM.",
             lambda c: throughput_by_batch(c.table)),
     _single(4, "memory_heatmap", "Memory heatmap", "memory",
             "Peak reserved memory (on CPU: the peak bytes of live tensors above the weights, from an untimed "
@@ -257,12 +257,14 @@ FIGURES: tuple[FigureEntry, ...] = (
                 _variant_tokens_per_forward),
     _single(8, "roofline", "Roofline with measured operating points", "roofline",
             "The roofs of the device that ran (measured by its worker, else its datasheet) with the operators of "
-            "a {ar} prefill, a decode pass and a {dllm} step, and each run's measured operating point.",
+            "a {ar} prefill, a decode pass and a {dllm} step, and each run's measured operating point (hollow: "
+            "extrapolated).",
             _roofline),
     _single(9, "measured_vs_predicted", "Measured vs predicted latency", "roofline",
             "Each run's median measured latency against the roofline's prediction on the device that ran "
-            "(study and faithful models; with the host or dispatch floor and on the roofs alone), with the y = x line; "
-            "runs faster than 0.9x their roofs-only prediction circled as roofline violated.",
+            "(study and faithful models; with the host or dispatch floor, a calibrated model, and on the roofs "
+            "alone, a lower bound on each run's time), with the y = x line; runs faster than 0.9x their roofs-only "
+            "prediction circled as roofline violated; hollow: extrapolated.",
             _measured_vs_predicted),
     FigureEntry(15, "energy_per_token", "Energy per generated token by batch size", "energy",
                 "Joules per generated token against batch size for each model, implementation and {dllm} step "

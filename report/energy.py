@@ -17,7 +17,7 @@ from report.document import Paragraph, Table, fmt_float, fmt_seconds
 from report.extrapolation import checked_pairs
 from report.findings import FINDINGS_SCHEMA
 from report.pairing_text import setting_text
-from report.pairings import BEST_PAIRING, Pairing
+from report.pairings import VANILLA_PAIRING, Pairing
 from report.table import full_where_measured
 
 ENERGY_ANCHOR = "energy-table"
@@ -160,7 +160,7 @@ def energy_findings(pairings: Sequence[Pairing], table: pl.DataFrame) -> pl.Data
         name = f"energy per token ({p.pairing} pairing) at {p.steps} steps{parity}, {setting_text(p)}"
         if len({q.pair for q in pairings}) > 1:
             name += f" ({p.llama_model} vs {p.llada_model})"
-        best = p.pairing == BEST_PAIRING
+        best = p.pairing != VANILLA_PAIRING
         parts = []
         for q in ends:
             llama = f"{p.pair.ar_title}{' ' + q.llama_impl if best else ''} {fmt_joules(q.llama_joules_per_token)}"

@@ -40,14 +40,15 @@ CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "llama_model": _STR, "llada_model": _STR,
     "steps": _I64, "block_length": _I64, "batch_sizes": _STR, "throughput_ratios": _STR, "b_star": _F64,
     "b_star_bound": _STR, "b_star_low": _F64, "b_star_low_bound": _STR, "b_star_high": _F64,
-    "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_tokens_per_s": _F64, "predicted_b_star": _F64,
+    "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_inverted": _I64, "b_star_tokens_per_s": _F64,
+    "predicted_b_star": _F64,
     "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "dream_alg": _STR, "ar_title": _STR,
-    "dllm_title": _STR,
+    "dllm_title": _STR, "extrapolated": _STR,
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
     "steps": _I64, "block_length": _I64, "batch_size": _I64, "predicted_tokens_per_s": _F64, "profile": _STR,
-    "dream_alg": _STR,
+    "dream_alg": _STR, "calibration": _STR,
 }
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "finding": _STR, "value": _STR,
@@ -99,12 +100,27 @@ def crossover_table(
                                    else predicted)
             rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
                          ", ".join(f"{r:.3g}" for r in ratios), b_star.estimate, b_star.bound, b_star.low,
-                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, at_b_star, predicted,
-                         predicted_roofs, profile.name if profile else None,
-                         profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title))
+                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, b_star.inverted, at_b_star,
+                         predicted, predicted_roofs, profile.name if profile else None,
+                         profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title,
+                         extrapolated_batches([d for _, d in rows_at])))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
                        "dream_alg", "llama_model"])
+
+
+def extrapolated_batches(rows: Sequence[dict]) -> str | None:
+    """'B = 1, 8 checked; B = 64 UNCHECKED': the batches whose diffusion latency was extrapolated from its first
+    timed steps, and whether a full run checked it (None where every latency was measured in full)."""
+    scaled = [r for r in rows if r.get("extrapolated")]
+    if not scaled:
+        return None
+    parts = []
+    for label, checked in (("checked", True), ("UNCHECKED", False)):
+        batches = [str(r["batch_size"]) for r in scaled if (r.get("extrapolation_step_ratio") is not None) == checked]
+        if batches:
+            parts.append(f"B = {', '.join(batches)} {label}")
+    return "; ".join(parts)
 
 
 def _log_interpolate(xs: Sequence[float], ys: Sequence[float], x: float) -> float:
@@ -135,7 +151,8 @@ def predicted_throughput(
         for batch in grid:
             p = predict(arch, shapes.get(arch), batch=batch, prompt_len=prompt, gen_len=gen, hardware=profile,
                         element_bytes=element_bytes_of(dtype), **sampler)
-            rows.append((hardware, prompt, gen, arch, model, steps, block, batch, p.tokens_per_s, profile.name, alg))
+            rows.append((hardware, prompt, gen, arch, model, steps, block, batch, p.tokens_per_s, profile.name, alg,
+                         profile.floor_note()))
     return pl.DataFrame(rows, schema=PREDICTED_THROUGHPUT_SCHEMA, orient="row")
 
 
@@ -222,17 +239,23 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
     return text, bool(row["low_useful"])
 
 
+def row_crossover(row: dict) -> Crossover:
+    """The measured B* of a crossover_table row, with its interval."""
+    return Crossover(row["b_star"], row["b_star_bound"], row["b_star_low"], row["b_star_low_bound"],
+                     row["b_star_high"], row["b_star_high_bound"], row["b_star_level"], row["b_star_inverted"])
+
+
 def _crossover_value(row: dict) -> str:
     batches = row["batch_sizes"]
-    measured = Crossover(row["b_star"], row["b_star_bound"], row["b_star_low"], row["b_star_low_bound"],
-                         row["b_star_high"], row["b_star_high_bound"], row["b_star_level"])
-    text = f"{crossover_text(measured, row['ar_title'], row['dllm_title'])}, batches {batches}"
+    text = f"{crossover_text(row_crossover(row), row['ar_title'], row['dllm_title'])}, batches {batches}"
+    if row.get("extrapolated"):
+        text += f" ({row['dllm_title']} EXTRAPOLATED at {row['extrapolated']})"
     if row["profile"] is None:
         return text + "; no roofline profile for this device"
     predicted, roofs = row["predicted_b_star"], row["predicted_b_star_roofs"]
-    text += f"; roofline ({row['profile']}): {roofline_value(roofs)} on the roofs alone"
+    text += f"; roofline ({row['profile']}): the roofs-only model's B* {roofline_value(roofs)}"
     if row["calibration"] is not None:
-        text += f", {roofline_value(predicted)} with {row['calibration']} (a calibrated model, not a bound)"
+        text += f", the floor-calibrated model's {roofline_value(predicted)} ({row['calibration']})"
     return text
 
 

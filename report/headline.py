@@ -20,8 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from report.findings_file import FindingsFile
 from report.intervals import Speedup, crossover, crossover_text
-from report.pairings import BEST_PAIRING, FindingsFile, Pairing, PairingPoint
+from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, Pairing, PairingPoint
 from report.parity import bracket
 from specs.artifacts import SweepLayout, load_results
 from specs.options import OneLineParser
@@ -34,7 +35,8 @@ HEADLINE_END = "<!-- headline:end -->"
 HEADLINE_FILE = "headline.md"
 RECORD_FILE = "round.json"  # orchestrator.round_results writes it beside the sweeps
 CHECK_TIMED_STEPS = 4  # campaign-h100's rule: time the first 4 steps, give every other step their mean
-PAIRING_NAME = {BEST_PAIRING: "fast (each at its fastest)"}
+PAIRING_NAME = {BEST_PAIRING: "fast (each at its fastest)",
+                AR_BEST_PAIRING: "LLaMA at its fastest, LLaDA vanilla"}
 HOST_PAIRING = "eager against eager (host overhead)"
 
 
@@ -160,7 +162,8 @@ def render_folder(folder: Path) -> str:
     findings = [(s.name, _findings(s)) for s in sweeps]
     rows = [_row(p, q, name) for name, record in findings for p in record.findings
             for q in p.speedups]  # fmt: skip
-    rows.sort(key=lambda r: (r[0] != PAIRING_NAME[BEST_PAIRING], int(r[1]), int(r[2])))
+    order = [PAIRING_NAME[BEST_PAIRING], PAIRING_NAME[AR_BEST_PAIRING], HOST_PAIRING]
+    rows.sort(key=lambda r: (order.index(r[0]), int(r[1]), int(r[2])))
     header = ("pairing", "B", "K", "LLaMA-3-8B", "LLaDA-8B", "L_e2e LLaMA / LLaDA", "speedup [interval]",
               "sessions × repetitions", "sweep")
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

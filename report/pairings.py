@@ -1,46 +1,47 @@
-"""The answer both ways: each autoregressive model against each diffusion model it pairs with (report/pairs.py:
-LLaMA against LLaDA, Qwen2.5 against Dream), as the protocol pairs them (vanilla against vanilla) and as each
-would be deployed (at each point, each model's fastest measured implementation).
+"""The answer three ways: each autoregressive model against each diffusion model it pairs with (report/pairs.py:
+LLaMA against LLaDA, Qwen2.5 against Dream). First each at its fastest measured implementation (what measures
+the architectures as they would be deployed), then the autoregressive model at its fastest against the vanilla
+diffusion model, then vanilla against vanilla, both eager: the protocol's pair, which on a GPU measures each
+side's host overhead per forward as much as the architectures. A pairing is built only where it differs from the
+others (the first needs a variant on either side, the second on both).
 
 Per pairing, pair, hardware, lengths and diffusion setting (step count, block, Dream's alg): the speedup
 L_e2e(AR) / L_e2e(dLLM) at every batch size both ran (> 1: the diffusion model is faster) with its interval and
 what it rests on (report/intervals.py: sessions x repetitions), how each side executes (eager, compiled,
-graph-captured), the joules per generated token of both runs, S_parity where quality was measured (the vanilla
-diffusion model's: variants' quality moves are the Variants section's), and B*: measured from the same speedups
-with its interval, and the roofline's on the device's profile twice: on the roofs alone (each latency at its lower
-bound) and with the profile's calibrated floor (a model fitted to measured runs, not a bound). The roofline's B* of
-the best pairing takes, at each batch it tries, each model's fastest predicted implementation among those that ran.
+graph-captured), each side's time per forward and share of its roofs, whether the diffusion latency was
+extrapolated and checked and whether its shape's step times split into modes (report/extrapolation.py), the
+joules per generated token of both runs, S_parity where quality was measured (the vanilla diffusion model's), and
+B*: measured from the same speedups with its interval, and the roofline's on the device's profile twice: the
+roofs-only model's (each latency at the roofs) and the floor-calibrated model's (fitted to measured runs). Neither
+is a bound on B*: a ratio of two lower bounds bounds nothing.
 
-`findings.json` beside report.md holds these objects (FindingsFile). Their fields keep the first pair's names:
-`llama_*` is the pair's autoregressive side, `llada_*` its diffusion side. A pair of the sweep that has no answer
-(every run of one side failed, or no model to pair with) is named with the reason in `unanswered`.
+`findings.json` (report/findings_file.py) holds these objects. Their fields keep the first pair's names:
+`llama_*` is the pair's autoregressive side, `llada_*` its diffusion side.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
-from report import stats
-from report.extrapolation import trusted
+from report.extrapolation import StepModes, shape_key, step_modes, trusted
 from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, Crossover, Speedup, crossover
-from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sides_of, sweep_pairs
+from report.pairing_roofline import best_roofline_crossover, representatives
+from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.quality import FIGURE_METRICS
 from report.sessions import row_speedup
 from report.table import full_where_measured, with_dream_alg
-from roofline.crossover import MAX_BATCH, crossing_batch
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
-from roofline.predict import predict_run
 from specs.registry import archs_of, family
 from specs.results import RunResult
 from specs.schema import VANILLA
 
-VANILLA_PAIRING, BEST_PAIRING = "vanilla", "best"
+BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING = "best", "best-ar", "vanilla"
+PAIRING_ORDER = (BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING)
 NO_VARIANTS = ("no other implementation ran: every run is the vanilla implementation, so the best pairing is the "
                "vanilla pairing")
 # The diffusion curve a pairing follows over batch sizes (its implementation is the pairing's choice).
@@ -48,19 +49,43 @@ CURVE = ("hardware", "prompt_length", "generation_length", "model", "steps", "bl
          "dream_alg", "cfg_scale", "dtype")
 # A pairing record built without its families (an older caller) is of the first family of each paradigm.
 _FIRST_AR, _FIRST_DLLM = archs_of("autoregressive")[0], archs_of("diffusion")[0]
+# What each sampler family's vanilla implementation is, and its time against the official code in the CPU bench of
+# docs/samplers.md (`just bench`: small random models, 2 threads): "vanilla" is not the untouched reference.
+VANILLA_IS = {
+    "autoregressive": "this package's decode loop over transformers' model with a preallocated KV cache (0.86x "
+                      "model.generate()'s time in the CPU bench of docs/samplers.md)",
+    "llada": "the official algorithm with logits for the current block only (0.49x the official code's time in "
+             "the same bench)",
+    "dream": "the official algorithm with logits for the generated window only (0.88x the official projection's "
+             "time in the same bench)",
+}
 
 
-def pairing_meaning(sides: Sides) -> dict[str, str]:
-    """What each pairing is, naming the sides as `sides` does."""
+def vanilla_is(arch: str) -> str:
+    """What a family's vanilla implementation is (VANILLA_IS by its sampler)."""
+    sampler = family(arch).sampler
+    return VANILLA_IS.get(sampler, f"this package's {sampler} sampler")
+
+
+def pairing_meaning(sides: Sides, pairs: Sequence[Pair] = ()) -> dict[str, str]:
+    """What each pairing is, naming the sides as `sides` does; with `pairs`, what each side's vanilla is."""
+    vanilla = "".join(f"; vanilla {title}: {text}" for title, text in dict.fromkeys(
+        (title, vanilla_is(arch)) for p in pairs for title, arch in ((p.ar_title, p.ar_arch),
+                                                                      (p.dllm_title, p.dllm_arch))))
     return {
-        VANILLA_PAIRING: f"vanilla {sides.ar} against vanilla {sides.dllm}: the protocol",
-        BEST_PAIRING: "at each point, each model's fastest measured implementation: what would be deployed",
+        BEST_PAIRING: ("at each point, each model's fastest measured implementation, each side named compiled, "
+                       "graph-captured or eager: the architectures as they would be deployed"),
+        AR_BEST_PAIRING: f"{sides.ar} at its fastest measured implementation against the vanilla {sides.dllm}",
+        VANILLA_PAIRING: (f"vanilla {sides.ar} against vanilla {sides.dllm}, both eager (the protocol's pair): on a "
+                          "GPU it measures each side's host overhead per eager forward as much as the "
+                          f"architectures{vanilla}"),
     }
 
 
 def speedup_meaning(sides: Sides) -> str:
-    return (f"speedup = L_e2e({sides.ar}) / L_e2e({sides.dllm}) at the same batch and lengths (> 1: {sides.dllm} is "
-            f"faster); B* = the batch size from which {sides.ar}'s throughput stays ahead")
+    return (f"speedup = L_e2e({sides.ar}) / L_e2e({sides.dllm}) at the same batch and lengths, median against "
+            f"median (> 1: {sides.dllm} is faster); B* = the batch size from which {sides.ar}'s throughput stays "
+            "ahead")
 
 
 class _Record(BaseModel):
@@ -108,7 +133,7 @@ class PairingPoint(_Record):
     speedup_low: float | None
     speedup_high: float | None
     interval_level: float | None  # the interval's nominal coverage (None: no interval)
-    interval_method: str  # report.intervals: "t-sessions", "rank-shift" or "none"
+    interval_method: str  # report.intervals: "t-sessions", "welch-log" or "none"
     interval_label: str  # e.g. "95% t interval over sessions, 3 sessions x 5 + 5 repetitions"
     sessions: int
     llama_repetitions: int  # a session's (the fewest)
@@ -117,6 +142,18 @@ class PairingPoint(_Record):
     llama_joules_per_token: float | None = None
     llada_joules_per_token: float | None = None
     llada_energy_extrapolated: bool | None = None
+    # Each side's median time per forward (a decode pass; a diffusion step) and the share of its roofs it reached
+    # (roofs-only predicted latency / measured): how much of a latency is host overhead.
+    llama_forward_s: float | None = None
+    llada_forward_s: float | None = None
+    llama_roofs_fraction: float | None = None
+    llada_roofs_fraction: float | None = None
+    llada_timed_steps: int | None = None  # an extrapolated latency's timed steps
+    llada_extrapolation_checked: bool | None = None  # a full run at its batch and shape checked it (None: not extrapolated)
+    # Where the repetitions' steps at its vanilla shape split into two modes (report.extrapolation.step_modes): the
+    # two modes' median step and the speedup at each, the diffusion latency scaled by its step to the mode's.
+    llada_step_modes_s: list[float] | None = None
+    speedup_at_modes: list[float] | None = None
 
 
 class Pairing(_Record):
@@ -125,7 +162,7 @@ class Pairing(_Record):
     its bound: "=" a crossing between measured (or, for the roofline, computed) batches, "<=" the autoregressive
     model ahead already at the smallest batch (the value is that batch), ">" not yet at the largest."""
 
-    pairing: Literal["vanilla", "best"]
+    pairing: Literal["best", "best-ar", "vanilla"]
     hardware: str
     prompt_length: int
     generation_length: int
@@ -144,11 +181,12 @@ class Pairing(_Record):
     b_star_low_bound: str
     b_star_high: float
     b_star_high_bound: str
-    b_star_level: float | None  # the pointwise level the interval inverts (it covers at least that)
+    b_star_level: float | None  # the pointwise level of the intervals it inverts
     roofline_profile: str | None
-    b_star_roofs: float | None = None  # on the roofs alone (None: no profile, CFG, or an error in roofline_note)
+    b_star_coverage: float | None = None  # what inverting one pointwise interval per batch guarantees (union bound)
+    b_star_roofs: float | None = None  # the roofs-only model's (None: no profile, CFG, or an error in roofline_note)
     b_star_roofs_bound: str | None = None
-    b_star_calibrated: float | None = None  # with the profile's floor: a model fitted to measured runs
+    b_star_calibrated: float | None = None  # the floor-calibrated model's: fitted to measured runs
     b_star_calibrated_bound: str | None = None
     calibration: str | None = None  # the floor and what it was fitted on (None: the profile has none)
     roofline_note: str | None = None
@@ -167,31 +205,12 @@ class Pairing(_Record):
     @property
     def b_star(self) -> Crossover:
         return Crossover(self.b_star_measured, self.b_star_bound, self.b_star_low, self.b_star_low_bound,
-                         self.b_star_high, self.b_star_high_bound, self.b_star_level)
+                         self.b_star_high, self.b_star_high_bound, self.b_star_level, len(self.speedups))
 
     @property
     def quality_measured(self) -> bool:
         """Whether the sweep measured the diffusion model's quality at these lengths (S_parity was sought)."""
         return bool(self.s_parity)
-
-
-class FindingsFile(_Record):
-    """findings.json: every pairing object, what the numbers mean, and what a reader must know."""
-
-    # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
-    # verified, so the file of a verified sweep is unchanged).
-    unverified: list[str] = []
-    verdict: list[str] = []  # report/verdict.py: the answer in a few sentences a pair, first in the file
-    sweep: str
-    pairings: list[str]  # the pairings present
-    # Only where a sweep has several pairs: each as 'dllm (family) vs ar (family)', in the findings' order.
-    pairs: list[str] = []
-    # Each pair of the sweep without an answer, with why (every run of one side failed, or nothing to pair with).
-    unanswered: list[str] = []
-    meaning: dict[str, str]
-    speedup: str
-    notes: list[str]
-    findings: list[Pairing]
 
 
 # ---------------------------------------------------------------- building the pairings
@@ -201,7 +220,7 @@ def pairing_table(
     table: pl.DataFrame, results: Sequence[RunResult], parity: pl.DataFrame, crossovers: pl.DataFrame,
     profiles: dict[str, HardwareProfile],
 ) -> list[Pairing]:
-    """Both pairings (the best one only when some run is not vanilla) of every pair (report.pairs.sweep_pairs).
+    """The pairings (PAIRING_ORDER; each only where it differs from the others) of every pair (report.pairs.sweep_pairs).
     `table`: report.table.results_table of every run, sessions pooled (report.sessions.pool_sessions); `parity`:
     report.parity.parity_table; `crossovers`: report.findings.crossover_table (the vanilla pairing's roofline B*, so
     the Findings agree); `profiles`: each hardware's roofline profile."""
@@ -210,8 +229,11 @@ def pairing_table(
     ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
     ok = trusted(full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA))))
     by_id = {r.run_id: r for r in results}
-    pairings = [VANILLA_PAIRING] + ([BEST_PAIRING] if (ok["impl"] != VANILLA).any() else [])
     autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())
+    ar_variants, dllm_variants = (autoregressive["impl"] != VANILLA).any(), (diffusion["impl"] != VANILLA).any()
+    pairings = ([BEST_PAIRING] if ar_variants or dllm_variants else []) + (
+        [AR_BEST_PAIRING] if ar_variants and dllm_variants else []) + [VANILLA_PAIRING]
+    modes = step_modes(table)
     out: list[Pairing] = []
     for pairing in pairings:
         for key, curve in diffusion.group_by(list(CURVE), maintain_order=True):
@@ -225,13 +247,15 @@ def pairing_table(
                 if not ar.height or pair is None:
                     continue
                 if pairing == VANILLA_PAIRING:
-                    ar, dllm = ar.filter(pl.col("impl") == VANILLA), dllm.filter(pl.col("impl") == VANILLA)
+                    ar = ar.filter(pl.col("impl") == VANILLA)
+                if pairing != BEST_PAIRING:
+                    dllm = dllm.filter(pl.col("impl") == VANILLA)
                 built = _pairing(pairing, where, pair, ar, dllm, parity, crossovers, profiles.get(where["hardware"]),
-                                 by_id)
+                                 by_id, lambda row: modes.get(shape_key(row, table)))
                 if built is not None:
                     out.append(built)
     rank = {pair: i for i, pair in enumerate(pairs)}  # pairs in registry order (report.pairs.pairs_from)
-    return sorted(out, key=lambda p: (p.pairing != VANILLA_PAIRING, rank[p.pair], p.hardware, p.generation_length,
+    return sorted(out, key=lambda p: (PAIRING_ORDER.index(p.pairing), rank[p.pair], p.hardware, p.generation_length,
                                       p.prompt_length, p.llada_model, p.block_length or 0, p.steps,
                                       p.dream_alg or ""))
 
@@ -265,7 +289,7 @@ def _fastest(rows: pl.DataFrame) -> dict[str, Any]:
 
 def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, curve: pl.DataFrame,
              parity: pl.DataFrame, crossovers: pl.DataFrame, profile: HardwareProfile | None,
-             by_id: dict[str, RunResult]) -> Pairing | None:
+             by_id: dict[str, RunResult], modes_of: Callable[[dict[str, Any]], StepModes | None]) -> Pairing | None:
     batches = sorted(set(ar["batch_size"].to_list()) & set(curve["batch_size"].to_list()))
     if not batches:
         return None
@@ -274,7 +298,7 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
     measured = [row_speedup(a, d) for a, d in rows]
     b_star = crossover(batches, measured)
     s_parity = _s_parity(parity, where, pair.ar_model)
-    points = [_point(a, d, s) for (a, d), s in zip(rows, measured)]
+    points = [_point(a, d, s, modes_of(d)) for (a, d), s in zip(rows, measured)]
     common = {"pairing": pairing, "hardware": where["hardware"], "prompt_length": where["prompt_length"],
               "generation_length": where["generation_length"], "steps": where["steps"],
               "block_length": where["block_length"], "llama_model": pair.ar_model, "llada_model": where["model"],
@@ -284,7 +308,8 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
               "at_s_parity": [s.metric for s in s_parity if s.steps == where["steps"]], "speedups": points,
               "b_star_measured": b_star.estimate, "b_star_bound": b_star.bound, "b_star_low": b_star.low,
               "b_star_low_bound": b_star.low_bound, "b_star_high": b_star.high, "b_star_high_bound": b_star.high_bound,
-              "b_star_level": b_star.level, "roofline_profile": profile.name if profile is not None else None}
+              "b_star_level": b_star.level, "b_star_coverage": b_star.coverage,
+              "roofline_profile": profile.name if profile is not None else None}
     if profile is None:
         return Pairing(**common, roofline_note="no roofline profile for this device")
     if where["cfg_scale"]:
@@ -301,7 +326,7 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
         roofs = row["predicted_b_star_roofs"][0] if row.height else None
         calibrated = row["predicted_b_star"][0] if row.height else None
     else:
-        llama_runs, llada_runs = _representatives(ar, by_id), _representatives(curve, by_id)
+        llama_runs, llada_runs = representatives(ar, by_id), representatives(curve, by_id)
         prefer = [*common["llama_impls"], *common["llada_impls"]]
         try:
             roofs, _ = best_roofline_crossover(llama_runs, llada_runs, profile.roofs_only(), prefer=prefer)
@@ -328,17 +353,26 @@ def _ordered(names: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def _point(ar: dict[str, Any], dllm: dict[str, Any], s: Speedup) -> PairingPoint:
+def _point(ar: dict[str, Any], dllm: dict[str, Any], s: Speedup, modes: StepModes | None) -> PairingPoint:
+    extrapolated = bool(dllm["extrapolated"])
+    own_step = dllm.get("step_s_p50")
+    at_modes = None
+    if modes is not None and own_step:
+        at_modes = [s.estimate * own_step / step for step in (modes.fast_s, modes.slow_s)]
     return PairingPoint(
         batch_size=ar["batch_size"], llama_impl=ar["impl"], llada_impl=dllm["impl"],
         llama_execution=ar.get("execution") or "eager", llada_execution=dllm.get("execution") or "eager",
         llama_run_id=ar["run_id"], llada_run_id=dllm["run_id"], llama_latency_s=ar["latency_e2e_s_median"],
         llada_latency_s=dllm["latency_e2e_s_median"], speedup=s.estimate, speedup_low=s.low, speedup_high=s.high,
         interval_level=s.level, interval_method=s.method, interval_label=s.label, sessions=s.sessions,
-        llama_repetitions=s.repetitions[0], llada_repetitions=s.repetitions[1],
-        llada_extrapolated=bool(dllm["extrapolated"]),
+        llama_repetitions=s.repetitions[0], llada_repetitions=s.repetitions[1], llada_extrapolated=extrapolated,
         llama_joules_per_token=ar.get("joules_per_token"), llada_joules_per_token=dllm.get("joules_per_token"),
-        llada_energy_extrapolated=dllm.get("energy_extrapolated"),
+        llada_energy_extrapolated=dllm.get("energy_extrapolated"), llama_forward_s=ar.get("itl_pass_s_median"),
+        llada_forward_s=dllm.get("step_s_median"), llama_roofs_fraction=ar.get("roofline_efficiency"),
+        llada_roofs_fraction=dllm.get("roofline_efficiency"),
+        llada_timed_steps=dllm.get("timed_steps") if extrapolated else None,
+        llada_extrapolation_checked=(dllm.get("extrapolation_step_ratio") is not None) if extrapolated else None,
+        llada_step_modes_s=[modes.fast_s, modes.slow_s] if at_modes else None, speedup_at_modes=at_modes,
     )
 
 
@@ -363,102 +397,6 @@ def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> lis
                     replicate_steps=r.get("replicate_steps") or [], replicate_shares=r.get("replicate_shares") or [],
                     decides=r.get("decides") is not False, gate=r.get("gate"))
             for r in rows.iter_rows(named=True)]
-
-
-# ---------------------------------------------------------------- the roofline's B* of the best pairing
-
-
-def _representatives(rows: pl.DataFrame, by_id: dict[str, RunResult]) -> dict[str, tuple[RunResult, float | None]]:
-    """Per implementation: the run at its smallest batch and its median measured forwards (a confidence rule is
-    costed at those), the configuration the roofline re-costs at other batch sizes."""
-    out: dict[str, tuple[RunResult, float | None]] = {}
-    for row in rows.sort("batch_size").iter_rows(named=True):
-        result = by_id.get(row["run_id"])
-        if row["impl"] in out or result is None:
-            continue
-        forwards = result.samples.forwards if result.samples else None
-        out[row["impl"]] = (result, stats.median([float(f) for f in forwards]) if forwards else None)
-    return out
-
-
-def _fastest_predicted(runs: dict[str, tuple[RunResult, float | None]], profile: HardwareProfile,
-                       batch: int, prefer: Sequence[str] = ()) -> tuple[str, float]:
-    """(implementation, latency) of the fastest predicted implementation at `batch`. A tie (a host floor that
-    every implementation hits) goes to the first of `prefer` (the measured pairing's), then by name."""
-    best: tuple[str, float] | None = None
-    for impl in sorted(runs, key=lambda name: (name not in prefer, list(prefer).index(name) if name in prefer else 0,
-                                               name)):
-        result, forwards = runs[impl]
-        config = result.config.model_copy(update={"batch_size": batch})
-        latency = predict_run(config, profile, "faithful", shape=result.model_shape,
-                              measured_forwards=forwards).latency_s
-        if best is None or latency < best[1] * (1 - 1e-9):
-            best = (impl, latency)
-    assert best is not None, "a pairing has runs on both sides"
-    return best
-
-
-def best_roofline_crossover(
-    llama: dict[str, tuple[RunResult, float | None]], llada: dict[str, tuple[RunResult, float | None]],
-    profile: HardwareProfile, max_batch: int = MAX_BATCH, prefer: Sequence[str] = (),
-) -> tuple[float | None, dict[str, str]]:
-    """The roofline's B* on `profile` when each model runs its fastest predicted implementation at each batch, and
-    the implementations it picks there (ties to `prefer`; keyed 'llama' for the AR side, 'llada' for the diffusion
-    side). Both generate B x N_out tokens, so T(AR) / T(dLLM) = L(dLLM) / L(AR)."""
-
-    def log_ratio(batch: int) -> float:
-        return math.log(_fastest_predicted(llada, profile, batch, prefer)[1]
-                        / _fastest_predicted(llama, profile, batch, prefer)[1])
-
-    crossing = crossing_batch(log_ratio, max_batch)
-    at = max_batch if crossing is None else max(1, round(crossing))
-    chosen = {"llama": _fastest_predicted(llama, profile, at, prefer)[0],
-              "llada": _fastest_predicted(llada, profile, at, prefer)[0]}
-    return crossing, chosen
-
-
-# ---------------------------------------------------------------- findings.json
-
-
-def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
-                  verdict: Sequence[str] = (), sides: Sides | None = None,
-                  missing: Sequence[str] = ()) -> FindingsFile:
-    """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
-    default the pairings' own); `missing`: `unanswered` of the sweep."""
-    present = _ordered(p.pairing for p in pairings)
-    sides = sides or sides_of([p.pair for p in pairings])
-    notes = [NO_VARIANTS] if present == [VANILLA_PAIRING] else []
-    if any(q.sessions == 1 for p in pairings for q in p.speedups):
-        notes.append("an interval over one session's repetitions leaves out the variation between sessions "
-                     "(controls.sessions repeats the grid in fresh processes)")
-    if any(p.llada_extrapolated for q in pairings for p in q.speedups):
-        notes.append(f"llada_extrapolated: {sides.dllm}'s latency (and its joules per token) timed from its first "
-                     "steps and extrapolated to all of them (controls.extrapolation)")
-    meaning = pairing_meaning(sides)
-    return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present,
-                        pairs=[pair.heading for pair in pairs_of(pairings)], unanswered=list(missing),
-                        meaning={k: meaning[k] for k in present}, speedup=speedup_meaning(sides), notes=notes,
-                        findings=list(pairings), unverified=list(unverified))
-
-
-def findings_json(record: FindingsFile) -> str:
-    """findings.json's text. A field is written only where it says something: `unverified` when verification
-    failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
-    pairs, `dream_alg` where a finding has one."""
-    several = len(record.pairs) > 1
-    exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
-    if not record.unanswered:
-        exclude["unanswered"] = True
-    if not several:
-        exclude["pairs"] = True
-    per_finding: dict[int | str, Any] = {}
-    for i, finding in enumerate(record.findings):
-        drop = ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"})
-        if drop:
-            per_finding[i] = drop
-    if per_finding:
-        exclude["findings"] = per_finding
-    return record.model_dump_json(indent=1, exclude=exclude) + "\n"
 
 
 def pairs_of(pairings: Sequence[Pairing]) -> list[Pair]:

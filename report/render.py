@@ -4,23 +4,18 @@ report.html (self-contained) and report.md, and print a short results table."""
 from __future__ import annotations
 
 import io
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
 import polars as pl
 import yaml
-from matplotlib.figure import Figure
 from pydantic import ValidationError
 
-from report.catalog import FIGURES, GroupContext
-from report.document import PNG_DPI, FigureBlock
+from report.catalog import FIGURES
 from report.energy import energy_findings
-from report.extrapolation import with_extrapolation_check
-from report.figures.common import FigureSkipped, plotted
-from report.figures.quality import METRIC_LABEL
+from report.extrapolation import extrapolation_summary, with_extrapolation_check
+from report.figure_files import SkippedFigure, WrittenFigure, draw_figures, figure_blocks
 from report.findings import (
     crossover_table,
     findings_table,
@@ -28,15 +23,16 @@ from report.findings import (
     predicted_throughput,
     roofline_findings,
 )
+from report.findings_file import findings_file, findings_json
+from report.history import history, history_text
 from report.html import render_html
 from report.markdown import render_markdown
 from report.outputs import ReportError, ReportWriter, refuse_occupied_outputs
 from report.pairing_text import pairings_text
-from report.pairings import findings_file, findings_json, pairing_table, unanswered
-from report.pairs import Sides, table_sides
+from report.pairings import pairing_table, unanswered
+from report.pairs import table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
-    ProfileChoice,
     UnknownHardwareError,
     choose_profile,
     measured_roofs_of,
@@ -53,7 +49,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.sessions import interleaved, pool_sessions
+from report.sessions import pool_sessions
 from report.summary import summary_table
 from report.table import (
     UNKNOWN_HARDWARE,
@@ -89,26 +85,6 @@ __all__ = ["ReportError", "UnverifiedArtifactsError", "render_report"]
 
 class UnverifiedArtifactsError(ReportError):
     """The artifacts fail verification; each failing file is named."""
-
-
-@dataclass(frozen=True)
-class WrittenFigure:
-    number: int
-    stem: str
-    hardware: str
-    png: Path
-    svg: Path
-    figure: Figure  # kept so callers (tests) can read its plotted data
-    png_data: bytes = b""  # written once every output is drawn and none would replace a file of yours
-    svg_data: bytes = b""
-
-
-@dataclass(frozen=True)
-class SkippedFigure:
-    number: int
-    stem: str
-    hardware: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -197,15 +173,17 @@ def render_report(
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
     else:
         variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
-    written, skipped, roofline_notes = _figures(layout, table, results, quality, profiles, crossovers, predicted,
-                                                predictions, variants, variant_quality)
-    blocks = _figure_blocks(layout, written, skipped, table_sides(table))
+    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles, crossovers, predicted,
+                                                    predictions, variants, variant_quality)
+    blocks = figure_blocks(layout, written, skipped, table_sides(table))
+    taken = history(results, runs)
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=spec,
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
-        pairings=tuple(pairings), unanswered=tuple(missing), interleaved=interleaved(runs),
+        pairings=tuple(pairings), unanswered=tuple(missing), history=taken,
+        extrapolation=extrapolation_summary(runs, table_sides(table).dllm),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -218,7 +196,9 @@ def render_report(
     html_path, md_path = layout.root / HTML_FILE, layout.root / MARKDOWN_FILE
     json_path = layout.root / FINDINGS_FILE
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
-                                    sides=table_sides(table), missing=missing)
+                                    sides=table_sides(table), missing=missing,
+                                    notes=[inputs.extrapolation] if inputs.extrapolation else [],
+                                    provenance=history_text(taken))
     files = [(layout.results, parquet), (html_path, render_html(document).encode("utf-8")),
              (md_path, render_markdown(document).encode("utf-8")),
              (json_path, findings_json(findings_record).encode("utf-8"))]
@@ -304,94 +284,6 @@ def _sweep_name(layout: SweepLayout, results: list[RunResult]) -> str:
     """The manifest's name for the sweep (a run copied in from another sweep never renames the report)."""
     manifest = _manifest(layout)
     return manifest.sweep if manifest else results[0].sweep if results else layout.root.name
-
-
-# ------------------------------------------------------------------ figures
-
-
-def hardware_slug(hardware: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", hardware.lower()).strip("-") or "unknown"
-
-
-def _figures(layout: SweepLayout, table: pl.DataFrame, results: list[RunResult], quality: QualityData,
-             profiles: dict[str, ProfileChoice], crossovers: pl.DataFrame, predicted: pl.DataFrame,
-             predictions: pl.DataFrame, variants: pl.DataFrame, variant_quality: pl.DataFrame):
-    figures_dir = layout.figures
-    kinds = sorted(profiles)
-    written: list[WrittenFigure] = []
-    skipped: list[SkippedFigure] = []
-    notes: list[str] = []
-    if not kinds:
-        skipped += [SkippedFigure(e.number, e.slug, "", "no runs with a recorded environment") for e in FIGURES
-                    if e.section != "variants"]
-    for kind in kinds:
-        every = table.filter(pl.col("hardware") == kind)
-        ctx = GroupContext(
-            hardware=kind, table=full_where_measured(vanilla_runs(every)), all_table=full_where_measured(every),
-            results=[r for r in results if (r.environment.device if r.environment else UNKNOWN_HARDWARE) == kind],
-            quality=quality, profile=profiles[kind], crossovers=crossovers, predicted_throughput=predicted,
-            variants=variants.filter(pl.col("hardware") == kind), variant_quality=variant_quality,
-            _predictions=predictions.filter(pl.col("hardware") == kind) if profiles[kind].profile else None,
-        )
-        if ctx.profile.reason:
-            notes.append(f"{kind}: {ctx.profile.reason}.")
-        elif ctx.profile.profile is not None:
-            how = (" (chosen with --hardware)" if ctx.profile.overridden
-                   else " (its worker's measured roofs)" if ctx.profile.measured else " (datasheet)")
-            notes.append(f"{kind}: roofline profile {ctx.profile.profile.name}{how}.")
-        suffix = "" if len(kinds) == 1 else f"--{hardware_slug(kind)}"
-        for entry in FIGURES:
-            for stem, made in entry.make(ctx):
-                if isinstance(made, FigureSkipped):
-                    skipped.append(SkippedFigure(entry.number, stem, kind, made.reason))
-                else:
-                    written.append(_save(made, figures_dir, stem + suffix, entry.number, kind))
-    return written, skipped, tuple(notes)
-
-
-def _save(fig: Figure, directory: Path, stem: str, number: int, hardware: str) -> WrittenFigure:
-    """The figure's PNG and SVG, drawn into memory: written with the report's other files."""
-    png, svg = directory / f"{stem}.png", directory / f"{stem}.svg"
-    with matplotlib.rc_context({"svg.hashsalt": "llada-bench", "svg.fonttype": "path"}):
-        png_data = _figure_bytes(fig, "png", {"Software": None})
-        svg_data = _figure_bytes(fig, "svg", {"Date": None, "Creator": None})
-    return WrittenFigure(number, stem, hardware, png, svg, fig, png_data, svg_data)
-
-
-def _figure_bytes(fig: Figure, fmt: str, metadata: dict) -> bytes:
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format=fmt, dpi=PNG_DPI, metadata=metadata)
-    return buffer.getvalue()
-
-
-def _figure_blocks(layout: SweepLayout, written: list[WrittenFigure], skipped: list[SkippedFigure],
-                   sides: Sides) -> list[FigureBlock]:
-    """Each figure drawn or skipped, in the catalogue's order, its title and sentence naming `sides`; the document
-    numbers them in its reading order (report/sections/order.py)."""
-    entries = {e.number: e for e in FIGURES}
-    order = {e.number: i for i, e in enumerate(FIGURES)}
-    blocks: list[tuple[tuple, FigureBlock]] = []
-    for w in written:
-        data = plotted(w.figure)
-        entry = entries[w.number]
-        title, shows = entry.words(sides)
-        caption = data.caption  # the notes are drawn under the image's panels
-        blocks.append(((order[w.number], w.stem, w.hardware), FigureBlock(
-            w.number, _title(title, w.stem, entry.slug), w.hardware, caption, shows, png=w.png,
-            relative_png=w.png.relative_to(layout.root).as_posix(), relative_svg=w.svg.relative_to(layout.root).as_posix(),
-            png_data=w.png_data,
-        )))
-    for s in skipped:
-        entry = entries[s.number]
-        title, shows = entry.words(sides)
-        blocks.append(((order[s.number], s.stem, s.hardware), FigureBlock(
-            s.number, _title(title, s.stem, entry.slug), s.hardware, "", shows, reason=s.reason)))
-    return [block for _, block in sorted(blocks, key=lambda pair: pair[0])]
-
-
-def _title(title: str, stem: str, slug: str) -> str:
-    metric = stem[len(slug) + 1:] if stem.startswith(slug + "_") else ""
-    return f"{title} ({METRIC_LABEL.get(metric, metric)})" if metric else title
 
 
 # ------------------------------------------------------------------ outputs

@@ -9,8 +9,10 @@ from typing import Any
 
 import polars as pl
 
-from report.intervals import Speedup, speedup
-from report.table import SCHEMA, decoding_summaries, timing_summaries
+from report import stats
+from report.intervals import Speedup, location_interval, speedup
+from report.table import SCHEMA
+from report.timing import SESSION_SUMMARISED, decoding_summaries, timing_summaries
 
 _OK = "ok"
 
@@ -18,7 +20,8 @@ _OK = "ok"
 def pool_sessions(table: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (`config_key`) for its successful runs across sessions: the run that measured
     quality (else the first session's) gives the row its identity, memory and quality; the timing columns are
-    recomputed over every session's repetitions, and `sessions`, `session_ids`, `run_ids` and
+    recomputed over every session's repetitions (their intervals over the sessions' medians: `session_intervals`),
+    and `sessions`, `session_ids`, `run_ids` and
     `latency_e2e_s_by_session` say what was pooled. Failed runs keep their own rows. A sweep of one session
     comes back unchanged."""
     if "config_key" not in table.columns or not table.height:
@@ -56,11 +59,32 @@ def _pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "forwards_samples": [v for r in runs for v in r["forwards_samples"]],
         "repetitions": sum(r["repetitions"] for r in runs),
     })
+    row.update(session_intervals(runs))
     if row["tokens_committed_samples"]:
         row.update(decoding_summaries(
             steps=row["step_s_samples"], committed=row["tokens_committed_samples"], batch_size=primary["batch_size"],
             num_blocks=primary["num_blocks"], schedule_steps=primary["steps"] if primary["extrapolated"] else None))
     return row
+
+
+def session_intervals(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The interval of a pooled row's latency, throughput and goodput: Student's t over the sessions' medians
+    (report.intervals.location_interval), the basis of every speedup, never a bootstrap of the pooled repetitions
+    (which covers far below its level over a few sessions)."""
+    out: dict[str, Any] = {}
+    for name in SESSION_SUMMARISED:
+        found = location_interval([r[f"{name}_median"] for r in runs if r[f"{name}_median"] is not None])
+        if found is not None:
+            out.update({f"{name}_interval_low": found[0], f"{name}_interval_high": found[1],
+                        f"{name}_interval": stats.SESSIONS_T})
+    return out
+
+
+def interval_count(row: dict[str, Any], name: str) -> str:
+    """What an interval of `name` rests on: its repetitions, or its sessions where it is over the sessions."""
+    if row[f"{name}_interval"] == stats.SESSIONS_T:
+        return f"{row.get('sessions')} sessions"
+    return str(row[f"{name}_n"])
 
 
 def by_session(row: dict[str, Any]) -> dict[int, list[float]]:

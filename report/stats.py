@@ -23,7 +23,9 @@ TAIL_PERCENTILES = (50, 90, 99)
 CI = "bca95"
 PERCENTILE_CI = "pct95"
 RANGE = "range"
-INTERVAL_LABEL = {CI: "95% BCa CI", PERCENTILE_CI: "95% percentile bootstrap CI", RANGE: "range"}
+SESSIONS_T = "t95-sessions"  # a configuration over several sessions: report/intervals.py's location_interval
+INTERVAL_LABEL = {CI: "95% BCa CI", PERCENTILE_CI: "95% percentile bootstrap CI", RANGE: "range",
+                  SESSIONS_T: "95% t interval over the sessions' medians"}
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,8 +9,16 @@ measured:
   family's authors published of its quality there (specs/registry.py);
 - "at equal quality" only where parity holds on every headline metric; otherwise the metrics that reached parity,
   their judge, and whether the judge is the model under test;
-- the best pairing names how each side executes, and says when the two are not like for like;
-- B* always with its interval; the roofline's bound is the roofs-only one, the floor-calibrated B* is a model.
+- the pairings in their order (report/pairings.py): each at its best first, naming how each side executes and
+  saying when the two are not like for like; then the autoregressive model at its best against the vanilla
+  diffusion model; then vanilla against vanilla, said to be eager against eager with the size of each side's
+  time per forward beside its roofs (host overhead);
+- every extrapolated diffusion latency says so, an unchecked one too, and a point whose shape's steps split into
+  modes gives its speedup at each;
+- B* always with its interval and what its inversion guarantees; the roofline's B* is a model's (roofs-only or
+  floor-calibrated), never a bound;
+- how sure: each interval's basis, and how the runs were taken (report/history.py: commit, processes,
+  interleaving, warm-ups), passed in as `context`.
 Each side is named by its family's title; where a sweep has several pairs, each pair's sentences open with its two
 models, and a pair without an answer is named with why.
 """
@@ -23,11 +31,19 @@ from fractions import Fraction
 from pathlib import Path
 
 from report.findings import SHORT_LABEL
-from report.intervals import ABOVE, AT_OR_BELOW, crossover_text, level_text
-from report.pairing_text import roofline_value
-from report.pairings import BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity, pairs_of
+from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, crossover_text, level_text
+from report.pairing_text import modes_text, roofline_value
+from report.pairings import (
+    BEST_PAIRING,
+    PAIRING_ORDER,
+    VANILLA_PAIRING,
+    Pairing,
+    PairingPoint,
+    SParity,
+    pairs_of,
+)
 from report.pairs import Pair, Sides, sides_of
-from report.parity import bracket, replicate_span
+from report.parity import bracket
 from report.verdict_quality import quality_sentence
 from specs.registry import family
 
@@ -39,26 +55,26 @@ ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its 
 STEP_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(1))
 
 
-def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = ()) -> list[str]:
+def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), context: str = "") -> list[str]:
     """At most MAX_SENTENCES sentences a pair: one per pairing present (the vanilla-only note when no variant ran),
-    quality, and how sure; then one per pair of the sweep without an answer (`unanswered`:
-    report.pairings.unanswered)."""
+    quality, and how sure (ending with `context`: how the runs were taken, report.history.history_text); then one
+    per pair of the sweep without an answer (`unanswered`: report.pairings.unanswered)."""
     if not pairings:
         return [f"No verdict: {reason}." for reason in unanswered] or [NO_PAIRING]
     pairs = pairs_of(pairings)
     headed = len(pairs) + len(unanswered) > 1
-    kinds = [k for k in (VANILLA_PAIRING, BEST_PAIRING) if any(p.pairing == k for p in pairings)]
+    kinds = [k for k in PAIRING_ORDER if any(p.pairing == k for p in pairings)]
     sentences: list[str] = []
     for pair in pairs:
         lead = f"{pair.heading}: " if headed else ""
         sides = sides_of([pair])
         mine = [p for p in pairings if p.pair == pair]
         chosen = {k: _chosen([p for p in mine if p.pairing == k]) for k in kinds if any(p.pairing == k for p in mine)}
-        own = [lead + _pairing_sentence(k, spoken, sides) for k, spoken in chosen.items()]
+        own = [lead + _pairing_sentence(k, spoken, sides, mine) for k, spoken in chosen.items()]
         if kinds == [VANILLA_PAIRING]:
             own.append(lead + ONLY_VANILLA)
-        protocol = [p for _, at in chosen.get(VANILLA_PAIRING, []) for p in at]
-        own += [lead + s for s in (_quality_sentence(mine, pair, sides), _how_sure(mine, protocol)) if s]
+        first = [p for _, at in next(iter(chosen.values())) for p in at]
+        own += [lead + s for s in (_quality_sentence(mine, pair, sides), _how_sure(mine, first, context)) if s]
         assert len(own) <= MAX_SENTENCES, own
         sentences += own
     return sentences + [f"{reason}." for reason in unanswered]
@@ -74,11 +90,53 @@ def _chosen(group: list[Pairing]) -> Chosen:
     return _at_quality(group) if any(p.quality_measured for p in group) else _at_step_shares(group)
 
 
-def _pairing_sentence(kind: str, chosen: Chosen, t: Sides) -> str:
+def _pairing_sentence(kind: str, chosen: Chosen, t: Sides, every: list[Pairing]) -> str:
     spoken = [p for _, at in chosen for p in at]
-    lead = "Vanilla against vanilla (the protocol)" if kind == VANILLA_PAIRING else _best_lead(spoken, t)
+    if kind == VANILLA_PAIRING:
+        lead = _vanilla_lead(spoken, t, every)
+    else:
+        lead = _best_lead(spoken, t) if kind == BEST_PAIRING else _ar_best_lead(spoken, t)
     clauses = [f"{where}: {_speed_clause(ps, t)}" for where, ps in chosen]
     return f"{lead}{_where(spoken)}, " + "; ".join(clauses) + "."
+
+
+def _ar_best_lead(group: list[Pairing], t: Sides) -> str:
+    """'LLaMA at its best against vanilla LLaDA (LLaMA static-compile (compiled); LLaDA vanilla (eager))'."""
+    points = [q for p in group for q in p.speedups]
+    ar = _executions([(q.llama_execution, q.llama_impl) for q in points])
+    dllm = _executions([(q.llada_execution, q.llada_impl) for q in points])
+    return f"{t.ar} at its best against vanilla {t.dllm} ({t.ar} {ar}; {t.dllm} {dllm})"
+
+
+def _vanilla_lead(group: list[Pairing], t: Sides, every: list[Pairing]) -> str:
+    """'Eager against eager (vanilla, the protocol's pair; it measures host overhead per forward as much as the
+    architectures: at B = 1 eager LLaMA's decode pass took 20.2 ms, 18% of its roofs, against 5.79 ms compiled;
+    vanilla LLaDA's step 27.3 ms, 55%)', each part where the runs recorded it."""
+    p = group[0]
+    q = p.speedups[0]
+    parts = []
+    if q.llama_forward_s is not None:
+        text = f"eager {t.ar}'s decode pass took {_ms(q.llama_forward_s)}{_roofs(q.llama_roofs_fraction, ' of its roofs')}"
+        compiled = [r.llama_forward_s for o in every if o.pairing != VANILLA_PAIRING and o.hardware == p.hardware
+                    and (o.prompt_length, o.generation_length) == (p.prompt_length, p.generation_length)
+                    for r in o.speedups if r.batch_size == q.batch_size and r.llama_execution != "eager"
+                    and r.llama_forward_s is not None]
+        if compiled:
+            text += f", against {_ms(compiled[0])} compiled"
+        parts.append(text)
+    if q.llada_forward_s is not None:
+        parts.append(f"vanilla {t.dllm}'s step {_ms(q.llada_forward_s)}{_roofs(q.llada_roofs_fraction, '')}")
+    size = f": at B = {q.batch_size} " + "; ".join(parts) if parts else ""
+    return ("Eager against eager (vanilla, the protocol's pair; it measures each side's host overhead per forward as "
+            f"much as the architectures{size})")
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms"
+
+
+def _roofs(fraction: float | None, what: str) -> str:
+    return "" if fraction is None else f", {fraction:.0%}{what}"
 
 
 def _best_lead(group: list[Pairing], t: Sides) -> str:
@@ -151,14 +209,18 @@ def _speed_clause(group: list[Pairing], t: Sides) -> str:
     firsts = [p.speedups[0] for p in group]
     at = f"B = {_list(sorted({q.batch_size for q in firsts}))}"
     if len(group) == 1:
-        return f"{_who_is_faster(firsts[0], at, t)}, and {t.ar} stays ahead from B* = {_b_star(group[0], t)}"
+        equals = "= " if group[0].b_star_bound == INTERPOLATED else ""
+        return (f"{_who_is_faster(firsts[0], at, t)}{_marks(firsts[0], t)}, and {t.ar} stays ahead from "
+                f"B* {equals}{_b_star(group[0], t)}")
     low, high = min(q.speedup for q in firsts), max(q.speedup for q in firsts)
     who = (f"{t.ar} is {1 / high:.3g}x–{1 / low:.3g}x faster than {t.dllm}" if high < 1
            else f"{t.dllm} is {low:.3g}x–{high:.3g}x faster than {t.ar}" if low >= 1
            else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x (> 1: {t.dllm} faster)")
+    scaled = sum(1 for q in firsts if q.llada_extrapolated)
+    note = f" ({scaled} of those {t.dllm} latencies timed from their first steps and scaled)" if scaled else ""
     stars = sorted((p.b_star_measured, p.b_star_bound) for p in group)
     b_star = "B* " + "–".join(dict.fromkeys(_bounded(b, bound) for b, bound in (stars[0], stars[-1])))
-    return (f"{who} at {at} over {len(group)} settings, and {t.ar} stays ahead from {b_star} (each with its "
+    return (f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star} (each with its "
             "interval in the Findings)")
 
 
@@ -171,6 +233,17 @@ def _who_is_faster(q: PairingPoint, at: str, t: Sides) -> str:
         return (f"{t.ar} is {1 / q.speedup:.3g}x {bracket(1 / q.speedup_high, 1 / q.speedup_low)} faster than "
                 f"{t.dllm} at {at}")
     return f"neither is surely faster at {at} (speedup {q.speedup:.3g}x {interval})"
+
+
+def _marks(q: PairingPoint, t: Sides) -> str:
+    """What the speedup rests on beyond its interval: an extrapolated diffusion latency, checked or not; modes."""
+    parts = []
+    if q.llada_extrapolated:
+        checked = "" if q.llada_extrapolation_checked else ", unchecked"
+        parts.append(f"{t.dllm} timed {q.llada_timed_steps} steps and scaled{checked}")
+    if q.speedup_at_modes:
+        parts.append(modes_text(q))
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _b_star(p: Pairing, t: Sides) -> str:
@@ -205,41 +278,40 @@ def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
     return quality_sentence(group, t)
 
 
-def _how_sure(group: list[Pairing], protocol: list[Pairing]) -> str:
+def _how_sure(group: list[Pairing], first: list[Pairing], context: str) -> str:
     points = [q for p in group for q in p.speedups]
     labels = sorted({q.interval_label for q in points})
     text = "How sure: each speedup's interval is a " + " or a ".join(labels)
-    levels = sorted({p.b_star_level for p in group if p.b_star_level is not None})
-    if levels:
-        text += (f"; B*'s interval inverts them (it covers at least {level_text(levels[0])} where the speedup falls "
-                 "monotonically with B)")
-    roofline = _roofline_clause(protocol)
+    covered = [p.b_star.coverage for p in group if p.b_star.coverage is not None]
+    if covered:
+        text += (f"; B*'s interval inverts one of them per batch, which guarantees at least {level_text(min(covered))} "
+                 "where the speedup falls with B and is log-linear between measured batches")
+    roofline = _roofline_clause(first)
     if roofline:
         text += f"; {roofline}"
-    if any(q.llada_extrapolated for q in points):
-        text += "; some diffusion latencies are extrapolated from their first timed steps"
-    seen = set()
-    for s in group[0].s_parity:
-        if s.steps is None or s.parity_fraction is None or s.metric in seen:
-            continue
-        seen.add(s.metric)
-        largest = str(max(p.steps for p in group))
-        text += (f"; S_parity on {SHORT_LABEL.get(s.metric, s.metric)}: "
-                 f"{replicate_span(s.replicate_low_steps, s.replicate_high_steps, largest)}")
+    extrapolated = [q for q in points if q.llada_extrapolated]
+    if extrapolated:
+        unchecked = sum(1 for q in extrapolated if not q.llada_extrapolation_checked)
+        text += (f"; {len(extrapolated)} of the {len(points)} diffusion latencies behind these speedups are "
+                 "extrapolated from their first timed steps" + (f" ({unchecked} unchecked)" if unchecked else ""))
+    # S_parity's replicate shares at each step count are the quality sentence's (report/verdict_quality.py)
+    if context:
+        text += f"; {context}"
     return text + "."
 
 
 def _roofline_clause(group: list[Pairing]) -> str:
-    """The roofline's B* for the vanilla pairing at the verdict's first setting: the bound and the model."""
+    """The roofline's B* for the verdict's first pairing and setting: two models, never a bound."""
     p = next((p for p in group if p.b_star_roofs_bound is not None), None)
     if p is None:
         return ""
-    text = (f"the roofline ({p.roofline_profile}) puts B* at {roofline_value(p.b_star_roofs, p.b_star_roofs_bound)} "
-            f"on its roofs alone (each latency at its lower bound)")
+    text = (f"the roofline ({p.roofline_profile}) is a model, not a bound on B*: its roofs-only B* is "
+            f"{roofline_value(p.b_star_roofs, p.b_star_roofs_bound)}")
     if p.calibration:
-        text += (f" and at {roofline_value(p.b_star_calibrated, p.b_star_calibrated_bound)} with {p.calibration} "
-                 "(a calibrated model, not a bound)")
-    return text + f" at {p.steps} steps"
+        text += (f" and its floor-calibrated B* {roofline_value(p.b_star_calibrated, p.b_star_calibrated_bound)} "
+                 f"({p.calibration})")
+    measured = crossover_text(p.b_star, p.pair.ar_title, p.pair.dllm_title).split(" [")[0]
+    return text + f", against {measured} measured at {p.steps} steps"
 
 
 # ---------------------------------------------------------------- formats
@@ -292,6 +364,6 @@ def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) 
     lines = ["", "Verdict"]
     for sentence in sentences:
         lines += textwrap.wrap(sentence, TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
-    lines.append(f"The full Findings, both pairings and any variants: {markdown} and {findings_json.name} beside it")
+    lines.append(f"The full Findings, every pairing and any variants: {markdown} and {findings_json.name} beside it")
     return "\n".join(lines)
 

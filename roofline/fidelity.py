@@ -37,21 +37,11 @@ class Modelling:
 def modelling(fidelity: str, *, truncate_blocks: bool = False) -> Modelling:
     """The modelling choices of a fidelity; `truncate_blocks` only changes `faithful` (the study always truncates)."""
     if fidelity == "study":
-        return Modelling(
-            causal_rule="study",
-            decode_passes_equal_gen_len=True,
-            llada_lm_head_and_sampler=False,
-            llada_truncate_blocks=True,
-            batched=False,
-        )
+        return Modelling(causal_rule="study", decode_passes_equal_gen_len=True, llada_lm_head_and_sampler=False,
+                         llada_truncate_blocks=True, batched=False)
     if fidelity == "faithful":
-        return Modelling(
-            causal_rule="exact",
-            decode_passes_equal_gen_len=False,
-            llada_lm_head_and_sampler=True,
-            llada_truncate_blocks=truncate_blocks,
-            batched=True,
-        )
+        return Modelling(causal_rule="exact", decode_passes_equal_gen_len=False, llada_lm_head_and_sampler=True,
+                         llada_truncate_blocks=truncate_blocks, batched=True)
     raise RooflineInputError(f"unknown fidelity {fidelity!r}; allowed: {', '.join(FIDELITIES)}")
 
 

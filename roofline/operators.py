@@ -79,21 +79,9 @@ def element_bytes_of(dtype: str | None) -> int:
         raise ValueError(f"unknown dtype {dtype!r}; allowed: {', '.join(DTYPE_BYTES)}") from None
 
 
-def matmul(
-    name: str,
-    op_class: OpClass,
-    m: int,
-    k: int,
-    n: int,
-    *,
-    write_output: bool = True,
-    load_a: bool = True,
-    masked_macs: int = 0,
-    count: int = 1,
-    launches: int | None = None,
-    element_bytes: int = BYTES_PER_ELEMENT,
-    bias: bool = False,
-) -> Operator:
+def matmul(name: str, op_class: OpClass, m: int, k: int, n: int, *, write_output: bool = True, load_a: bool = True,
+           masked_macs: int = 0, count: int = 1, launches: int | None = None, element_bytes: int = BYTES_PER_ELEMENT,
+           bias: bool = False) -> Operator:
     """A[m,k] @ B[k,n] on the tensor cores: 2*m*k*n FLOPs, element_bytes*(mk + kn + mn) bytes.
 
     `write_output=False` drops the mn output (QK^T kept on chip by a fused attention kernel);
@@ -126,18 +114,8 @@ def exact_causal_masked_positions(new_tokens: int) -> int:
     return new_tokens * (new_tokens - 1) // 2
 
 
-def elementwise(
-    name: str,
-    op_class: OpClass,
-    rows: int,
-    cols: int,
-    *,
-    bytes_per_element: int,
-    extra_bytes: int = 0,
-    masked: int = 0,
-    count: int = 1,
-    launches: int | None = None,
-) -> Operator:
+def elementwise(name: str, op_class: OpClass, rows: int, cols: int, *, bytes_per_element: int, extra_bytes: int = 0,
+                masked: int = 0, count: int = 1, launches: int | None = None) -> Operator:
     """An elementwise op on X[rows, cols] on the CUDA cores: one op per (unmasked) element.
 
     `bytes_per_element` is the DRAM traffic each element causes (reads + writes); `extra_bytes` covers

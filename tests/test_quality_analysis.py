@@ -288,7 +288,7 @@ def test_the_speedup_interval_contains_its_estimate() -> None:
     assert row["s_parity_steps"] == 64
     assert row["speedup_low"] <= row["speedup"] <= row["speedup_high"]
     assert "S_parity held at 64" in row["speedup_interval"]
-    assert row["speedup_interval"].startswith("90% distribution-free interval over repetitions, 1 session x 3 + 3")
+    assert row["speedup_interval"].startswith("95% Welch t interval on log latencies over repetitions, 1 session x 3 + 3")
 
 
 def test_a_tie_counts_as_parity() -> None:

@@ -61,8 +61,8 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
     # The answer closes the output: the verdict after the runs, then where the Findings are, the report's path last.
     lines = out.rstrip().splitlines()
     verdict = lines.index("Verdict")
-    assert lines[-1].startswith(f"report: {root / 'report.html'}") and len(lines) - verdict <= 25
-    assert any("Vanilla against vanilla (the protocol)" in line for line in lines[verdict:])
+    assert lines[-1].startswith(f"report: {root / 'report.html'}") and len(lines) - verdict <= 30
+    assert any("Eager against eager (vanilla" in line for line in lines[verdict:])
     assert any(line.startswith("  - How sure: ") for line in lines[verdict:])
     assert "Findings" not in lines  # the Findings table is the report's, no longer printed
     assert main([str(tmp_path / "nope")]) == 2

@@ -10,7 +10,13 @@ import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
 from test_report_pairings import unpack
 
-from report.extrapolation import extrapolated_share, extrapolation_checks, with_extrapolation_check
+from report.extrapolation import (
+    extrapolated_share,
+    extrapolation_checks,
+    extrapolation_summary,
+    split_modes,
+    with_extrapolation_check,
+)
 from report.findings import crossover_table
 from report.pairings import pairing_table
 from report.parity import PARITY_SCHEMA
@@ -77,7 +83,9 @@ def test_the_latency_section_says_which_latencies_are_extrapolated(runs) -> None
     full = llada_ok(runs)[0]
     assert extrapolation_blocks(results_table(runs)) == []  # nothing extrapolated: nothing said
     blocks = extrapolation_blocks(results_table([*runs, extrapolated_twin(full, 1.25)]))
-    assert "1 LLaDA run(s) timed only their first steps" in blocks[0].text
+    assert blocks[0].text.startswith(f"1 of {len(llada_ok(runs)) + 1} LLaDA runs timed only their first {TIMED} steps and "
+                                     "were scaled up to")
+    assert "1 was checked against a full run at their batch and shape" in blocks[0].text
     assert blocks[1].rows[0][-2:] == ("1.25", f"{len(full.samples.latency_e2e_s)}, {len(full.samples.latency_e2e_s)}")
 
 
@@ -130,19 +138,19 @@ def test_a_slow_extrapolation_is_suspect_at_any_step_count_and_left_out_of_speed
     pairings = pairing_table(table, results, pl.DataFrame(schema=PARITY_SCHEMA), crossover_table(base, {}, {}), {})
     at = {p.steps: [s.batch_size for s in p.speedups] for p in pairings if p.generation_length == gen}
     assert 1 not in at[steps[0]] and 1 in at[steps[-1]]  # the suspect point is left out; the fair one stands
-    (warning,) = [b for b in extrapolation_blocks(table) if getattr(b, "warning", False)]
+    (warning,) = [b for b in extrapolation_blocks(table) if "left out" in getattr(b, "text", "") and b.warning]
     assert f"{steps[0]} steps" in warning.text and "left out of the speedups and B*" in warning.text
 
 
 def test_the_h200_campaigns_slow_first_runs_are_flagged(tmp_path: Path) -> None:
     """results/h200/campaign-h100 at 256 + 256, B = 1: the campaign's first two LLaDA runs timed 31 ms steps where
-    the full 64-step run took 22 ms and the 256-step run 21-24 ms. Both are flagged (the 16-step point had no
-    check before), the 256-step one is not, and the speedups and B* leave the flagged ones out."""
+    the full 64-step run's median step took 21.5 ms and the 256-step run's 21.3 ms. Both are flagged (median against
+    median: 1.47 and 1.42), the 256-step one is not, and the speedups and B* leave the flagged ones out."""
     results, _ = _load(SweepLayout(unpack("campaign-h100", tmp_path)), strict=True)
     table = with_extrapolation_check(results_table(results))
     suspect = table.filter(pl.col("extrapolation_suspect").fill_null(False))
     assert sorted(suspect.select("prompt_length", "batch_size", "steps").iter_rows()) == [(256, 1, 16), (256, 1, 64)]
-    assert suspect["extrapolation_step_ratio"].to_list() == pytest.approx([1.43, 1.38], abs=0.01)
+    assert suspect["extrapolation_step_ratio"].to_list() == pytest.approx([1.47, 1.42], abs=0.01)
     ratios = table.filter(pl.col("extrapolated") & ~pl.col("extrapolation_suspect"))["extrapolation_step_ratio"]
     assert ratios.is_between(0.96, 1.02).all() and ratios.len() == 16  # the rest agree within 4%
     base = full_where_measured(vanilla_runs(table))
@@ -152,3 +160,22 @@ def test_the_h200_campaigns_slow_first_runs_are_flagged(tmp_path: Path) -> None:
     pairings = pairing_table(table, results, pl.DataFrame(schema=PARITY_SCHEMA), crossovers, {})
     (sixteen,) = [p for p in pairings if p.prompt_length == 256 and p.steps == 16]
     assert [s.batch_size for s in sixteen.speedups] == [8, 64]
+
+
+def test_repetitions_that_split_into_two_clean_clusters_are_modes_and_nothing_else_is() -> None:
+    """Two modes need a gap wider than the tolerance and than either cluster's own spread, two repetitions a side."""
+    modes = split_modes([0.0216, 0.0219, 0.0233, 0.0208, 0.0310, 0.0315, 0.0307, 0.0318])
+    assert modes is not None and (modes.fast_repetitions, modes.slow_repetitions) == (4, 4)
+    assert modes.fast_s == pytest.approx(0.02175, rel=0.01) and modes.slow_s == pytest.approx(0.03125, rel=0.01)
+    assert split_modes([0.0652, 0.0653, 0.0674, 0.0674, 0.069, 0.0701, 0.0709]) is None  # within 10%
+    assert split_modes([0.020, 0.021, 0.0205, 0.031]) is None  # one stray is no mode
+    assert split_modes([0.020, 0.030]) is None
+
+
+def test_the_summary_counts_what_was_extrapolated_checked_and_left_unchecked(runs) -> None:
+    full, lone = llada_ok(runs)[:2]
+    table = results_table([*(r for r in runs if r.run_id != lone.run_id), extrapolated_twin(full, 1.0),
+                           extrapolated_twin(lone, 1.0)])
+    text = extrapolation_summary(table)
+    assert text.startswith(f"2 of {len(llada_ok(runs)) + 1} LLaDA runs timed only their first {TIMED} steps")
+    assert extrapolation_summary(results_table(runs)) is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import pytest
 from report_fixtures import A100, COMPILE, DUAL, PREFIX_THRESHOLD, SMOKE_LIKE, VARIANTS, reseal, write_sweep
 
 from report.figures.common import plotted
+from report.intervals import welch_log
 from report.predictions import prediction_table
 from report.quality import quality_long_table
 from report.render import render_report
@@ -78,8 +80,9 @@ def test_speedup_is_the_ratio_of_median_latencies_with_its_interval_from_six_rep
         variant = _run(results, impl, arch, batch, steps).samples.latency_e2e_s
         row = _row(variants, impl, batch, steps)
         assert row["speedup"] == pytest.approx(np.median(vanilla) / np.median(variant))
-        # One session of 6 + 6 repetitions: the distribution-free interval at the level they support.
-        assert row["speedup_interval"].startswith("95.9% distribution-free interval over repetitions, 1 session x 6 + 6")
+        # One session of 6 + 6 repetitions: Welch's t on their log latencies.
+        assert row["speedup_interval"].startswith(
+            "95% Welch t interval on log latencies over repetitions, 1 session x 6 + 6")
         assert (row["repetitions"], row["vanilla_repetitions"]) == (6, 6)
         assert row["speedup_low"] < row["speedup"] < row["speedup_high"]
     # The fixture's laws: the dual cache's cached step costs 0.2 + 0.03 B of a full one.
@@ -87,7 +90,7 @@ def test_speedup_is_the_ratio_of_median_latencies_with_its_interval_from_six_rep
     assert _row(variants, DUAL.name, 32, 16)["speedup"] < 1
 
 
-def test_three_repetitions_give_the_whole_range_of_ratios_at_90_percent(tmp_path: Path) -> None:
+def test_three_repetitions_give_welch_s_interval_on_their_log_latencies(tmp_path: Path) -> None:
     root = write_sweep(tmp_path, dataclasses.replace(VARIANTS, repetitions=3, llada_impls=(DUAL,), llama_impls=()))
     results = _load(root)
     table = results_table(results)
@@ -95,9 +98,9 @@ def test_three_repetitions_give_the_whole_range_of_ratios_at_90_percent(tmp_path
     row = _row(frame, DUAL.name, 8, 32)
     vanilla = _run(results, "vanilla", "llada", 8, 32).samples.latency_e2e_s
     variant = _run(results, DUAL.name, "llada", 8, 32).samples.latency_e2e_s
-    assert row["speedup_interval"].startswith("90% distribution-free interval over repetitions, 1 session x 3 + 3")
-    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx(
-        (min(vanilla) / max(variant), max(vanilla) / min(variant)))
+    assert row["speedup_interval"].startswith("95% Welch t interval on log latencies over repetitions, 1 session x 3 + 3")
+    centre, half = welch_log(np.log(vanilla), np.log(variant))
+    assert (row["speedup_low"], row["speedup_high"]) == pytest.approx((math.exp(centre - half), math.exp(centre + half)))
 
 
 def test_quality_delta_is_paired_by_prompt(sweep, variants) -> None:
@@ -201,8 +204,8 @@ def test_the_variants_section_and_its_figures(rendered, variants) -> None:
     section = markdown[markdown.index("7. Accelerated variants"):markdown.index("8. Roofline")]
     assert "measured: stops paying off at B = 32; roofline: pays off at every batch measured" in section
     row = _row(variants, DUAL.name, 1, 16)
-    assert (f"{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] (95.9% distribution-free "
-            "interval over repetitions, 1 session x 6 + 6 repetitions") in section
+    assert (f"{row['speedup']:.3g}x [{row['speedup_low']:.3g}, {row['speedup_high']:.3g}] (95% Welch t interval on "
+            "log latencies over repetitions, 1 session x 6 + 6 repetitions") in section
     assert "16 → 7.5" in section and "8 prompts paired" in section
     assert "vanilla, dual-cache (cache dual), prefix-t09 (cache prefix, threshold 0.9)" in markdown  # the grid
     speedup = plotted(next(f.figure for f in with_variants.figures if f.stem == "variant_speedup"))

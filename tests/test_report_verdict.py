@@ -1,5 +1,7 @@
-"""The verdict: at most five generated sentences (who is faster at equal quality at B = 1, from which batch LLaMA
-stays ahead, how sure), first in report.md, report.html, findings.json and the terminal."""
+"""The verdict: at most five generated sentences (each at its best first, then LLaMA at its best against vanilla
+LLaDA, then eager against eager with its host overhead; who is faster at equal quality at B = 1, from which batch
+LLaMA stays ahead, how sure and how the runs were taken), first in report.md, report.html, findings.json and the
+terminal."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report.pairings import BEST_PAIRING, VANILLA_PAIRING, FindingsFile, Pairing, PairingPoint, SParity
+from report.findings_file import FindingsFile
+from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity
 from report.render import render_report
 from report.verdict import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, verdict
 
@@ -28,13 +31,14 @@ BERT_AT_8 = BERT.model_copy(update={"steps": 8, "bound": "=", "replicate_low_ste
 
 def point(batch: int, speedup: float, low: float, high: float, *, llama: str = "vanilla", llada: str = "vanilla",
           llama_execution: str = "eager", llada_execution: str = "eager", reps: int = 5, sessions: int = 3,
-          level: float = 0.95) -> PairingPoint:
+          level: float = 0.95, **measured: object) -> PairingPoint:
     return PairingPoint(
         batch_size=batch, llama_impl=llama, llada_impl=llada, llama_execution=llama_execution,
         llada_execution=llada_execution, llama_run_id="a" * 12, llada_run_id="b" * 12, llama_latency_s=speedup,
         llada_latency_s=1.0, speedup=speedup, speedup_low=low, speedup_high=high, interval_level=level,
         interval_method="t-sessions", interval_label=f"95% t interval over sessions, {sessions} sessions x {reps} + {reps} repetitions",
-        sessions=sessions, llama_repetitions=reps, llada_repetitions=reps, llada_extrapolated=False)
+        sessions=sessions, llama_repetitions=reps, llada_repetitions=reps,
+        **{"llada_extrapolated": False, **measured})
 
 
 def pairing(steps: int, points: list[PairingPoint], b_star: float, bound: str = "=", *, kind: str = VANILLA_PAIRING,
@@ -63,11 +67,13 @@ BEST = [pairing(4, [point(1, 1.6, 1.3, 1.9, **COMPILED_VS_EAGER), point(16, 0.5,
 def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_its_interval() -> None:
     sentences = verdict([*SMOKE, *BEST])
     assert 1 < len(sentences) <= MAX_SENTENCES
-    vanilla, best, quality, sure = sentences
-    assert vanilla.startswith("Vanilla against vanilla (the protocol) on cpu, 32 + 32 tokens, block 32, at 4 steps "
-                              "(K = N_out/8), where quality matches on perplexity only: ")
+    best, vanilla, quality, sure = sentences
+    assert vanilla.startswith("Eager against eager (vanilla, the protocol's pair; it measures each side's host "
+                              "overhead per forward as much as the architectures) on cpu, 32 + 32 tokens, block 32, "
+                              "at 4 steps (K = N_out/8), where quality matches on perplexity only: ")
     assert ("LLaDA is 2.15x [1.87, 2.46] faster than LLaMA at B = 1, and LLaMA stays ahead from B* = 4.32 "
-            "[3.46, 5.4] (interpolated between measured batches; 95% interval)") in vanilla
+            "[3.46, 5.4] (interpolated between measured batches; at least 85%: 3 pointwise 95% intervals "
+            "inverted)") in vanilla
     # Parity on perplexity alone is never called equal quality.
     assert "equal quality" not in " ".join(sentences)
     assert best.startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager): not like "
@@ -85,8 +91,8 @@ def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_
     assert "BERTScore F1 cannot separate text from chance at this scale, so it decides no parity" in quality
     assert "never matches" not in quality
     assert sure.startswith("How sure: each speedup's interval is a 95% t interval over sessions, 3 sessions x 5 + 5")
-    assert "S_parity on perplexity: replicates over prompts put it at 4–8 steps (the grid's resolution, not a " \
-           "confidence interval)" in sure
+    assert "B*'s interval inverts one of them per batch, which guarantees at least 85%" in sure
+    assert "S_parity" not in sure  # its replicate shares are the quality sentence's, said once
     assert "95% CI" not in " ".join(sentences)
 
 
@@ -103,9 +109,9 @@ def test_the_sentences_come_from_the_numbers() -> None:
     slower = [pairing(4, [point(1, 0.5, 0.4, 0.6), point(16, 0.2, 0.1, 0.3)], 1, "<=", interval=(1, "<=", 1, "<="))]
     sentence = verdict(slower)[0]
     assert "LLaMA is 2x [1.67, 2.5] faster than LLaDA at B = 1" in sentence
-    assert "LLaMA stays ahead from B* = ≤ 1 [≤ 1, ≤ 1] (LLaMA ahead already at the smallest batch measured" in sentence
+    assert "LLaMA stays ahead from B* ≤ 1 [≤ 1, ≤ 1] (LLaMA ahead already at the smallest batch measured" in sentence
     ahead = [pairing(4, [point(1, 3.0, 2.5, 3.5), point(16, 1.5, 1.2, 1.8)], 16, ">", interval=(16, ">", 16, ">"))]
-    assert "B* = > 16 [> 16, > 16] (LLaDA still ahead at the largest batch measured" in verdict(ahead)[0]
+    assert "B* > 16 [> 16, > 16] (LLaDA still ahead at the largest batch measured" in verdict(ahead)[0]
 
 
 def test_an_interval_around_one_is_a_tie_not_a_winner() -> None:
@@ -158,7 +164,9 @@ def test_findings_json_opens_with_the_verdict(rendered) -> None:
     text = (rendered.sweep_dir / "findings.json").read_text(encoding="utf-8")
     assert text.lstrip("{\n ").startswith('"verdict"')
     found = FindingsFile.model_validate_json(text)
-    assert found.verdict == verdict(found.findings, found.unanswered) and len(found.verdict) <= MAX_SENTENCES
+    assert found.provenance.startswith("measured at commit ")
+    assert found.verdict == verdict(found.findings, found.unanswered, found.provenance)
+    assert len(found.verdict) <= MAX_SENTENCES
 
 
 def test_the_report_shows_the_verdict_before_its_first_table(rendered) -> None:
@@ -167,7 +175,7 @@ def test_the_report_shows_the_verdict_before_its_first_table(rendered) -> None:
     assert markdown.index("**Verdict**") < markdown.index(f"- {found.verdict[0]}") < markdown.index("| ")
     html = rendered.html.read_text(encoding="utf-8")
     assert html.index('id="verdict"') < html.index("<table")
-    assert re.search(r"<h2>Verdict</h2><ul><li>Vanilla against vanilla", html)
+    assert re.search(r"<h2>Verdict</h2><ul><li>Each at its best", html)
 
 
 def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
@@ -175,16 +183,51 @@ def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
     out = render_report(write_sweep(tmp_path, SMOKE_LIKE), echo=True)
     printed = capsys.readouterr().out.rstrip("\n").splitlines()
     after_table = printed[printed.index("Verdict") - 1:]
-    assert len(after_table) <= 25
+    assert len(after_table) <= 30
     assert printed[-1].startswith(f"report: {out.html} ")
-    assert printed[-2].startswith(f"The full Findings, both pairings and any variants: {out.markdown}")
+    assert printed[-2].startswith(f"The full Findings, every pairing and any variants: {out.markdown}")
     assert "Findings" not in printed[:printed.index("Verdict")]  # the Findings table lives in the report
 
 
 def test_a_best_pairing_of_eager_sides_says_neither_compiled_nor_graph_captured_ran() -> None:
     eager = {"llama": "vanilla", "llada": "dual-cache"}
     best = [pairing(4, [point(1, 2.8, 1.5, 5.2, **eager), point(16, 0.5, 0.4, 0.6, **eager)], 11, kind=BEST_PAIRING)]
-    sentence = verdict([*SMOKE, *best])[1]
+    sentence = verdict([*SMOKE, *best])[0]
     assert sentence.startswith("Each at its best (LLaMA vanilla (eager); LLaDA dual-cache (eager); no compiled or "
                                "graph-captured LLaMA or LLaDA was measured)")
     assert "not like for like" not in sentence
+
+
+def test_the_fast_pairing_comes_first_then_the_ar_at_its_best_then_eager_against_eager_with_its_host_overhead():
+    """The order of the answer: each at its best, LLaMA at its best against vanilla LLaDA beside it, then vanilla
+    against vanilla, said to be eager against eager with each side's time per forward and share of its roofs."""
+    compiled = {"llama": "static-compile", "llama_execution": "compiled"}
+    fast = {"llama_forward_s": 0.0058, "llama_roofs_fraction": 0.62}
+    best = pairing(4, [point(1, 1.04, 0.6, 1.5, **COMPILED_VS_EAGER, **fast),
+                       point(16, 0.8, 0.7, 0.9, **COMPILED_VS_EAGER)], 1.4, kind=BEST_PAIRING)
+    ar_best = pairing(4, [point(1, 0.82, 0.73, 0.9, **compiled, **fast), point(16, 0.16, 0.1, 0.2, **compiled)], 1,
+                      "<=", kind=AR_BEST_PAIRING, interval=(1, "<=", 1, "<="))
+    vanilla = pairing(4, [point(1, 2.8, 1.8, 5.2, llama_forward_s=0.0202, llama_roofs_fraction=0.18,
+                                llada_forward_s=0.0286, llada_roofs_fraction=0.55), point(16, 0.4, 0.3, 0.5)], 3.1)
+    sentences = verdict([vanilla, ar_best, best], context="measured at commit 966dbce, in 1 worker process")
+    assert sentences[0].startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager)")
+    assert sentences[1].startswith("LLaMA at its best against vanilla LLaDA (LLaMA static-compile (compiled); LLaDA "
+                                   "vanilla (eager))")
+    assert "LLaMA is 1.22x [1.11, 1.37] faster than LLaDA at B = 1" in sentences[1]
+    assert sentences[2].startswith("Eager against eager (vanilla, the protocol's pair; it measures each side's host "
+                                   "overhead per forward as much as the architectures: at B = 1 eager LLaMA's decode "
+                                   "pass took 20.2 ms, 18% of its roofs, against 5.8 ms compiled; vanilla LLaDA's "
+                                   "step 28.6 ms, 55%)")
+    assert sentences[-1].endswith("; measured at commit 966dbce, in 1 worker process.")
+
+
+def test_an_extrapolated_unchecked_or_bimodal_point_says_so_where_its_speedup_is_given() -> None:
+    marks = {"llada_extrapolated": True, "llada_timed_steps": 4, "llada_extrapolation_checked": False,
+             "llada_step_modes_s": [0.0216, 0.0312], "speedup_at_modes": [1.31, 0.903]}
+    scaled = [pairing(256, [point(1, 1.33, 0.89, 1.68, **marks), point(8, 0.19, 0.18, 0.2, **marks)], 1.36,
+                      s_parity=(), generation=256)]
+    first, *_, sure = verdict(scaled)
+    assert ("speedup 1.33x [0.89, 1.68]) (LLaDA timed 4 steps and scaled, unchecked; MODES: the steps at this shape "
+            "split at 21.6 / 31.2 ms, speedup 1.31x / 0.903x at each)") in first
+    assert "2 of the 2 diffusion latencies behind these speedups are extrapolated from their first timed steps " \
+           "(2 unchecked)" in sure

@@ -1,8 +1,9 @@
-"""What every figure shares: the data it plotted (for tests), the caption, the skip and hardware rules, styling."""
+"""What every figure shares: the data it plotted (for tests), the caption, the skip and hardware rules, the error
+bars. Colours live in style.py, axis scales in axes.py, how a point is drawn (an extrapolated one hollow) in
+marks.py."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -10,87 +11,29 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.colors as mcolors
 import polars as pl
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from report.pairs import AUTOREGRESSIVE, is_dllm, paradigm_of
+# Figure modules that read these names from here keep them (style.py and axes.py define them).
+from report.figures.axes import empty_panel, plain_log_axis, power_of_two_axis, value_axis  # noqa: F401
+from report.figures.style import (  # noqa: F401
+    ARCH_COLOR,
+    ARCH_LABEL,
+    ARCH_MARKER,
+    impl_styles,
+    is_autoregressive,
+    sequential_colors,
+    shades,
+    steps_colors,
+)
+from report.pairs import is_dllm
+from report.sessions import interval_count
 from report.stats import INTERVAL_LABEL
-from specs.registry import FAMILIES
 
 PLOT_DATA_ATTR = "_llada_bench_data"
-
-@dataclass(frozen=True)
-class FamilyStyle:
-    """How one model family is drawn in every figure: its colour and marker, and the colour map whose shades tell
-    a diffusion family's settings apart (step counts, block lengths, algs), from `lo` to `hi` of the map."""
-
-    color: str
-    marker: str
-    shades: str
-    lo: float = 0.4
-    hi: float = 0.95
-
-
-# Each family its own colour and marker, the same in every figure, so a sweep of several pairs can be read: LLaMA
-# blue squares and LLaDA vermilion circles (how a LLaMA/LLaDA sweep has always looked), Qwen2.5 green pentagons and
-# Dream wine hexagons. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
-# here is drawn grey.
-FAMILY_STYLES: dict[str, FamilyStyle] = {
-    "llama": FamilyStyle("#1f5fa8", "s", "Blues"),
-    "llada": FamilyStyle("#c8511c", "o", "YlOrRd"),
-    "qwen2": FamilyStyle("#117733", "p", "Greens"),
-    "dream": FamilyStyle("#882255", "h", "RdPu"),
-}
-_UNSTYLED = FamilyStyle("#6b6b6b", "8", "Greys")
-
-
-def family_style(arch: str | None) -> FamilyStyle:
-    return FAMILY_STYLES.get(arch or "", _UNSTYLED)
-
-
-ARCH_LABEL = {name: f.title for name, f in FAMILIES.items()}
-ARCH_COLOR = {name: family_style(name).color for name in FAMILIES}
-ARCH_MARKER = {name: family_style(name).marker for name in FAMILIES}
 # A diffusion model's knobs that may vary between series; a label names only those that do.
 LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
 AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
-
-
-def is_autoregressive(arch: str | None) -> bool:
-    """Whether a series' arch is of the autoregressive paradigm (None: no arch, not autoregressive)."""
-    return arch is not None and paradigm_of(arch) == AUTOREGRESSIVE
-
-
-# Implementation variants (report.variants): vanilla keeps its arch's colour, each variant one of these, by name.
-VARIANT_PALETTE = ("#2a9d8f", "#9b5de5", "#e9c46a", "#d62828", "#6a994e", "#f15bb5", "#577590", "#8d6e63")
-VARIANT_MARKERS = ("D", "^", "v", "P", "X", "*", "<", ">")
-
-
-def impl_styles(impls: Iterable[str], vanilla: str = "vanilla") -> dict[str, tuple[str | None, str]]:
-    """(colour, marker) of each implementation name: vanilla (None: its arch's colour and marker) first, then the
-    variants in sorted order, so one variant looks the same in every variant figure."""
-    names = sorted({name for name in impls if name != vanilla})
-    styles: dict[str, tuple[str | None, str]] = {vanilla: (None, "")}
-    for i, name in enumerate(names):
-        styles[name] = (VARIANT_PALETTE[i % len(VARIANT_PALETTE)], VARIANT_MARKERS[i % len(VARIANT_MARKERS)])
-    return styles
-
-
-def draw_impl_series(ax, s: Series, style: tuple[str | None, str], *, annotate: bool = True) -> None:
-    """One series of a variant figure: its points with their intervals as error bars, joined when it is a line,
-    in its implementation's colour and marker (`impl_styles`; vanilla: its arch's), each point labelled with its
-    text mark (LLaDA's step count) when `annotate`."""
-    color, marker = style
-    arch = s.arch or ""
-    ax.errorbar(s.x, s.y, yerr=error_bars(s), label=s.label, color=color or ARCH_COLOR.get(arch, "black"),
-                marker=marker or ARCH_MARKER.get(arch, "o"), linestyle="-" if s.kind == "line" else "none",
-                markersize=6, capsize=2, zorder=3)
-    if annotate:
-        for x, y, mark in zip(s.x, s.y, s.markers):
-            if mark:
-                ax.annotate(mark, (x, y), xytext=(4, -9), textcoords="offset points", fontsize=6, color="#333333")
 
 
 def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -101,20 +44,21 @@ def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], t
 
 def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error bars",
                   source: str = "as the tables give it") -> str:
-    """What the error bars of `names` are in the plotted `rows`: the interval of each median over its repetitions
-    (`source` says whose), with its kind and the repetitions it rests on ('range, n = 5' or '95% BCa CI, n = 6–10')."""
-    found: dict[str, set[int]] = {}
+    """What the error bars of `names` are in the plotted `rows`: the interval each table gives for each median
+    (`source` says whose), with its kind and what it rests on ('range, n = 5', or over the sessions' medians,
+    'n = 3 sessions'): the same intervals as the tables, never one of the figure's own."""
+    found: dict[str, set[str]] = {}
     for name in names:
         if f"{name}_interval" in rows.columns:
-            for kind, n in rows.select(f"{name}_interval", f"{name}_n").drop_nulls().iter_rows():
-                found.setdefault(kind, set()).add(int(n))
+            for row in rows.filter(pl.col(f"{name}_interval").is_not_null()).iter_rows(named=True):
+                found.setdefault(row[f"{name}_interval"], set()).add(interval_count(row, name))
     if not found:
         return f"{what}: none (no repetitions)."
     kinds = []
     for kind in sorted(found):
-        low, high = min(found[kind]), max(found[kind])
-        kinds.append(f"{INTERVAL_LABEL[kind]}, n = {low if low == high else f'{low}–{high}'}")
-    return f"{what}: the interval of each median over its repetitions, {source} ({'; '.join(kinds)})."
+        counts = sorted(found[kind], key=lambda text: int(text.split()[0]))
+        kinds.append(f"{INTERVAL_LABEL[kind]}, n = {counts[0] if len(counts) == 1 else f'{counts[0]}–{counts[-1]}'}")
+    return f"{what}: the interval of each median, {source} ({'; '.join(kinds)})."
 
 
 def error_bars(s: Series) -> list[list[float]]:
@@ -149,6 +93,7 @@ class Series:
     arch: str | None = None
     model: str | None = None
     markers: tuple[str, ...] = ()  # text marks such as "OOM" or "B=8", one per point where used
+    hollow: tuple[bool, ...] = ()  # per point: extrapolated, not measured in full (drawn hollow); () none is
 
 
 @dataclass(frozen=True)
@@ -284,36 +229,6 @@ def new_figure(panels: int, *, columns: int = 3, panel_size: tuple[float, float]
     return fig, axes[:panels]
 
 
-def sequential_colors(
-    values: Iterable[object], cmap: str = "viridis", lo: float = 0.05, hi: float = 0.85
-) -> dict[object, tuple]:
-    """One colour per distinct value, in sorted order, from a perceptual map between `lo` and `hi`."""
-    ordered = sorted(set(values), key=lambda v: (v is None, v))
-    mapper = colormaps[cmap]
-    if len(ordered) == 1:
-        return {ordered[0]: mcolors.to_rgba(mapper((lo + hi) / 2))}
-    return {v: mcolors.to_rgba(mapper(lo + (hi - lo) * i / (len(ordered) - 1))) for i, v in enumerate(ordered)}
-
-
-def shades(arch: str | None, values: Iterable[object]) -> dict[object, tuple]:
-    """One colour per setting of a family (a diffusion family's step counts, blocks or algs): shades of its own map,
-    darkening with the value; an autoregressive family's settings all take its colour."""
-    style = family_style(arch)
-    if is_autoregressive(arch):
-        return {v: mcolors.to_rgba(style.color) for v in values}
-    return sequential_colors(values, style.shades, style.lo, style.hi)
-
-
-def steps_colors(df: pl.DataFrame) -> dict[tuple[str, object], tuple]:
-    """The colour of each (arch, step count) in df's rows: each family's shades (`shades`), so two diffusion
-    families never share a colour; an autoregressive model's key is (arch, None)."""
-    colors: dict[tuple[str, object], tuple] = {}
-    for arch in sorted(df["arch"].drop_nulls().unique().to_list()):
-        steps = df.filter(pl.col("arch") == arch)["steps"].to_list()
-        colors.update({(arch, k): c for k, c in shades(arch, steps).items()})
-    return colors
-
-
 LEGEND_LAST = ("S_parity", "no parity", "Pareto frontier", "y = x", "roofline violated")
 
 
@@ -405,71 +320,3 @@ def tuple_of(values: Iterable[object]) -> tuple[float, ...]:
     return tuple(float("nan") if v is None else float(v) for v in values)  # type: ignore[arg-type]
 
 
-def power_of_two_axis(ax, axis: str, values: Sequence[float]) -> None:
-    """Log base-2 scale with a tick at each swept value (the grids are powers of two)."""
-    ticks = sorted({float(v) for v in values})
-    if axis == "x":
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-        ax.minorticks_off()
-    else:
-        ax.set_yscale("log", base=2)
-        ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-
-
-def empty_panel(ax, message: str) -> None:
-    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#666666",
-            wrap=True)
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def plain_log_axis(ax, axis: str = "y") -> None:
-    """Log scale labelled in plain numbers (0.05, not 5 x 10^-2); over a short range the 2s and 5s too."""
-    from matplotlib.ticker import FuncFormatter, LogLocator
-
-    target = ax.yaxis if axis == "y" else ax.xaxis
-    (ax.set_yscale if axis == "y" else ax.set_xscale)("log")
-    target.set_major_locator(LogLocator(base=10))
-    target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    target.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
-    target.set_minor_formatter(_MinorLogLabels(target))
-
-
-class _MinorLogLabels:
-    """Labels 2 and 5 x 10^k (and 3 on a range under a decade and a half); nothing on long ranges."""
-
-    def __init__(self, axis) -> None:
-        self.axis = axis
-
-    def __call__(self, value: float, pos=None) -> str:
-        import math
-
-        low, high = sorted(self.axis.get_view_interval())
-        if value <= 0 or low <= 0:
-            return ""
-        decades = math.log10(high / low)
-        mantissa = round(value / 10 ** math.floor(math.log10(value) + 1e-9))
-        if (decades < 1.5 and mantissa in (2, 3, 5)) or (decades < 3 and mantissa in (2, 5)):
-            return f"{value:g}"
-        return ""
-
-
-def value_axis(ax, values: Iterable[float | None], axis: str = "y", *, log_above_ratio: float = 10.0) -> str:
-    """Log (plain labels) when the values span more than `log_above_ratio`, else linear; returns the scale.
-
-    A log axis over a narrow range can show no labelled tick at all (0.0011-0.0013 s), and bars on a log axis
-    exaggerate small differences; a wide range on a linear axis hides the small values."""
-    positive = [float(v) for v in values if v is not None and not math.isnan(v) and v > 0]
-    if positive and max(positive) / min(positive) > log_above_ratio:
-        plain_log_axis(ax, axis)
-        return "log"
-    target = ax.yaxis if axis == "y" else ax.xaxis
-    from matplotlib.ticker import ScalarFormatter
-
-    formatter = ScalarFormatter(useOffset=False)
-    formatter.set_scientific(False)
-    target.set_major_formatter(formatter)
-    if axis == "y":
-        ax.set_ylim(bottom=0)
-    return "linear"

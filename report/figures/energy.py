@@ -6,19 +6,10 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.figures.common import (
-    ARCH_LABEL,
-    ARCH_MARKER,
-    FigureSkipped,
-    Series,
-    impl_styles,
-    matching,
-    plain_log_axis,
-    power_of_two_axis,
-    steps_colors,
-    tuple_of,
-)
+from report.figures.axes import plain_log_axis, power_of_two_axis
+from report.figures.common import FigureSkipped, Series, matching, tuple_of
 from report.figures.frame import Frame, length_panels
+from report.figures.style import ARCH_LABEL, ARCH_MARKER, impl_styles, steps_colors
 from report.pairs import is_ar
 from report.table import with_dream_alg
 

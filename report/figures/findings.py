@@ -8,20 +8,18 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.extrapolation import trusted
+from report.figures.axes import plain_log_axis, power_of_two_axis
 from report.figures.common import (
-    ARCH_MARKER,
     FigureSkipped,
     Series,
     at_primary_block,
-    error_bars,
     interval_bounds,
     interval_note,
-    plain_log_axis,
-    power_of_two_axis,
-    steps_colors,
     tuple_of,
 )
 from report.figures.frame import Frame, length_panels
+from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow_of
+from report.figures.style import ARCH_MARKER, steps_colors
 from report.pairs import is_ar, table_sides
 from report.table import unlearned_warnings, with_dream_alg
 
@@ -50,7 +48,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     algs = sorted(runs["dream_alg"].drop_nulls().unique().to_list())
     several_pairs = crossovers.select("llama_model", "llada_model").unique().height > 1
     axes = frame.draw(len(lengths), columns=2, panel_size=(6.0, 4.4))
-    profile = None
+    profile = calibration = None
     for ax, at in zip(axes, lengths):
         sub = at.of(runs)
         pred = at.of(predicted.filter(pl.col("hardware") == hardware))
@@ -65,17 +63,16 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             marker = ([ARCH_MARKER.get(arch, "o"), "^", "v", "D"][algs.index(alg) % 4] if alg in algs
                       else ARCH_MARKER.get(arch, "o"))
             s = Series(label, "points", tuple_of(rows["batch_size"]), tuple_of(rows["tokens_per_s_median"]),
-                       *interval_bounds(rows, "tokens_per_s"), arch=arch, model=model)
+                       *interval_bounds(rows, "tokens_per_s"), arch=arch, model=model, hollow=hollow_of(rows))
             between = Series(f"{label} (interpolated in log B)", "interpolation", s.x, s.y, arch=arch, model=model)
             series += [s, between]
-            ax.errorbar(s.x, s.y, yerr=error_bars(s), color=color, marker=marker, markersize=5, linestyle="none",
-                        capsize=2, elinewidth=1.0, label=label, zorder=4)
+            draw_points(ax, s, color, marker)
             ax.plot(between.x, between.y, color=color, linestyle=":", linewidth=1.0, alpha=0.8, zorder=3)
             line = pred.filter((pl.col("model") == model) & pl.col("dream_alg").eq_missing(alg)
                                & (pl.col("steps").is_null() if steps is None
                                   else pl.col("steps") == steps)).sort("batch_size")
             if line.height:
-                profile = line["profile"][0]
+                profile, calibration = line["profile"][0], line["calibration"][0]
                 p = Series(f"{label} (roofline)", "line", tuple_of(line["batch_size"]),
                            tuple_of(line["predicted_tokens_per_s"]), arch=arch, model=model)
                 series.append(p)
@@ -93,6 +90,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         plain_log_axis(ax, "y")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "log2", "log", series)
     ax0 = axes[0]
+    hollow = hollow_legend(ax0, [s for p in frame.panels for s in p.series if s.kind == "points"])
     ax0.plot([], [], color="#555555", linestyle=":", linewidth=1.0,
              label="interpolated in log B between measured batches (not measured)")
     if profile:
@@ -102,14 +100,15 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     if any(s.y_low for p in frame.panels for s in p.series if s.kind == "vline"):
         ax0.plot([], [], color="#999999", linewidth=2.0, marker="|", markersize=8, label="B*'s interval")
     notes = (
-        "Markers: measured median tokens/s (B x N_out / L_e2e) at each batch size. " + interval_note(runs, ["tokens_per_s"])
+        "Markers: median tokens/s (B x N_out / L_e2e) at each batch size. " + interval_note(runs, ["tokens_per_s"])
+        + (f" {hollow}" if hollow else "")
         + " Dotted: the straight line in log B and log throughput between two measured batches, along which B* is "
         "interpolated; no batch between them was measured. Dash-dotted: the faithful roofline's prediction"
         + (f" on {profile}" if profile else " (no profile for this device)")
         + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, where its dotted "
         f"segment crosses {sides.dllm}'s; the bar through it: its interval (report.intervals), to an arrowhead at "
         "the panel's edge where it extends past the batches measured.",
-    ) + ((block_note,) if block_note else ())
+    ) + ((block_note,) if block_note else ()) + fitted_note(df, calibration)
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
 

@@ -6,25 +6,20 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from report.analysis import itl_by_context, step_time_by_length
+from report.figures.axes import empty_panel, power_of_two_axis, value_axis
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_MARKER,
     FigureSkipped,
     Series,
     at_primary_block,
-    empty_panel,
-    error_bars,
     interval_bounds,
     interval_note,
     llada_settings,
     ok_runs,
-    power_of_two_axis,
-    sequential_colors,
-    steps_colors,
     tuple_of,
-    value_axis,
 )
 from report.figures.frame import Frame
+from report.figures.marks import draw_points, hollow_legend, hollow_of
+from report.figures.style import ARCH_COLOR, ARCH_MARKER, sequential_colors, steps_colors
 from report.pairs import is_ar, table_sides
 
 
@@ -57,8 +52,9 @@ def latency_vs_generation_length(df: pl.DataFrame) -> Figure:
     pairs = runs.select("prompt_length", "generation_length").unique().sort("generation_length")
     prompts = ("Each line crosses prompt lengths: one line per prompt length." if crossed else
                "Prompt length with each N_out: " + ", ".join(f"{p}+{g}" for p, g in pairs.iter_rows()) + ".")
-    notes = ("Points: median over repetitions. " + interval_note(runs, ["latency_e2e_s", "ttft_s", "decode_s"]),
-             prompts) + ((block_note,) if block_note else ())
+    hollow = hollow_legend(frame.axes[0], [s for p in frame.panels for s in p.series])
+    notes = ("Points: median over repetitions. " + interval_note(runs, ["latency_e2e_s", "ttft_s", "decode_s"])
+             + (f" {hollow}" if hollow else ""), prompts) + ((block_note,) if block_note else ())
     return frame.finish("End-to-end latency vs generation length", notes, runs)
 
 
@@ -80,7 +76,7 @@ def _latency_series(sub: pl.DataFrame, crossed: bool = False) -> list[tuple[Seri
             line = line.sort("generation_length")
             series.append((Series(
                 label + suffix, "line", tuple_of(line["generation_length"]), tuple_of(line["latency_e2e_s_median"]),
-                *interval_bounds(line, "latency_e2e_s"), arch=line["arch"][0], model=model,
+                *interval_bounds(line, "latency_e2e_s"), arch=line["arch"][0], model=model, hollow=hollow_of(line),
             ), steps))
     return series
 
@@ -89,9 +85,7 @@ def draw_series(ax, s: Series, color) -> None:
     """A line with its intervals as error bars; an AR model's TTFT dotted and its decode dashed."""
     style = {"TTFT (prefill)": ":", "decode": "--"}
     linestyle = next((v for k, v in style.items() if s.label.endswith(k)), "-")
-    yerr = error_bars(s) if s.y_low is not None and s.y_high is not None else None
-    ax.errorbar(s.x, s.y, yerr=yerr, label=s.label, color=color, linestyle=linestyle,
-                marker=ARCH_MARKER.get(s.arch or "", "o"), markersize=4, capsize=2, linewidth=1.4)
+    draw_points(ax, s, color, ARCH_MARKER.get(s.arch or "", "o"), size=4, linestyle=linestyle, zorder=3)
 
 
 def step_time_vs_length(df: pl.DataFrame) -> Figure:
@@ -129,8 +123,9 @@ def step_time_vs_length(df: pl.DataFrame) -> Figure:
           "context length attended (tokens)", "inter-token latency (s)")
     notes = (
         (
-            f"{sides.dllm}: median of the repetitions' mean step times, over every run sharing batch and length. "
-            + interval_note(steps, ["step_s"], source="those runs' repetitions pooled")
+            f"{sides.dllm}: the median of the runs' median step times, over every run sharing batch and length (an "
+            "extrapolated run's timed steps are measured, so they count), its bar the range of those runs' medians "
+            "(n = runs)."
             + f" {sides.ar}: each decode pass of the longest run per batch, median "
             "over repetitions."
         ),

@@ -10,8 +10,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from report.analysis import memory_grid
-from report.figures.common import ARCH_LABEL, Cell, FigureSkipped
+from report.figures.common import Cell, FigureSkipped
 from report.figures.frame import Frame
+from report.figures.style import ARCH_LABEL
 from report.pairs import is_ar
 
 GIB, MIB = float(1 << 30), float(1 << 20)

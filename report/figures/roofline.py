@@ -9,19 +9,17 @@ from collections.abc import Sequence
 import polars as pl
 from matplotlib.figure import Figure
 
+from report.figures.axes import plain_log_axis
 from report.figures.common import (
-    ARCH_COLOR,
-    ARCH_LABEL,
-    ARCH_MARKER,
     FigureSkipped,
     Series,
     caption,
     figure_legend,
-    impl_styles,
-    plain_log_axis,
     tuple_of,
 )
 from report.figures.frame import Frame
+from report.figures.marks import fitted_note, hollow_by_run, hollow_legend, scatter_points
+from report.figures.style import ARCH_COLOR, ARCH_LABEL, ARCH_MARKER, impl_styles
 from roofline.hardware import HardwareProfile
 from roofline.plotdata import LatencyPoint, OperatorPoint
 from specs.registry import ARCHS, family
@@ -43,16 +41,18 @@ def _profile_caption(df: pl.DataFrame, hardware: str, profile: HardwareProfile, 
 
 
 def _profile_notes(profile: HardwareProfile) -> tuple[str, ...]:
-    """Where the roofs come from, and the dispatch floor when there is one."""
-    notes = (f"Roofs: {profile.source}.",)
+    """Where the roofs come from, and the floor when there is one: a calibrated model of host time, not a bound."""
+    notes = (f"Roofs: {profile.source}. The roofs alone bound each run's latency from below.",)
     if profile.host_floor_s:
         notes += (f"Host floor {profile.host_floor_s * 1e3:.3g} ms per eager forward of a {profile.host_floor_layers}-"
-                  "layer model (scaled by each model's layers; a run that measured its own model's is costed on "
-                  "that): no eager forward finishes sooner. It replaces the dispatch floor.",)
+                  f"layer model{', ' + profile.floor_origin if profile.floor_origin else ''} (scaled by each model's "
+                  "layers; a run that measured its own model's is costed on that): a calibrated model of the host "
+                  "time an eager forward pays, not a bound (single eager forwards can run faster). It replaces the "
+                  "dispatch floor.",)
     elif profile.dispatch_s:
         notes += (f"Dispatch floor {profile.dispatch_s * 1e6:.3g} µs per operator launch (16 per layer, fused attention "
-                  "one; measured as a micro eager decoder's forward over the launches counted for it): no operator "
-                  "finishes sooner.",)
+                  "one; measured as a micro eager decoder's forward over the launches counted for it): a calibrated "
+                  "model of launch overhead, not a bound.",)
     return notes + ("Tensor bytes follow each run's dtype.",)
 
 
@@ -156,10 +156,12 @@ def roofline_figure(
     for (arch, model, impl), rows in _by_implementation(points):
         label = f"measured: {_model_label(model, impl)} ({rows.height} runs)"
         s = Series(label, "points", tuple_of(rows["arithmetic_intensity"]), tuple_of(rows["measured_flops_per_s"]),
-                   arch=arch, model=model, markers=tuple(rows["run_id"].to_list()))
+                   arch=arch, model=model, markers=tuple(rows["run_id"].to_list()),
+                   hollow=hollow_by_run(df, rows["run_id"].to_list()))
         series.append(s)
-        ax.scatter(s.x, s.y, marker=styles[impl][1] or ARCH_MARKER.get(arch, "o"), s=70,
-                   color=ARCH_COLOR.get(arch, "black"), edgecolors="black", linewidths=0.6, label=label, zorder=5)
+        scatter_points(ax, s, ARCH_COLOR.get(arch, "black"), styles[impl][1] or ARCH_MARKER.get(arch, "o"),
+                       edge="black", s=70, zorder=5, linewidths=0.6)
+    hollow = hollow_legend(ax, series)
     low, high = ax.get_xlim()
     xs = [x for s in series[3:] for x in s.x if x > 0]
     ax.set_xlim(min(low, min(xs) / 2), max(high, max(xs) * 2))
@@ -170,6 +172,7 @@ def roofline_figure(
         (
             f"Operators: one {ar} prefill, its last decode pass and one {dllm} step at {operator_setting} (faithful "
             "model). Measured points: a whole run's predicted FLOPs over its bytes, and over its median latency."
+            + (f" {hollow}" if hollow else "")
         ),
         *_profile_notes(profile),
     )
@@ -201,8 +204,9 @@ def measured_vs_predicted(
     """Median measured latency (y) against the roofline's predicted latency (x), one point per successful run,
     one panel per fidelity (study, faithful), log-log with the y = x line: points above it ran slower than the
     roofline allows. With a floor in the profile (host floor per eager forward, or dispatch floor per launch),
-    filled marks include it and hollow marks are the roofs alone. A run measured faster than 0.9x its roofs-only
-    prediction is circled in red and named "roofline violated": the roofs are a lower bound on time."""
+    solid marks include it and faint marks are the roofs alone; a run whose latency was extrapolated is hollow. A
+    run measured faster than 0.9x its roofs-only prediction is circled in red and named "roofline violated": the
+    roofs are a lower bound on time. Where the floor was fitted to this sweep's own runs, the caption says so."""
     frame = Frame.of("measured_vs_predicted", df)
     rows = predictions.filter((pl.col("hardware") == frame.hardware) & pl.col("measured_latency_s").is_not_null())
     fidelities = [f for f in ("study", "faithful") if rows.filter(pl.col("fidelity") == f).height]
@@ -216,18 +220,17 @@ def measured_vs_predicted(
         styles = impl_styles(sub["impl"].to_list())
         for (arch, model, impl), group in _by_implementation(sub):
             marker = styles[impl][1] or ARCH_MARKER.get(arch, "o")
-            variants = [("predicted_latency_s", floor_label if dispatch else "", True)]
+            variants = [("predicted_latency_s", floor_label if dispatch else "", 0.9)]
             if dispatch:
-                variants.append(("predicted_latency_roofs_s", ", roofs only", False))
-            for column, suffix, filled in variants:
+                variants.append(("predicted_latency_roofs_s", ", roofs only", 0.3))
+            hollow = hollow_by_run(df, group["run_id"].to_list())
+            for column, suffix, alpha in variants:
                 s = Series(f"{_model_label(model, impl)} ({ARCH_LABEL.get(arch, arch)}){suffix}", "points",
                            tuple_of(group[column]),
                            tuple_of(group["measured_latency_s"]), arch=arch, model=model,
-                           markers=tuple(group["run_id"].to_list()))
+                           markers=tuple(group["run_id"].to_list()), hollow=hollow)
                 series.append(s)
-                color = ARCH_COLOR.get(arch, "black")
-                ax.scatter(s.x, s.y, marker=marker, s=28, alpha=0.85, label=s.label, zorder=3,
-                           color=color if filled else "none", edgecolors=color)
+                scatter_points(ax, s, ARCH_COLOR.get(arch, "black"), marker, s=28, alpha=alpha, zorder=3)
         violated = sub.filter(pl.col("roofline_violated").fill_null(False)) if "roofline_violated" in sub.columns \
             else sub.clear()
         if violated.height:
@@ -250,6 +253,9 @@ def measured_vs_predicted(
         title = f"{fidelity} model" + (f" ({skipped} runs out of its scope)" if skipped else "")
         frame.panel(ax, title, f"predicted latency on {profile.name} (s)", "measured latency, median (s)", "log",
                     "log", series, title_size=10)
-    notes = ("The study's model covers batch 1 without classifier-free guidance only.",) + _profile_notes(profile)
+    hollow = hollow_legend(frame.axes[0], [s for p in frame.panels for s in p.series])
+    notes = ("The study's model covers batch 1 without classifier-free guidance only." + (f" {hollow}" if hollow
+                                                                                         else ""),)
+    notes += _profile_notes(profile) + fitted_note(df, profile.floor_note())
     return frame.finish("Measured vs roofline-predicted end-to-end latency", notes,
                         _profile_caption(df, frame.hardware, profile, overridden))

@@ -7,17 +7,18 @@ import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
+from report.figures.axes import value_axis
 from report.figures.common import (
     FigureSkipped,
     Series,
     at_primary_block,
     interval_note,
     llada_settings,
-    steps_colors,
     tuple_of,
-    value_axis,
 )
 from report.figures.frame import Frame, length_panels
+from report.figures.marks import hollow_legend, hollow_of
+from report.figures.style import steps_colors
 from report.pairs import is_ar
 
 STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
@@ -49,8 +50,11 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
             color = colors[(arch, steps)]
             heights = np.nan_to_num(np.asarray(s.y), nan=0.0)
             err = [np.nan_to_num(np.asarray(s.y) - np.asarray(s.y_low)), np.nan_to_num(np.asarray(s.y_high) - np.asarray(s.y))]
-            ax.bar(positions, heights, width=width * 0.95, color=color, label=label, yerr=err, capsize=2,
-                   edgecolor="white", linewidth=0.5, error_kw={"elinewidth": 0.8})
+            faces = ["white" if hollow else color for hollow in s.hollow]
+            ax.bar(positions, heights, width=width * 0.95, color=faces, yerr=err, capsize=2,
+                   edgecolor=[color if hollow else "white" for hollow in s.hollow], linewidth=1.0,
+                   error_kw={"elinewidth": 0.8})
+            ax.bar([0], [0], width=0, color=color, label=label)  # the legend's entry, filled whatever the first bar
             ax.scatter(positions, good.y, marker="_", s=120, color="black", linewidths=1.6, zorder=4,
                        label="goodput (tokens before the first EOS)")
             for x, y, flag in zip(positions, good.y, good.markers):
@@ -66,9 +70,11 @@ def throughput_by_batch(df: pl.DataFrame) -> Figure:
         yscale = value_axis(ax, [y for s in series if s.kind == "bars" for y in s.y], log_above_ratio=20.0)
         ax.grid(False, axis="x")
         frame.panel(ax, at.title, "batch size B (sequences)", "throughput (tokens/s)", "category", yscale, series)
+    hollow = hollow_legend(frame.axes[0], [s for p in frame.panels for s in p.series if s.kind == "bars"], "bars")
     notes = ("Bars: median over repetitions of B x N_out / end-to-end latency. " + interval_note(ok, ["tokens_per_s"])
              + " Black ticks: goodput, B x useful tokens (before the first EOS) / latency; 'EOS' marks runs where "
-             "under 90% of N_out is useful.",)
+             "under 90% of N_out is useful; 'SUSPECT' marks an extrapolation that failed its check (left out of the "
+             "speedups and B*)." + (f" {hollow}" if hollow else ""),)
     notes += (block_note,) if block_note else ()
     return frame.finish("Generation throughput by batch size", notes, ok)
 
@@ -83,7 +89,7 @@ def _variants(sub: pl.DataFrame) -> list[tuple[str, str, str, int | None, pl.Dat
 
 
 def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: list[int]) -> Series:
-    y, low, high, marks = [], [], [], []
+    y, low, high, marks, hollow = [], [], [], [], []
     for batch in batches:
         at = rows.filter(pl.col("batch_size") == batch)
         ok = at.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null())
@@ -91,15 +97,18 @@ def _bar_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: 
             y.append(ok["tokens_per_s_median"][0])
             low.append(ok["tokens_per_s_interval_low"][0])
             high.append(ok["tokens_per_s_interval_high"][0])
-            marks.append("")
+            suspect = "extrapolation_suspect" in ok.columns and bool(ok["extrapolation_suspect"][0])
+            marks.append("SUSPECT" if suspect else "")
+            hollow.append(hollow_of(ok.head(1))[0])
         else:
             y.append(None)
             low.append(None)
             high.append(None)
+            hollow.append(False)
             statuses = at["status"].to_list()
             marks.append(STATUS_MARK.get(statuses[0], statuses[0]) if statuses else "")
     return Series(label, "bars", tuple_of(batches), tuple_of(y), tuple_of(low), tuple_of(high), arch=arch,
-                  model=model, markers=tuple(marks))
+                  model=model, markers=tuple(marks), hollow=tuple(hollow))
 
 
 def _goodput_series(label: str, arch: str, model: str, rows: pl.DataFrame, batches: list[int]) -> Series:

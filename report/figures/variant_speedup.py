@@ -6,18 +6,16 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
+from report.figures.axes import power_of_two_axis, value_axis
 from report.figures.common import (
-    ARCH_LABEL,
     FigureSkipped,
     Series,
-    draw_impl_series,
-    impl_styles,
     matching,
-    power_of_two_axis,
     tuple_of,
-    value_axis,
 )
 from report.figures.frame import Frame
+from report.figures.marks import draw_impl_series
+from report.figures.style import ARCH_LABEL, impl_styles
 from report.table import with_dream_alg
 
 # One panel per model, lengths and diffusion schedule (steps, block or Dream's alg): one line per variant.

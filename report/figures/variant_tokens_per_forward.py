@@ -5,8 +5,10 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.figures.common import FigureSkipped, draw_impl_series, impl_styles, matching, power_of_two_axis
+from report.figures.axes import power_of_two_axis
+from report.figures.common import FigureSkipped, matching
 from report.figures.frame import Frame
+from report.figures.marks import draw_impl_series
 from report.figures.quality import (
     CI_NOTE,
     METRIC_LABEL,
@@ -16,6 +18,7 @@ from report.figures.quality import (
     quality_axis,
     quality_series,
 )
+from report.figures.style import impl_styles
 from report.pairs import table_sides
 from report.table import with_dream_alg
 

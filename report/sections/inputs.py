@@ -8,6 +8,7 @@ from typing import NamedTuple
 import polars as pl
 
 from report.document import Block, FigureBlock
+from report.history import History
 from report.pairings import Pairing
 from report.quality import QualityData
 from specs.artifacts import Manifest
@@ -32,7 +33,8 @@ class ReportInputs:
     variants: pl.DataFrame  # report.variants.VARIANT_SCHEMA (empty without variant runs)
     pairings: tuple[Pairing, ...] = ()  # report.pairings.pairing_table: the answer both ways
     unanswered: tuple[str, ...] = ()  # report.pairings.unanswered: each pair without an answer, and why
-    interleaved: bool | None = None  # report.sessions.interleaved: both paradigms' runs interleaved point by point
+    history: History | None = None  # report.history: commit, processes, interleaving, warm-ups of the runs
+    extrapolation: str | None = None  # report.extrapolation.extrapolation_summary of the runs
 
 
 

@@ -7,13 +7,21 @@ import polars as pl
 
 from report import stats
 from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
-from report.extrapolation import extrapolated_share, extrapolation_checks
+from report.extrapolation import (
+    extrapolated_share,
+    extrapolation_checks,
+    extrapolation_summary,
+    shape_columns,
+    step_modes,
+)
+from report.history import History
 from report.pairs import table_sides
-from specs.results import EXTRAPOLATION_TOLERANCE
 from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell
 from report.sections.inputs import Blocks, ReportInputs
+from specs.results import EXTRAPOLATION_TOLERANCE
 
-CAPTION = ("Latency per run: median over repetitions with the interval of the median (a 95% BCa bootstrap CI "
+CAPTION = ("Latency per run: median over repetitions with the interval of the median (a configuration run in "
+           "several sessions: Student's t over the sessions' medians; one session: a 95% BCa bootstrap CI "
            f"from {stats.MIN_CI_SAMPLES} repetitions up, else the range), mean ± sd and CV. ITL (study) is "
            "(L_e2e - TTFT) / (N_out - 1), the study's definition (3.1.1); TTFT's percentiles are over the "
            "repetitions, ITL's (each decode pass) and the step's over every timed pass of every repetition; compile: torch.compile time spent in the warm-ups "
@@ -23,7 +31,7 @@ CAPTION = ("Latency per run: median over repetitions with the interval of the me
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
     ok = inputs.table.filter(pl.col("status") == "ok")
-    return Blocks([], [latency_table(ok, multi), *extrapolation_blocks(inputs.table)])
+    return Blocks([], [latency_table(ok, multi), *extrapolation_blocks(inputs.table, inputs.history)])
 
 
 def latency_table(ok: pl.DataFrame, multi: bool) -> Table:
@@ -58,6 +66,18 @@ def _tails(row: dict, name: str) -> str:
     return "–" if values[0] is None else " / ".join(fmt_seconds(v) for v in values)
 
 
+_SHAPE_AND_STEPS = ("hardware", "model", "batch_size", "prompt_length", "generation_length", "steps", "timed_steps")
+
+
+def _where_it_ran(history: History | None, run_id: str | None, model: str) -> str:
+    """'; run 2 of llada-8b in worker process 3 of 4' where the runs recorded their process."""
+    at = history.process_of(run_id) if history and run_id else None
+    if at is None:
+        return ""
+    process, processes, nth = at
+    return f"; {run_id}, run {nth} of {model} in worker process {process} of {processes}"
+
+
 def _efficiency_cell(row: dict) -> str:
     value = row.get("roofline_efficiency")
     if value is None:
@@ -65,31 +85,43 @@ def _efficiency_cell(row: dict) -> str:
     return fmt_float(value, 2) + (" VIOLATED" if row.get("roofline_violated") else "")
 
 
-def extrapolation_blocks(table: pl.DataFrame) -> list[Block]:
-    """Say how many latencies are extrapolated, and set each checked extrapolation beside the full runs at its
-    shape, naming the suspect ones the speedups and B* leave out."""
+def extrapolation_blocks(table: pl.DataFrame, history: History | None = None) -> list[Block]:
+    """Say how many latencies are extrapolated and how many no full run checks, set each checked extrapolation
+    beside the full runs at its shape, name the suspect ones the speedups and B* leave out (and where they ran in
+    their worker process, from `history`), and the shapes whose steps split into modes."""
     extrapolated, _ = extrapolated_share(table.filter(pl.col("status") == "ok"))
     if not extrapolated:
         return []
     checks = extrapolation_checks(table)
     dllm = table_sides(table).dllm
     blocks: list[Block] = [Paragraph(
-        f"{extrapolated} {dllm} run(s) timed only their first steps and extrapolated the rest "
-        "from the mean timed step "
+        f"{extrapolation_summary(table, dllm)}: each latency extrapolated from the mean timed step "
         "(controls.extrapolation; column 'timed'). Where a point also ran in full, the full measurement is the one "
         "every figure, the Findings and the throughput tables use." + (
             f" A vanilla {dllm} step costs the same whatever the step count, so each extrapolated run's median timed "
-            "step is checked against the full runs' at its lengths, batch and block; one off by more than "
-            f"{EXTRAPOLATION_TOLERANCE:.0%} is SUSPECT and left out of the speedups and B*." if checks.height else
-            " The sweep has no full run at the shape of any extrapolated one, so the extrapolation is unchecked."))]
+            "step is checked against the median step of the full runs at its lengths, batch and block, median "
+            f"against median; one off by more than {EXTRAPOLATION_TOLERANCE:.0%} is SUSPECT and left out of the "
+            "speedups and B*; one with no full run at its batch and shape is UNCHECKED." if checks.height else
+            " The sweep has no full run at the shape of any extrapolated one, so the extrapolation is unchecked."),
+        warning=extrapolated > checks.height)]
     suspect = checks.filter(pl.col("suspect"))
     if suspect.height:
+        runs = {tuple(r[:-1]): r[-1] for r in table.select(*_SHAPE_AND_STEPS, "run_id").iter_rows()}
         blocks.append(Paragraph(
             f"{suspect.height} extrapolated run(s) failed the check and are left out of the speedups and B*: "
             + "; ".join(f"{r['model']} B={r['batch_size']} {r['prompt_length']}+{r['generation_length']} "
                         f"{r['steps']} steps (timed step {fmt_seconds(r['step_s'])} against "
-                        f"{fmt_seconds(r['full_step_s'])} in full, ratio {fmt_float(r['step_ratio'], 3)})"
+                        f"{fmt_seconds(r['full_step_s'])} in full, ratio {fmt_float(r['step_ratio'], 3)}"
+                        f"{_where_it_ran(history, runs.get(tuple(r[k] for k in _SHAPE_AND_STEPS)), r['model'])})"
                         for r in suspect.iter_rows(named=True)) + ".", warning=True))
+    for key, modes in step_modes(table).items():
+        at = dict(zip(shape_columns(table), key))
+        blocks.append(Paragraph(
+            f"MODES: the repetitions' median {dllm} step of {at['model']} at B={at['batch_size']} "
+            f"{at['prompt_length']}+{at['generation_length']} (every step count) splits "
+            f"into two modes, {fmt_seconds(modes.fast_s)} ({modes.fast_repetitions} repetitions) and "
+            f"{fmt_seconds(modes.slow_s)} ({modes.slow_repetitions}): a speedup there holds only for the mode its "
+            "run fell in, and the pairings give it at each.", warning=True))
     if checks.height:
         columns = [
             ("model", "model"), ("B", "batch_size"), ("P", "prompt_length"), ("N_out", "generation_length"),

@@ -10,6 +10,7 @@ import polars as pl
 
 from report.document import Block, Document, FigureBlock, Section
 from report.energy import energy_blocks
+from report.history import history_text
 from report.sections import (
     findings,
     latency,
@@ -62,7 +63,8 @@ def build_document(inputs: ReportInputs) -> Document:
                                for b in figures[anchor]]
         sections.append(Section(anchor, title, [*lead, *placed, *tail]))
     return Document(f"llada-bench report: {inputs.sweep}", subtitle(inputs.sweep, table), sections,
-                    verdict=verdict(inputs.pairings, inputs.unanswered))
+                    verdict=verdict(inputs.pairings, inputs.unanswered,
+                                    history_text(inputs.history) if inputs.history else ""))
 
 
 def subtitle(sweep: str, table: pl.DataFrame) -> str:

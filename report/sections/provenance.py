@@ -1,11 +1,13 @@
-"""Section 10, Environment and provenance: the environments the runs recorded, the verification, any edit of the
-frozen spec after its runs, and the manifest's checksums."""
+"""Section 10, Environment and provenance: how the runs were taken (commit, worker processes, interleaving,
+warm-ups: report/history.py), the environments they recorded, the verification, any edit of the frozen spec after
+its runs, and the manifest's checksums."""
 
 from __future__ import annotations
 
 import polars as pl
 
 from report.document import Block, Paragraph, Table, fmt_value
+from report.history import history_text
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
 
@@ -16,11 +18,14 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
         "hardware", "device_kind", "dtype", "attention", "torch_version", "cuda_version", "driver", "git_commit",
         "image_digest", "hostname", "other_gpu_processes",
     ).len().sort("hardware")
-    blocks: list[Block] = [Table(
+    blocks: list[Block] = [Paragraph(f"How these runs were taken: {history_text(inputs.history)}.",
+                                     warning=inputs.history.interleaved is False or bool(inputs.history.cold))
+                           ] if inputs.history else []
+    blocks.append(Table(
         ("hardware", "device", "dtype", "attention", "torch", "CUDA", "driver", "git commit", "image digest", "host",
          "shared GPU", "runs"),
         tuple(tuple(fmt_value(v) for v in row) for row in env.iter_rows()),
-        "Environments the runs recorded")]
+        "Environments the runs recorded"))
     if inputs.problems:
         blocks.append(Paragraph("Verification FAILED: " + "; ".join(inputs.problems), warning=True))
     else:

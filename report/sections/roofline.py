@@ -9,9 +9,10 @@ from report.document import Block, Paragraph, Table, fmt_float
 from report.sections.inputs import Blocks, ReportInputs
 
 CAPTION = ("How far each model runs from its roofline on the device that ran (1 = at the roof), with the profile's "
-           "floor (the host floor per eager forward, else the per-kernel dispatch floor; none on the study's "
-           "datasheet profiles) and on the roofs alone. The roofs alone are a lower bound on time: a run measured "
-           "faster than 0.9x of it is counted as 'roofline violated'")
+           "floor (the host floor per eager forward, else the per-kernel dispatch floor: a calibrated model fitted "
+           "to measured runs, not a bound; none on the study's datasheet profiles) and on the roofs alone. The roofs "
+           "alone are a lower bound on a run's time: a run measured faster than 0.9x of it is counted as 'roofline "
+           "violated'")
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import polars as pl
 
 from report.document import Block, Table, fmt_float, fmt_rate
-from report.findings import CROSSOVER_ANCHOR
-from report.intervals import Crossover, crossover_text
+from report.findings import CROSSOVER_ANCHOR, row_crossover
+from report.intervals import crossover_text
 from report.pairing_text import roofline_value
 from report.pairs import Sides, table_sides
 from report.sections.cells import (
@@ -82,22 +82,24 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
                *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
                ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
                (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured [interval]", _measured_b_star),
-               ("B* roofline, roofs alone (bound)", _predicted_b_star("predicted_b_star_roofs")),
-               ("B* roofline, floor-calibrated (model)", _calibrated_b_star), ("profile", "profile")]
+               (f"{t.dllm} extrapolated", lambda r: r["extrapolated"] or "–"),
+               ("the roofs-only model's B*", _predicted_b_star("predicted_b_star_roofs")),
+               ("the floor-calibrated model's B*", _calibrated_b_star), ("profile", "profile")]
     return column_table(crossovers, columns,
                         f"Crossover: the batch size B* from which {t.ar}'s throughput stays ahead of {t.dllm}'s at "
                         f"each step count, from the same speedups as the pairings, interpolated in log B between "
                         f"measured batch sizes ('≤': {t.ar} ahead at every batch measured, '>': {t.dllm} ahead at "
-                        "every one), its interval inverted from the speedups' (report/intervals.py); and the faithful "
-                        "roofline's B* on the device's profile: on the roofs alone, each latency at its lower bound, "
-                        "and with the profile's floor, a model calibrated to measured runs (never a bound)",
+                        "every one), its interval inverted from the speedups' (at least 1 - k(1 - level) over its k "
+                        "batches where the speedup falls with B: report/intervals.py); and the faithful roofline's B* "
+                        "on the device's profile from two models: the roofs-only model (each latency at the roofs, "
+                        "which bound a run's latency from below) and the floor-calibrated model (a host or dispatch "
+                        "floor fitted to measured runs). Neither is a bound on B*: a ratio of two lower bounds "
+                        "bounds nothing",
                         fold=False, anchor=CROSSOVER_ANCHOR)
 
 
 def _measured_b_star(r: dict) -> str:
-    measured = Crossover(r["b_star"], r["b_star_bound"], r["b_star_low"], r["b_star_low_bound"], r["b_star_high"],
-                         r["b_star_high_bound"], r["b_star_level"])
-    return crossover_text(measured, r["ar_title"], r["dllm_title"])
+    return crossover_text(row_crossover(r), r["ar_title"], r["dllm_title"])
 
 
 def _predicted_b_star(column: str) -> Callable[[dict], str]:

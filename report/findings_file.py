@@ -1,0 +1,83 @@
+"""findings.json: every pairing object (report/pairings.py), what the numbers mean, and what a reader must know."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from report.pairings import (
+    NO_VARIANTS,
+    PAIRING_ORDER,
+    VANILLA_PAIRING,
+    Pairing,
+    _Record,
+    pairing_meaning,
+    pairs_of,
+    speedup_meaning,
+)
+from report.pairs import Sides, sides_of
+
+
+class FindingsFile(_Record):
+    """findings.json: every pairing object, what the numbers mean, and what a reader must know."""
+
+    # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
+    # verified, so the file of a verified sweep is unchanged).
+    unverified: list[str] = []
+    verdict: list[str] = []  # report/verdict.py: the answer in a few sentences a pair, first in the file
+    sweep: str
+    pairings: list[str]  # the pairings present
+    # Only where a sweep has several pairs: each as 'dllm (family) vs ar (family)', in the findings' order.
+    pairs: list[str] = []
+    # Each pair of the sweep without an answer, with why (every run of one side failed, or nothing to pair with).
+    unanswered: list[str] = []
+    # How the runs were taken (report/history.py: commit, worker processes, interleaving, warm-ups): the verdict's
+    # last clause.
+    provenance: str = ""
+    meaning: dict[str, str]
+    speedup: str
+    notes: list[str]
+    findings: list[Pairing]
+
+
+def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
+                  verdict: Sequence[str] = (), sides: Sides | None = None,
+                  missing: Sequence[str] = (), notes: Sequence[str] = (), provenance: str = "") -> FindingsFile:
+    """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
+    default the pairings' own); `missing`: `unanswered` of the sweep; `notes`: what was extrapolated
+    (report.extrapolation), first among the notes; `provenance`: report.history.history_text."""
+    present = [k for k in PAIRING_ORDER if any(p.pairing == k for p in pairings)]
+    sides = sides or sides_of([p.pair for p in pairings])
+    notes = [*notes, *([NO_VARIANTS] if present == [VANILLA_PAIRING] else [])]
+    if any(q.sessions == 1 for p in pairings for q in p.speedups):
+        notes.append("an interval over one session's repetitions leaves out the variation between sessions "
+                     "(controls.sessions repeats the grid in fresh processes)")
+    if any(p.llada_extrapolated for q in pairings for p in q.speedups):
+        notes.append(f"llada_extrapolated: {sides.dllm}'s latency (and its joules per token) timed from its first "
+                     "steps and extrapolated to all of them (controls.extrapolation); llada_extrapolation_checked: "
+                     "whether a full run at its batch and shape checked it")
+    meaning = pairing_meaning(sides, pairs_of(pairings))
+    return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present, provenance=provenance,
+                        pairs=[pair.heading for pair in pairs_of(pairings)], unanswered=list(missing),
+                        meaning={k: meaning[k] for k in present}, speedup=speedup_meaning(sides), notes=notes,
+                        findings=list(pairings), unverified=list(unverified))
+
+
+def findings_json(record: FindingsFile) -> str:
+    """findings.json's text. A field is written only where it says something: `unverified` when verification
+    failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
+    pairs, `dream_alg` where a finding has one."""
+    several = len(record.pairs) > 1
+    exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
+    if not record.unanswered:
+        exclude["unanswered"] = True
+    if not several:
+        exclude["pairs"] = True
+    per_finding: dict[int | str, Any] = {}
+    for i, finding in enumerate(record.findings):
+        drop = ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"})
+        if drop:
+            per_finding[i] = drop
+    if per_finding:
+        exclude["findings"] = per_finding
+    return record.model_dump_json(indent=1, exclude=exclude) + "\n"
