@@ -6,14 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from specs.schema import QualitySpec
+from specs.schema import PerplexitySpec, QualitySpec
 from tests.worker_fixtures import run_config
 from workers.models.loading import load_model
 from workers.prompts import load_prompt_examples
 from workers.quality.sampled import SAMPLED_CHUNK, sample_seed, sampled_generations
 from workers.runner import Worker
 
-QUALITY = QualitySpec(llama_sampled_temperature=1.0, llama_sampled_samples=3)
+# A metric is on, or the sampled setting would be refused as read by nothing; sampling itself never calls the judge.
+QUALITY = QualitySpec(perplexity=PerplexitySpec(evaluator="llama"), llama_sampled_temperature=1.0,
+                      llama_sampled_samples=3)
 
 
 def _sampled(loaded, batch: int) -> list[list[tuple[int, list[int]]]]:
