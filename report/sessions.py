@@ -25,9 +25,8 @@ def pool_sessions(table: pl.DataFrame) -> pl.DataFrame:
     """One row per configuration (`config_key`) for its successful runs across sessions: the run that measured
     quality (else the first session's) gives the row its identity, memory and quality; the timing columns are
     recomputed over every session's repetitions (their intervals over the sessions' medians: `session_intervals`),
-    and `sessions`, `session_ids`, `run_ids` and
-    `latency_e2e_s_by_session` say what was pooled. Failed runs keep their own rows. A sweep of one session
-    comes back unchanged."""
+    and `sessions`, `session_ids`, `run_ids` and `latency_e2e_s_by_session` say what was pooled, `session_statuses`
+    what was not. Failed runs keep their own rows. A sweep of one session comes back with `session_statuses` added."""
     if "config_key" not in table.columns or not table.height:
         return table
     table = with_session_statuses(table)
@@ -104,6 +103,12 @@ def interval_count(row: dict[str, Any], name: str) -> str:
     if row[f"{name}_interval"] == stats.SESSIONS_T:
         return f"{row.get('sessions')} sessions"
     return str(row[f"{name}_n"])
+
+
+def has_interval(row: dict[str, Any], name: str) -> bool:
+    """Whether a row's interval of `name` is one: the range of a single repetition is that value, not an interval."""
+    kind = row.get(f"{name}_interval")
+    return kind is not None and (kind != stats.RANGE or (row.get(f"{name}_n") or 0) >= 2)
 
 
 def gaps_text(row: dict[str, Any]) -> str:

@@ -123,6 +123,7 @@ def test_one_repetition_gives_no_speedup_interval_and_no_b_star_interval_and_ren
     assert "How sure: no speedup has an interval (1 session x 1 + 1 repetitions: an interval needs" in verdict
     assert "B*'s interval inverts" not in verdict and "B* ≤ 1 (no interval)" in verdict
     assert "LLaMA stays ahead from B* ≤ 1 (LLaMA ahead already at the smallest batch measured; no interval" in verdict
+    assert "(range, n=1" not in md  # one repetition's range is that value, not an interval
     parity = md[md.index("Steps to quality parity"):]
     assert re.search(r"\| \d\.\d+ \(no interval\) \|", parity)  # the speedup at parity, never a formatted None
     b_star_rows = [line for line in md.splitlines() if "| B*: llama-tiny overtakes" in line]
