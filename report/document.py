@@ -4,6 +4,7 @@ Markdown by report/html.py and report/markdown.py; plus the number formats every
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,6 +79,14 @@ class Document:
 
 
 # ------------------------------------------------------------------ formats
+
+# Control characters but tab and newline: an escape sequence in a spec's text would act on a terminal that shows it.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """`text` with each control character but tab and newline written as `\\xNN`: shown, never acted on."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
 
 
 def fmt_float(value: float | None, digits: int = 3) -> str:

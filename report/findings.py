@@ -43,7 +43,7 @@ CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_inverted": _I64, "b_star_tokens_per_s": _F64,
     "predicted_b_star": _F64,
     "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "dream_alg": _STR, "ar_title": _STR,
-    "dllm_title": _STR, "extrapolated": _STR,
+    "dllm_title": _STR, "extrapolated": _STR, "b_star_left_out": pl.List(_STR),
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
@@ -85,9 +85,10 @@ def crossover_table(
             rows_at = [(theirs.filter(pl.col("batch_size") == b).row(0, named=True),
                         runs.filter(pl.col("batch_size") == b).row(0, named=True)) for b in batches]
             speedups = [row_speedup(a, d) for a, d in rows_at]
-            b_star = crossover(batches, speedups)
+            b_star = crossover(batches, speedups)  # None with one batch size
             ratios = [1 / s.estimate for s in speedups]  # T(AR) / T(dLLM): both generate B x N_out tokens
-            at_b_star = _log_interpolate(batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
+            at_b_star = None if b_star is None else _log_interpolate(
+                batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
             profile = profiles.get(hardware)
             predicted = predicted_roofs = None
             if profile is not None and not cfg:
@@ -99,14 +100,21 @@ def crossover_table(
                 predicted_roofs = (predicted_crossover(profile.roofs_only(), **common) if profile.has_floor
                                    else predicted)
             rows.append((hardware, prompt, gen, ar_model, model, steps, block, ", ".join(map(str, batches)),
-                         ", ".join(f"{r:.3g}" for r in ratios), b_star.estimate, b_star.bound, b_star.low,
-                         b_star.low_bound, b_star.high, b_star.high_bound, b_star.level, b_star.inverted, at_b_star,
+                         ", ".join(f"{r:.3g}" for r in ratios), *_crossover_columns(b_star), at_b_star,
                          predicted, predicted_roofs, profile.name if profile else None,
                          profile.floor_note() if profile else None, alg, pair.ar_title, pair.dllm_title,
-                         extrapolated_batches([d for _, d in rows_at])))
+                         extrapolated_batches([d for _, d in rows_at]),
+                         list(b_star.left_out) if b_star is not None else []))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
                        "dream_alg", "llama_model"])
+
+
+def _crossover_columns(c: Crossover | None) -> tuple:
+    """B* and its interval as crossover_table's columns, b_star to b_star_inverted (nulls: no B* placed)."""
+    if c is None:
+        return (None,) * 8
+    return c.estimate, c.bound, c.low, c.low_bound, c.high, c.high_bound, c.level, c.inverted
 
 
 def extrapolated_batches(rows: Sequence[dict]) -> str | None:
@@ -239,10 +247,14 @@ def _speedup_value(row: dict) -> tuple[str, bool]:
     return text, bool(row["low_useful"])
 
 
-def row_crossover(row: dict) -> Crossover:
-    """The measured B* of a crossover_table row, with its interval."""
+def row_crossover(row: dict) -> Crossover | None:
+    """The measured B* of a crossover_table row, with its interval (None: one batch size placed none)."""
+    if row["b_star"] is None:
+        return None
+    left_out = tuple(row.get("b_star_left_out") or ())
     return Crossover(row["b_star"], row["b_star_bound"], row["b_star_low"], row["b_star_low_bound"],
-                     row["b_star_high"], row["b_star_high_bound"], row["b_star_level"], row["b_star_inverted"])
+                     row["b_star_high"], row["b_star_high_bound"], row["b_star_level"], row["b_star_inverted"],
+                     left_out)
 
 
 def _crossover_value(row: dict) -> str:

@@ -10,11 +10,11 @@ from report.pairings import (
     PAIRING_ORDER,
     VANILLA_PAIRING,
     Pairing,
-    _Record,
     pairing_meaning,
     pairs_of,
     speedup_meaning,
 )
+from report.pairing_records import _Record
 from report.pairs import Sides, sides_of
 
 
@@ -52,6 +52,11 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
     if any(q.sessions == 1 for p in pairings for q in p.speedups):
         notes.append("an interval over one session's repetitions leaves out the variation between sessions "
                      "(controls.sessions repeats the grid in fresh processes)")
+    if any(q.sessions_left_out for p in pairings for q in p.speedups):
+        notes.append("sessions_left_out: the planned sessions a speedup could not use (a side's run failed or did not "
+                     "run there); its interval, llama_latency_s and llada_latency_s rest on the sessions both sides "
+                     "ran, while each side's forward time, share of its roofs and joules per token describe its own "
+                     "successful runs")
     if any(p.llada_extrapolated for q in pairings for p in q.speedups):
         notes.append(f"llada_extrapolated: {sides.dllm}'s latency (and its joules per token) timed from its first "
                      "steps and extrapolated to all of them (controls.extrapolation); llada_extrapolation_checked: "
@@ -66,7 +71,7 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
 def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
     failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
-    pairs, `dream_alg` where a finding has one."""
+    pairs, `dream_alg` where a finding has one, a speedup's `sessions_left_out` where it left one out."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
@@ -75,7 +80,12 @@ def findings_json(record: FindingsFile) -> str:
         exclude["pairs"] = True
     per_finding: dict[int | str, Any] = {}
     for i, finding in enumerate(record.findings):
-        drop = ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"})
+        drop: dict[str, Any] = dict.fromkeys(
+            ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"}),
+            True)
+        whole = {j: {"sessions_left_out": True} for j, q in enumerate(finding.speedups) if not q.sessions_left_out}
+        if whole:
+            drop["speedups"] = whole
         if drop:
             per_finding[i] = drop
     if per_finding:

@@ -41,6 +41,10 @@ WELCH = "welch-log"  # one session: Welch's t on the two runs' log latencies
 NONE = "none"  # too few samples for any interval
 METHOD_LABEL = {SESSIONS: "t interval over sessions", WELCH: "Welch t interval on log latencies over repetitions",
                 NONE: "no interval"}
+NO_INTERVAL_NEEDS = "an interval needs two sessions, or two repetitions a side in one"
+# B* is placed only between measured batches: one batch size places none, at or beyond it.
+MIN_BATCHES = 2
+NO_B_STAR = "no B* could be placed with one batch size"
 # Bounds of a B* end: a crossing interpolated between measured batches, or beyond the measured range.
 INTERPOLATED, AT_OR_BELOW, ABOVE = "=", "<=", ">"
 
@@ -56,18 +60,23 @@ class Speedup:
     method: str  # SESSIONS, WELCH or NONE
     sessions: int  # sessions that ran both sides
     repetitions: tuple[int, int]  # repetitions per session (the fewest), numerator and denominator side
+    # Each planned session it could not use, with why: 'session 2 of 2 (llada-tiny failed: error)'.
+    left_out: tuple[str, ...] = ()
 
     @property
     def basis(self) -> str:
-        """'3 sessions x 5 + 5 repetitions' or '1 session x 3 + 3 repetitions'."""
+        """'3 sessions x 5 + 5 repetitions', '1 of 2 sessions x 3 + 3 repetitions, leaving out session 2 of 2 (...)'."""
         a, b = self.repetitions
-        return f"{self.sessions} session{'s' if self.sessions != 1 else ''} x {a} + {b} repetitions"
+        planned = self.sessions + len(self.left_out)
+        of = f" of {planned}" if self.left_out else ""
+        text = f"{self.sessions}{of} session{'s' if planned != 1 else ''} x {a} + {b} repetitions"
+        return text + (f", leaving out {', '.join(self.left_out)}" if self.left_out else "")
 
     @property
     def label(self) -> str:
         """The interval in words: its level, kind and basis, and what it leaves out."""
         if self.level is None:
-            return f"no interval ({self.basis})"
+            return f"no interval ({self.basis}: {NO_INTERVAL_NEEDS})"
         text = f"{level_text(self.level)} {METHOD_LABEL[self.method]}, {self.basis}"
         if self.method == WELCH:
             text += "; one session: excludes variation between sessions"
@@ -78,16 +87,18 @@ class Speedup:
 class Crossover:
     """B*: the batch from which the autoregressive side's throughput stays ahead, with its interval. Each value
     comes with its bound: INTERPOLATED (between two measured batches), AT_OR_BELOW (ahead already at the smallest
-    measured batch: the value is that batch) or ABOVE (not yet at the largest: the value is that batch)."""
+    measured batch: the value is that batch) or ABOVE (not yet at the largest: the value is that batch). Its
+    interval is None where a speedup it rests on has none (nothing to invert)."""
 
     estimate: float
     bound: str
-    low: float
-    low_bound: str
-    high: float
-    high_bound: str
-    level: float | None  # the pointwise level of the intervals it inverts
+    low: float | None
+    low_bound: str | None
+    high: float | None
+    high_bound: str | None
+    level: float | None  # the pointwise level of the intervals it inverts (None: no interval)
     inverted: int = 0  # how many pointwise intervals it inverts (one per measured batch)
+    left_out: tuple[str, ...] = ()  # the sessions its speedups leave out, with why (Speedup.left_out)
 
     @property
     def interpolated(self) -> bool:
@@ -182,16 +193,21 @@ def crossing(batches: Sequence[int], speedups: Sequence[float]) -> tuple[float, 
     return math.exp(b0 + fraction * (b1 - b0)), INTERPOLATED
 
 
-def crossover(batches: Sequence[int], points: Sequence[Speedup]) -> Crossover:
-    """B* and its interval from the speedup at each batch (`points`, in the order of `batches`). A lower speedup
-    crosses 1 sooner, so B*'s low end is the crossing of the intervals' low ends and its high end the crossing of
-    their high ends. A point without an interval lends its estimate to both."""
+def crossover(batches: Sequence[int], points: Sequence[Speedup]) -> Crossover | None:
+    """B* and its interval from the speedup at each batch (`points`, in the order of `batches`); None below
+    MIN_BATCHES (one batch says nothing of where the autoregressive model overtakes). A lower speedup crosses 1
+    sooner, so B*'s low end is the crossing of the intervals' low ends and its high end the crossing of their high
+    ends; where any point has no interval, B* has none."""
+    if len(batches) < MIN_BATCHES:
+        return None
     estimate, bound = crossing(batches, [p.estimate for p in points])
-    low, low_bound = crossing(batches, [p.low if p.low is not None else p.estimate for p in points])
-    high, high_bound = crossing(batches, [p.high if p.high is not None else p.estimate for p in points])
-    levels = [p.level for p in points]
-    level = None if any(v is None for v in levels) else min(v for v in levels if v is not None)
-    return Crossover(estimate, bound, low, low_bound, high, high_bound, level, len(points))
+    left_out = tuple(dict.fromkeys(gap for p in points for gap in p.left_out))
+    if any(p.low is None or p.high is None or p.level is None for p in points):
+        return Crossover(estimate, bound, None, None, None, None, None, len(points), left_out)
+    low, low_bound = crossing(batches, [p.low for p in points if p.low is not None])
+    high, high_bound = crossing(batches, [p.high for p in points if p.high is not None])
+    level = min(p.level for p in points if p.level is not None)
+    return Crossover(estimate, bound, low, low_bound, high, high_bound, level, len(points), left_out)
 
 
 def inverted_coverage(level: float, intervals: int) -> float:
@@ -200,24 +216,39 @@ def inverted_coverage(level: float, intervals: int) -> float:
     return max(0.0, 1 - intervals * (1 - level))
 
 
-def crossover_text(c: Crossover, ar: str, dllm: str) -> str:
-    """'5.3 [3.9, 9.4] (interpolated between measured batches; at least 90%: 2 pointwise 95% intervals inverted)'
-    and its open-ended forms."""
-    interval = f"[{_end(c.low, c.low_bound)}, {_end(c.high, c.high_bound)}]"
-    level = coverage_text(c)
+def crossover_text(c: Crossover | None, ar: str, dllm: str) -> str:
+    """'5.3 [3.9, 9.4] (interpolated between measured batches; at least 90%: 2 pointwise 95% intervals inverted)',
+    its open-ended forms, '5.3 (...; no interval: ...)' where a speedup has none, NO_B_STAR for one batch; and the
+    sessions its speedups leave out."""
+    if c is None:
+        return NO_B_STAR
+    interval = "" if c.low is None else f" {bracket_ends(c)}"
     if c.bound == AT_OR_BELOW:
         where = f"{ar} ahead already at the smallest batch measured"
     elif c.bound == ABOVE:
         where = f"{dllm} still ahead at the largest batch measured"
     else:
         where = "interpolated between measured batches"
-    return f"{_end(c.estimate, c.bound)} {interval} ({where}; {level})"
+    gaps = f"; its speedups leave out {', '.join(c.left_out)}" if c.left_out else ""
+    return f"{b_star_value(c)}{interval} ({where}; {coverage_text(c)}{gaps})"
+
+
+def b_star_value(c: Crossover) -> str:
+    """'4.32', '≤ 1' or '> 16': B* alone, with its bound."""
+    return bounded(c.estimate, c.bound)
+
+
+def bracket_ends(c: Crossover) -> str:
+    """'[3.46, 5.4]', '[≤ 1, 1.3]': B*'s interval with its bounds; '(no interval)' where it has none."""
+    if c.low is None or c.high is None:
+        return "(no interval)"
+    return f"[{bounded(c.low, c.low_bound)}, {bounded(c.high, c.high_bound)}]"
 
 
 def coverage_text(c: Crossover) -> str:
-    """'at least 90%: 2 pointwise 95% intervals inverted', or 'no interval'."""
+    """'at least 90%: 2 pointwise 95% intervals inverted', or why there is no interval."""
     if c.level is None or c.coverage is None:
-        return "no interval"
+        return f"no interval: a speedup it rests on has none ({NO_INTERVAL_NEEDS})"
     count = f"{c.inverted} pointwise {level_text(c.level)} interval{'s' if c.inverted != 1 else ''} inverted"
     return f"at least {level_text(c.coverage)}: {count}"
 
@@ -227,5 +258,6 @@ def level_text(level: float) -> str:
     return f"{level:.0%}" if abs(level * 100 - round(level * 100)) < 1e-9 else f"{level:.1%}"
 
 
-def _end(value: float, bound: str) -> str:
+def bounded(value: float, bound: str | None) -> str:
+    """'≤ 1', '> 16' or '4.32': a B* value with its bound."""
     return {AT_OR_BELOW: f"≤ {value:g}", ABOVE: f"> {value:g}"}.get(bound, f"{value:.3g}")

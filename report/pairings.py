@@ -15,28 +15,28 @@ B*: measured from the same speedups with its interval, and the roofline's on the
 roofs-only model's (each latency at the roofs) and the floor-calibrated model's (fitted to measured runs). Neither
 is a bound on B*: a ratio of two lower bounds bounds nothing.
 
-`findings.json` (report/findings_file.py) holds these objects. Their fields keep the first pair's names:
-`llama_*` is the pair's autoregressive side, `llada_*` its diffusion side.
+`findings.json` (report/findings_file.py) holds these objects (report/pairing_records.py). Their fields keep the
+first pair's names: `llama_*` is the pair's autoregressive side, `llada_*` its diffusion side.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
 
 from report.extrapolation import StepModes, shape_key, step_modes, trusted
 from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, Crossover, Speedup, crossover
+from report.pairing_records import Pairing, PairingPoint, SParity
 from report.pairing_roofline import best_roofline_crossover, representatives
 from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.quality import FIGURE_METRICS
-from report.sessions import row_speedup
+from report.sessions import row_speedup, shared_median
 from report.table import full_where_measured, with_dream_alg
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
-from specs.registry import archs_of, family
+from specs.registry import family
 from specs.results import RunResult
 from specs.schema import VANILLA
 
@@ -47,8 +47,6 @@ NO_VARIANTS = ("no other implementation ran: every run is the vanilla implementa
 # The diffusion curve a pairing follows over batch sizes (its implementation is the pairing's choice).
 CURVE = ("hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
          "dream_alg", "cfg_scale", "dtype")
-# A pairing record built without its families (an older caller) is of the first family of each paradigm.
-_FIRST_AR, _FIRST_DLLM = archs_of("autoregressive")[0], archs_of("diffusion")[0]
 # What each sampler family's vanilla implementation is, and its time against the official code in the CPU bench of
 # docs/samplers.md (`just bench`: small random models, 2 threads): "vanilla" is not the untouched reference.
 VANILLA_IS = {
@@ -86,131 +84,6 @@ def speedup_meaning(sides: Sides) -> str:
     return (f"speedup = L_e2e({sides.ar}) / L_e2e({sides.dllm}) at the same batch and lengths, median against "
             f"median (> 1: {sides.dllm} is faster); B* = the batch size from which {sides.ar}'s throughput stays "
             "ahead")
-
-
-class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class SParity(_Record):
-    """The vanilla diffusion model's S_parity on one headline metric against its headline reference."""
-
-    metric: str
-    reference: str
-    judge: str | None = None  # the model that scores the metric (perplexity's evaluator), where one does
-    judge_under_test: bool = False  # the judge is the pair's own autoregressive model
-    steps: int | None  # None: no parity within the swept steps
-    bound: str | None  # "=" or "<=" (parity already at the fewest swept steps)
-    # The S_parity of bootstrap replicates over prompts spans these step counts: the swept grid's resolution, no
-    # confidence interval (None: above the largest swept, or too few prompts).
-    replicate_low_steps: int | None = None
-    replicate_high_steps: int | None = None
-    parity_fraction: float | None = None  # share of bootstrap replicates that reach parity
-    # The equivalence test behind it (report/equivalence.py): its margin, α and prompts; the replicates' S_parity
-    # by step count (shares in step order); whether the metric passed its calibration gate, and the gate's words.
-    margin: str | None = None
-    alpha: float | None = None
-    n_prompts: int | None = None
-    replicate_steps: list[int] = []
-    replicate_shares: list[float] = []
-    decides: bool = True
-    gate: str | None = None
-
-
-class PairingPoint(_Record):
-    """One batch size: both runs, how each executes, the speedup with its interval and basis, their energy."""
-
-    batch_size: int
-    llama_impl: str
-    llada_impl: str
-    llama_execution: str  # eager, compiled or graph-captured (report.table.execution_of)
-    llada_execution: str
-    llama_run_id: str
-    llada_run_id: str
-    llama_latency_s: float
-    llada_latency_s: float
-    speedup: float
-    speedup_low: float | None
-    speedup_high: float | None
-    interval_level: float | None  # the interval's nominal coverage (None: no interval)
-    interval_method: str  # report.intervals: "t-sessions", "welch-log" or "none"
-    interval_label: str  # e.g. "95% t interval over sessions, 3 sessions x 5 + 5 repetitions"
-    sessions: int
-    llama_repetitions: int  # a session's (the fewest)
-    llada_repetitions: int
-    llada_extrapolated: bool  # the diffusion latency timed from its first steps, the rest extrapolated
-    llama_joules_per_token: float | None = None
-    llada_joules_per_token: float | None = None
-    llada_energy_extrapolated: bool | None = None
-    # Each side's median time per forward (a decode pass; a diffusion step) and the share of its roofs it reached
-    # (roofs-only predicted latency / measured): how much of a latency is host overhead.
-    llama_forward_s: float | None = None
-    llada_forward_s: float | None = None
-    llama_roofs_fraction: float | None = None
-    llada_roofs_fraction: float | None = None
-    llada_timed_steps: int | None = None  # an extrapolated latency's timed steps
-    llada_extrapolation_checked: bool | None = None  # a full run at its batch and shape checked it (None: not extrapolated)
-    # Where the repetitions' steps at its vanilla shape split into two modes (report.extrapolation.step_modes): the
-    # two modes' median step and the speedup at each, the diffusion latency scaled by its step to the mode's.
-    llada_step_modes_s: list[float] | None = None
-    speedup_at_modes: list[float] | None = None
-
-
-class Pairing(_Record):
-    """One pairing of one pair at one diffusion setting over the batch sizes both ran. `llama_*`: the pair's
-    autoregressive model, `llada_*`: its diffusion model (of families `ar_arch` and `dllm_arch`). Every B* comes with
-    its bound: "=" a crossing between measured (or, for the roofline, computed) batches, "<=" the autoregressive
-    model ahead already at the smallest batch (the value is that batch), ">" not yet at the largest."""
-
-    pairing: Literal["best", "best-ar", "vanilla"]
-    hardware: str
-    prompt_length: int
-    generation_length: int
-    steps: int
-    block_length: int | None  # None: a family without blocks (Dream)
-    llama_model: str
-    llada_model: str
-    llama_impls: list[str]  # every implementation the pairing used, in the order of the batch sizes
-    llada_impls: list[str]
-    s_parity: list[SParity]
-    at_s_parity: list[str]  # the metrics whose S_parity is this step count
-    speedups: list[PairingPoint]
-    b_star_measured: float
-    b_star_bound: str
-    b_star_low: float
-    b_star_low_bound: str
-    b_star_high: float
-    b_star_high_bound: str
-    b_star_level: float | None  # the pointwise level of the intervals it inverts
-    roofline_profile: str | None
-    b_star_coverage: float | None = None  # what inverting one pointwise interval per batch guarantees (union bound)
-    b_star_roofs: float | None = None  # the roofs-only model's (None: no profile, CFG, or an error in roofline_note)
-    b_star_roofs_bound: str | None = None
-    b_star_calibrated: float | None = None  # the floor-calibrated model's: fitted to measured runs
-    b_star_calibrated_bound: str | None = None
-    calibration: str | None = None  # the floor and what it was fitted on (None: the profile has none)
-    roofline_note: str | None = None
-    roofline_implementations: dict[str, str] | None = None  # best pairing: the fastest predicted at B*
-    # Written to findings.json only where they say something (findings_json): Dream's alg where it has one, the
-    # families where a sweep has several pairs.
-    dream_alg: str | None = None
-    ar_arch: str = _FIRST_AR
-    dllm_arch: str = _FIRST_DLLM
-
-    @property
-    def pair(self) -> Pair:
-        return Pair(ar_model=self.llama_model, ar_arch=self.ar_arch, dllm_model=self.llada_model,
-                    dllm_arch=self.dllm_arch)
-
-    @property
-    def b_star(self) -> Crossover:
-        return Crossover(self.b_star_measured, self.b_star_bound, self.b_star_low, self.b_star_low_bound,
-                         self.b_star_high, self.b_star_high_bound, self.b_star_level, len(self.speedups))
-
-    @property
-    def quality_measured(self) -> bool:
-        """Whether the sweep measured the diffusion model's quality at these lengths (S_parity was sought)."""
-        return bool(self.s_parity)
 
 
 # ---------------------------------------------------------------- building the pairings
@@ -306,10 +179,7 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
               "llama_impls": _ordered(p.llama_impl for p in points),
               "llada_impls": _ordered(p.llada_impl for p in points), "s_parity": s_parity,
               "at_s_parity": [s.metric for s in s_parity if s.steps == where["steps"]], "speedups": points,
-              "b_star_measured": b_star.estimate, "b_star_bound": b_star.bound, "b_star_low": b_star.low,
-              "b_star_low_bound": b_star.low_bound, "b_star_high": b_star.high, "b_star_high_bound": b_star.high_bound,
-              "b_star_level": b_star.level, "b_star_coverage": b_star.coverage,
-              "roofline_profile": profile.name if profile is not None else None}
+              **b_star_fields(b_star), "roofline_profile": profile.name if profile is not None else None}
     if profile is None:
         return Pairing(**common, roofline_note="no roofline profile for this device")
     if where["cfg_scale"]:
@@ -349,6 +219,16 @@ def roofline_bound(b_star: float | None) -> str:
     return AT_OR_BELOW if b_star == 1.0 else INTERPOLATED
 
 
+def b_star_fields(c: Crossover | None) -> dict[str, Any]:
+    """A Pairing's measured B* fields: all None where no B* could be placed (one batch size)."""
+    if c is None:
+        return dict.fromkeys(("b_star_measured", "b_star_bound", "b_star_low", "b_star_low_bound", "b_star_high",
+                              "b_star_high_bound", "b_star_level", "b_star_coverage"))
+    return {"b_star_measured": c.estimate, "b_star_bound": c.bound, "b_star_low": c.low, "b_star_low_bound": c.low_bound,
+            "b_star_high": c.high, "b_star_high_bound": c.high_bound, "b_star_level": c.level,
+            "b_star_coverage": c.coverage}
+
+
 def _ordered(names: Any) -> list[str]:
     return list(dict.fromkeys(names))
 
@@ -362,8 +242,8 @@ def _point(ar: dict[str, Any], dllm: dict[str, Any], s: Speedup, modes: StepMode
     return PairingPoint(
         batch_size=ar["batch_size"], llama_impl=ar["impl"], llada_impl=dllm["impl"],
         llama_execution=ar.get("execution") or "eager", llada_execution=dllm.get("execution") or "eager",
-        llama_run_id=ar["run_id"], llada_run_id=dllm["run_id"], llama_latency_s=ar["latency_e2e_s_median"],
-        llada_latency_s=dllm["latency_e2e_s_median"], speedup=s.estimate, speedup_low=s.low, speedup_high=s.high,
+        llama_run_id=ar["run_id"], llada_run_id=dllm["run_id"], llama_latency_s=shared_median(ar, dllm),
+        llada_latency_s=shared_median(dllm, ar), sessions_left_out=list(s.left_out), speedup=s.estimate, speedup_low=s.low, speedup_high=s.high,
         interval_level=s.level, interval_method=s.method, interval_label=s.label, sessions=s.sessions,
         llama_repetitions=s.repetitions[0], llada_repetitions=s.repetitions[1], llada_extrapolated=extrapolated,
         llama_joules_per_token=ar.get("joules_per_token"), llada_joules_per_token=dllm.get("joules_per_token"),

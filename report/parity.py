@@ -54,7 +54,7 @@ from report.quality import (
     _groups,
     notes_of,
 )
-from report.sessions import row_speedup
+from report.sessions import row_speedup, shared_median
 from report.parity_text import NO_PARITY, bracket, replicate_span, statement
 from report.table import vanilla_runs, with_dream_alg
 from specs.controls import ParitySpec
@@ -359,9 +359,9 @@ def _speedup_rows(
     for batch in sorted(llama["batch_size"].unique().to_list()):
         ar = llama.filter(pl.col("batch_size") == batch).row(0, named=True)
         at = llada.filter(pl.col("batch_size") == batch)
-        row = {**base, "batch_size": batch, "llama_model": ar["model"],
-               "llama_latency_e2e_s": ar["latency_e2e_s_median"]}
         diffusion = at.row(0, named=True) if at.height else None
+        row = {**base, "batch_size": batch, "llama_model": ar["model"],  # over the sessions the speedup rests on
+               "llama_latency_e2e_s": shared_median(ar, diffusion) if diffusion else ar["latency_e2e_s_median"]}
         speedup = low = high = goodput = None
         label = None
         if diffusion is not None and diffusion["latency_e2e_s_median"]:
@@ -371,7 +371,7 @@ def _speedup_rows(
             if ar["goodput_tokens_per_s_median"] and diffusion["goodput_tokens_per_s_median"]:
                 goodput = diffusion["goodput_tokens_per_s_median"] / ar["goodput_tokens_per_s_median"]
         row.update({
-            "llada_latency_e2e_at_parity_s": diffusion["latency_e2e_s_median"] if diffusion else None,
+            "llada_latency_e2e_at_parity_s": shared_median(diffusion, ar) if diffusion else None,
             "speedup": speedup, "speedup_low": low, "speedup_high": high, "speedup_interval": label,
             "goodput_speedup": goodput,
             "low_useful": bool(ar["low_useful"]) or bool(diffusion and diffusion["low_useful"]),

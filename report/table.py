@@ -93,6 +93,8 @@ SCHEMA: dict[str, pl.DataType] = {
     # A configuration's runs across sessions (report/sessions.py pools them; one run: these describe it alone).
     "sessions": _I64, "session_ids": pl.List(_I64), "run_ids": pl.List(_STR),
     "latency_e2e_s_by_session": pl.List(pl.List(_F64)),
+    # The spec's controls.sessions, and the configuration's status in each (ok, a failure, or "not run").
+    "planned_sessions": _I64, "session_statuses": pl.List(_STR),
 }
 
 
@@ -175,7 +177,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "num_blocks": config.num_blocks, "remasking": config.remasking,
         "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
-        "repetitions": config.controls.repetitions,
+        "repetitions": config.controls.repetitions, "planned_sessions": config.controls.sessions,
         "impl": config.impl_name, "execution": execution_of(config), "timed_steps": config.timed_steps,
         "extrapolated": bool(samples and samples.extrapolated is not None),
         "nfe": result.nfe, "model_load_s": result.model_load_s,

@@ -21,7 +21,7 @@ from report import stats
 from report.document import fmt_bytes
 from report.parity import bracket
 from report.quality import GENERATED
-from report.sessions import row_speedup
+from report.sessions import row_speedup, shared_median
 from report.table import GRID_POINT, full_where_measured, vanilla_runs, with_dream_alg
 from specs.schema import VANILLA
 
@@ -86,8 +86,9 @@ def _compare(row: dict[str, Any], base: dict[str, Any] | None, predicted: dict[s
     if base is None:
         return out
     spread = row_speedup(base, row)
-    out.update({
-        "vanilla_run_id": base["run_id"], "vanilla_latency_s": base["latency_e2e_s_median"],
+    out.update({  # both latencies over the sessions the speedup rests on
+        "latency_s": shared_median(row, base), "vanilla_run_id": base["run_id"],
+        "vanilla_latency_s": shared_median(base, row),
         "speedup": spread.estimate, "speedup_low": spread.low, "speedup_high": spread.high,
         "speedup_interval": spread.label, "vanilla_repetitions": spread.repetitions[0],
         "vanilla_forwards": base["forwards"], "vanilla_tokens_per_forward": base["tokens_per_forward"],

@@ -30,8 +30,18 @@ from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
 
+from report.document import printable
 from report.findings import SHORT_LABEL
-from report.intervals import ABOVE, AT_OR_BELOW, INTERPOLATED, crossover_text, level_text
+from report.intervals import (
+    INTERPOLATED,
+    METHOD_LABEL,
+    NO_B_STAR,
+    NONE,
+    b_star_value,
+    bounded,
+    crossover_text,
+    level_text,
+)
 from report.pairing_text import modes_text, roofline_value
 from report.pairings import (
     BEST_PAIRING,
@@ -209,19 +219,27 @@ def _speed_clause(group: list[Pairing], t: Sides) -> str:
     firsts = [p.speedups[0] for p in group]
     at = f"B = {_list(sorted({q.batch_size for q in firsts}))}"
     if len(group) == 1:
-        equals = "= " if group[0].b_star_bound == INTERPOLATED else ""
+        b_star = group[0].b_star
+        if b_star is None:
+            return f"{_who_is_faster(firsts[0], at, t)}{_marks(firsts[0], t)}; {NO_B_STAR}"
+        equals = "= " if b_star.bound == INTERPOLATED else ""
         return (f"{_who_is_faster(firsts[0], at, t)}{_marks(firsts[0], t)}, and {t.ar} stays ahead from "
-                f"B* {equals}{_b_star(group[0], t)}")
+                f"B* {equals}{crossover_text(b_star, t.ar, t.dllm)}")
     low, high = min(q.speedup for q in firsts), max(q.speedup for q in firsts)
     who = (f"{t.ar} is {1 / high:.3g}x–{1 / low:.3g}x faster than {t.dllm}" if high < 1
            else f"{t.dllm} is {low:.3g}x–{high:.3g}x faster than {t.ar}" if low >= 1
            else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x (> 1: {t.dllm} faster)")
     scaled = sum(1 for q in firsts if q.llada_extrapolated)
     note = f" ({scaled} of those {t.dllm} latencies timed from their first steps and scaled)" if scaled else ""
-    stars = sorted((p.b_star_measured, p.b_star_bound) for p in group)
-    b_star = "B* " + "–".join(dict.fromkeys(_bounded(b, bound) for b, bound in (stars[0], stars[-1])))
-    return (f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star} (each with its "
-            "interval in the Findings)")
+    stars = sorted((c.estimate, c.bound) for c in (p.b_star for p in group) if c is not None)
+    if not stars:
+        return f"{who} at {at} over {len(group)} settings{note}; {NO_B_STAR}"
+    b_star = "B* " + "–".join(dict.fromkeys(bounded(b, bound) for b, bound in (stars[0], stars[-1])))
+    unplaced = len(group) - len(stars)
+    placed = f", where placed ({unplaced} with one batch size place none)" if unplaced else ""
+    where = ("each with its interval in the Findings" if any(p.b_star_low is not None for p in group)
+             else "none with an interval")
+    return f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star}{placed} ({where})"
 
 
 def _who_is_faster(q: PairingPoint, at: str, t: Sides) -> str:
@@ -244,14 +262,6 @@ def _marks(q: PairingPoint, t: Sides) -> str:
     if q.speedup_at_modes:
         parts.append(modes_text(q))
     return f" ({'; '.join(parts)})" if parts else ""
-
-
-def _b_star(p: Pairing, t: Sides) -> str:
-    return crossover_text(p.b_star, t.ar, t.dllm)
-
-
-def _bounded(b: float, bound: str) -> str:
-    return {AT_OR_BELOW: f"≤ {b:g}", ABOVE: f"> {b:g}"}.get(bound, f"{b:.3g}")
 
 
 def _where(group: list[Pairing]) -> str:
@@ -280,9 +290,14 @@ def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
 
 def _how_sure(group: list[Pairing], first: list[Pairing], context: str) -> str:
     points = [q for p in group for q in p.speedups]
-    labels = sorted({q.interval_label for q in points})
-    text = "How sure: each speedup's interval is a " + " or a ".join(labels)
-    covered = [p.b_star.coverage for p in group if p.b_star.coverage is not None]
+    labels = sorted({q.interval_label for q in points if q.interval_level is not None})
+    bare = sorted({q.interval_label for q in points if q.interval_level is None})
+    parts = ["each speedup's interval is a " + " or a ".join(labels)] if labels else []
+    if bare:  # 'no interval (1 session x 1 + 1 repetitions: an interval needs ...)'
+        count = "no speedup has an interval" if not labels else f"{sum(q.interval_level is None for q in points)} have none"
+        parts.append(f"{count} " + "; ".join(label.removeprefix(f"{METHOD_LABEL[NONE]} ") for label in bare))
+    text = "How sure: " + "; ".join(parts)
+    covered = [c.coverage for c in (p.b_star for p in group) if c is not None and c.coverage is not None]
     if covered:
         text += (f"; B*'s interval inverts one of them per batch, which guarantees at least {level_text(min(covered))} "
                  "where the speedup falls with B and is log-linear between measured batches")
@@ -310,8 +325,9 @@ def _roofline_clause(group: list[Pairing]) -> str:
     if p.calibration:
         text += (f" and its floor-calibrated B* {roofline_value(p.b_star_calibrated, p.b_star_calibrated_bound)} "
                  f"({p.calibration})")
-    measured = crossover_text(p.b_star, p.pair.ar_title, p.pair.dllm_title).split(" [")[0]
-    return text + f", against {measured} measured at {p.steps} steps"
+    measured = (f"{b_star_value(p.b_star)} measured at {p.steps} steps" if p.b_star is not None
+                else f"no measured B* at {p.steps} steps (one batch size)")
+    return text + f", against {measured}"
 
 
 # ---------------------------------------------------------------- formats
@@ -360,10 +376,11 @@ TERMINAL_WIDTH = 110
 
 def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) -> str:
     """What a sweep prints after its run table: the verdict, one wrapped paragraph per sentence, and where the
-    full Findings, both pairings and the variants are (the report's path is the line after it)."""
+    full Findings, both pairings and the variants are (the report's path is the line after it). A spec's text in
+    them (a judge's path) shows its control characters, never acts on the terminal."""
     lines = ["", "Verdict"]
     for sentence in sentences:
-        lines += textwrap.wrap(sentence, TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
+        lines += textwrap.wrap(printable(sentence), TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
     lines.append(f"The full Findings, every pairing and any variants: {markdown} and {findings_json.name} beside it")
     return "\n".join(lines)
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from report.equivalence import CHANCE
 from report.findings import SHORT_LABEL
-from report.intervals import ABOVE, AT_OR_BELOW
+from report.intervals import NO_B_STAR, b_star_value, bracket_ends
 from report.pairings import VANILLA_PAIRING, Pairing, SParity
 from report.pairs import Sides
 from report.parity import MIN_REPLICATE_SHARE, bracket
@@ -59,7 +59,7 @@ def _replicates(s: SParity, vanilla: Sequence[Pairing]) -> str:
         at = next((p for p in vanilla if p.steps == steps), None)
         if at is not None and at.speedups:
             q = at.speedups[0]
-            text += f" {q.speedup:.3g}x {bracket(q.speedup_low, q.speedup_high)} at B = {q.batch_size}, B* {_b_star(at)}"
+            text += f" {q.speedup:.3g}x {bracket(q.speedup_low, q.speedup_high)} at B = {q.batch_size}, {_b_star(at)}"
         spoken.append(text)
     never = 1.0 - s.parity_fraction
     if never >= MIN_REPLICATE_SHARE:
@@ -70,9 +70,9 @@ def _replicates(s: SParity, vanilla: Sequence[Pairing]) -> str:
 
 
 def _b_star(p: Pairing) -> str:
-    """'4.32 [3.46, 5.4]', '≤ 1 [≤ 1, 1.3]', '> 16 [...]': B* and its interval with their bounds."""
-    def one(value: float, bound: str) -> str:
-        return {AT_OR_BELOW: f"≤ {value:g}", ABOVE: f"> {value:g}"}.get(bound, f"{value:.3g}")
-
-    return (f"{one(p.b_star_measured, p.b_star_bound)} "
-            f"[{one(p.b_star_low, p.b_star_low_bound)}, {one(p.b_star_high, p.b_star_high_bound)}]")
+    """'B* 4.32 [3.46, 5.4]', 'B* ≤ 1 [≤ 1, 1.3]', 'B* > 16 (no interval)': B* and its interval with their bounds;
+    or that one batch size places none."""
+    c = p.b_star
+    if c is None:
+        return NO_B_STAR
+    return f"B* {b_star_value(c)} {bracket_ends(c)}"

@@ -27,7 +27,7 @@ from report.figures.style import (  # noqa: F401
     steps_colors,
 )
 from report.pairs import is_dllm
-from report.sessions import interval_count
+from report.sessions import has_interval, interval_count
 from report.stats import INTERVAL_LABEL
 
 PLOT_DATA_ATTR = "_llada_bench_data"
@@ -51,9 +51,10 @@ def interval_note(rows: pl.DataFrame, names: Sequence[str], what: str = "Error b
     for name in names:
         if f"{name}_interval" in rows.columns:
             for row in rows.filter(pl.col(f"{name}_interval").is_not_null()).iter_rows(named=True):
-                found.setdefault(row[f"{name}_interval"], set()).add(interval_count(row, name))
+                if has_interval(row, name):
+                    found.setdefault(row[f"{name}_interval"], set()).add(interval_count(row, name))
     if not found:
-        return f"{what}: none (no repetitions)."
+        return f"{what}: none (fewer than two repetitions)."
     kinds = []
     for kind in sorted(found):
         counts = sorted(found[kind], key=lambda text: int(text.split()[0]))

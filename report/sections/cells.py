@@ -8,7 +8,7 @@ import polars as pl
 
 from report import stats
 from report.document import Table, fmt_value
-from report.sessions import interval_count
+from report.sessions import gaps_text, has_interval, interval_count
 
 
 def hardware_column(multi: bool) -> list[tuple[str, str]]:
@@ -46,11 +46,12 @@ def column_table(df: pl.DataFrame, columns: Sequence[tuple[str, object]], captio
 
 def interval_cell(row: dict, name: str, fmt: Callable[[float], str]) -> str:
     """'[low, high] (range, n=5)' or '[low, high] (95% t interval over the sessions' medians, n=3 sessions)': never
-    an interval without its kind and what it rests on."""
+    an interval without its kind and what it rests on, a planned session it lacks included (', leaving out session
+    2 of 2 (llada-tiny failed: error)'); '–' for one repetition, whose range is no interval."""
     low, high, kind = row[f"{name}_interval_low"], row[f"{name}_interval_high"], row[f"{name}_interval"]
-    if low is None or high is None or kind is None:
+    if low is None or high is None or not has_interval(row, name):
         return "–"
-    return f"[{fmt(low)}, {fmt(high)}] ({stats.INTERVAL_LABEL[kind]}, n={interval_count(row, name)})"
+    return f"[{fmt(low)}, {fmt(high)}] ({stats.INTERVAL_LABEL[kind]}, n={interval_count(row, name)}{gaps_text(row)})"
 
 
 def timed_cell(row: dict) -> str:

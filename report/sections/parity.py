@@ -10,6 +10,7 @@ import polars as pl
 from report.document import Table, fmt_float
 from report.findings import PARITY_ANCHOR
 from report.pairs import GENERIC_AR, GENERIC_DLLM, Sides
+from report.parity_text import bracket
 from report.quality import FIGURE_METRICS
 from report.sections.cells import column_table, hardware_column, quality_flag
 
@@ -87,7 +88,7 @@ def _speedup_cell(r: dict) -> str:
     if r["speedup"] is None:
         return "–"
     bound = ">= " if r["s_parity_bound"] == "<=" else ""
-    return f"{bound}{r['speedup']:.3g} [{r['speedup_low']:.3g}, {r['speedup_high']:.3g}]"
+    return f"{bound}{r['speedup']:.3g} {bracket(r['speedup_low'], r['speedup_high'])}"
 
 
 def _repetition_cell(r: dict) -> str:

@@ -41,11 +41,27 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
         blocks.append(Paragraph("No readable manifest.json.", warning=True))
         return Blocks([], blocks)
     blocks.append(Paragraph(f"spec.yaml sha256: {manifest.spec_sha256}"))
-    status = dict(table.select("run_id", "status").iter_rows())
-    model = dict(table.select("run_id", "model").iter_rows())
+    runs = runs_read(table)
     blocks.append(Table(
-        ("run file", "model", "status", "sha256"),
-        tuple((f"runs/{rid}.json", model.get(rid, "–"), status.get(rid, "missing"), digest)
+        ("run file", "model", "session", "status", "sha256"),
+        tuple((f"runs/{rid}.json", *runs.get(rid, ("–", "–", _not_read(rid, inputs.problems))), digest)
               for rid, digest in sorted(manifest.runs.items())),
-        "Manifest checksums"))
+        "Manifest checksums: every run file with its model, session and status (the other tables pool a "
+        "configuration's sessions into one row)"))
     return Blocks([], blocks)
+
+
+def runs_read(table: pl.DataFrame) -> dict[str, tuple[str, str, str]]:
+    """(model, session, status) of every run the report read, by run id: each run of a row that pools several
+    sessions (report/sessions.py) under its own id and session, counted from 1."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for row in table.select("model", "status", "run_ids", "session_ids", "planned_sessions").iter_rows(named=True):
+        for run_id, session in zip(row["run_ids"], row["session_ids"]):
+            out[run_id] = (row["model"], f"{session + 1} of {row['planned_sessions'] or 1}", row["status"])
+    return out
+
+
+def _not_read(run_id: str, problems: tuple[str, ...]) -> str:
+    """Why a manifest's run is in no row: what verification said of its file, else that it was not read."""
+    said = [p.split(": ", 1)[1] for p in problems if f"runs/{run_id}.json: " in p]
+    return f"not read: {said[0]}" if said else "not read"
