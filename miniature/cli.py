@@ -43,15 +43,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bd-tokens", type=int, default=DEFAULT_FINE_TUNE_TOKENS,
                         help=f"the block-diffusion member's fine-tuning tokens (default {DEFAULT_FINE_TUNE_TOKENS})")
     args = parser.parse_args(argv)
-    if args.bd_tokens < 1:
-        parser.error("--bd-tokens: must be at least 1")
-    block_diffusion = BlockDiffusionStage(base=args.bd_base, fine_tune_tokens=args.bd_tokens)
     configs = dict(DEFAULT_CONFIGS)
     for arch, steps in (("llama", args.llama_steps), ("llada", args.llada_steps)):
         if steps is not None:
             if steps < 1:
                 parser.error(f"--{arch}-steps: must be at least 1")
             configs[arch] = dataclasses.replace(configs[arch], steps=steps)
+    if args.bd_tokens < 1:
+        parser.error("--bd-tokens: must be at least 1")
+    block_diffusion = BlockDiffusionStage(base=args.bd_base, fine_tune_tokens=args.bd_tokens)
     try:
         provenance = run_pipeline(args.work_dir, args.out, configs, deb=args.deb, deb_version=args.deb_version,
                                   block_diffusion=block_diffusion)
