@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import transformers
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedTokenizerBase, Qwen2Config, Qwen2ForCausalLM
 
@@ -55,7 +56,7 @@ def official_config(config: Qwen2Config, mask_token_id: int, eos_token_id: int) 
         "sliding_window": None,
         "tie_word_embeddings": config.tie_word_embeddings,
         "torch_dtype": str(STORED_DTYPE).removeprefix("torch."),
-        "transformers_version": config.transformers_version,
+        "transformers_version": transformers.__version__,
         "use_cache": True,
         "use_sliding_window": False,
         "vocab_size": config.vocab_size,
@@ -94,5 +95,6 @@ def load_as_qwen2(directory: Path) -> Qwen2ForCausalLM:
     config = qwen2_config_from_official(json.loads((directory / "config.json").read_text(encoding="utf-8")))
     config._attn_implementation = "sdpa"
     model = Qwen2ForCausalLM(config)
-    model.load_state_dict({name: tensor.float() for name, tensor in load_file(str(directory / "model.safetensors")).items()})
+    stored = load_file(str(directory / "model.safetensors"))
+    model.load_state_dict({name: tensor.float() for name, tensor in stored.items()})
     return model.eval()
