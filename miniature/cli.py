@@ -7,6 +7,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
+from miniature.block_diffusion_stage import DEFAULT_FINE_TUNE_TOKENS, BlockDiffusionStage
 from miniature.corpus import CorpusError
 from miniature.pipeline import (
     DEFAULT_OUT_DIR,
@@ -26,7 +27,8 @@ SHIPPED_PAIR = Path("models/miniature")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="llada-bench train",
-        description="Train the miniature LLaMA/LLaDA pair: corpus (Debian's python3.11-doc) → tokenizer → both models. "
+        description="Train the miniature LLaMA/LLaDA pair and the block-diffusion member: corpus (Debian's "
+        "python3.11-doc) → tokenizer → both models → the AR model adapted to block diffusion (Fast-dLLM v2). "
         "Resumable: run the same command again after an interruption.",
     )
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR, help=f"intermediate files and checkpoints (default {DEFAULT_WORK_DIR})")
@@ -39,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-steps", type=int, help="AR training steps (default: as many as the budget needs)")
     parser.add_argument("--llada-steps", type=int, help="LLaDA training steps (default: as many as the budget needs)")
     parser.add_argument("--compare", type=Path, default=SHIPPED_PAIR, help=f"a pair whose held-out losses to compare with (default {SHIPPED_PAIR})")
+    parser.add_argument("--bd-base", type=Path, help="the AR weights the block-diffusion member is adapted from: a member "
+                        "folder or a .safetensors file with `tokens` in its metadata (default: the AR member this run writes)")
+    parser.add_argument("--bd-tokens", type=int, default=DEFAULT_FINE_TUNE_TOKENS,
+                        help=f"the block-diffusion member's fine-tuning tokens (default {DEFAULT_FINE_TUNE_TOKENS})")
     args = parser.parse_args(argv)
     if args.tokens < 1:
         parser.error("--tokens: must be at least 1")
@@ -48,8 +54,12 @@ def main(argv: list[str] | None = None) -> int:
             if steps < 1:
                 parser.error(f"--{arch}-steps: must be at least 1")
             configs[arch] = dataclasses.replace(configs[arch], steps=steps)
+    if args.bd_tokens < 1:
+        parser.error("--bd-tokens: must be at least 1")
+    block_diffusion = BlockDiffusionStage(base=args.bd_base, fine_tune_tokens=args.bd_tokens)
     try:
-        provenance = run_pipeline(args.work_dir, args.out, configs, deb=args.deb, deb_version=args.deb_version)
+        provenance = run_pipeline(args.work_dir, args.out, configs, deb=args.deb, deb_version=args.deb_version,
+                                  block_diffusion=block_diffusion)
     except CorpusError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,4 +1,5 @@
-"""`llada-bench train`: corpus → tokenizer → the AR model → the LLaDA model → the shipped folder.
+"""`llada-bench train`: corpus → tokenizer → the AR model → the LLaDA model → the block-diffusion model
+adapted from the AR one (miniature/block_diffusion_stage.py) → the shipped folder.
 
 Every stage leaves its output in the work folder (default `build/miniature/`) and is skipped when that
 output is already there, and each model resumes from its last checkpoint, so an interrupted run is
@@ -15,6 +16,7 @@ from pathlib import Path
 import torch
 
 from miniature.architecture import Arch, MiniatureShape, miniature_shape
+from miniature.block_diffusion_stage import BlockDiffusionStage
 from miniature.corpus import Corpus, corpus_from_deb, download_deb, read_corpus, write_corpus
 from miniature.tokenizer import special_ids, train_tokenizer, unigram_entropy_nats
 from miniature.trainer import (
@@ -163,8 +165,10 @@ def run_pipeline(
     deb: Path | None = None,
     deb_version: str | None = None,
     quiet: bool = False,
+    block_diffusion: BlockDiffusionStage | None = BlockDiffusionStage(),
 ) -> dict:
-    """Corpus → tokenizer → AR model → LLaDA model → `out_dir`; returns the provenance written there."""
+    """Corpus → tokenizer → AR model → LLaDA model → block-diffusion model (None: not this stage) → `out_dir`;
+    returns the provenance written there."""
     from miniature.export import save_llada, save_llama, write_checksums, write_training_log
 
     configs = configs or default_configs()
@@ -194,6 +198,13 @@ def run_pipeline(
         summary = member_summary(log.as_dict(), provenance)
         write_training_log(target, {**log.as_dict(), **summary, "corpus_sha256": corpus_info["sha256"]})
         provenance["models"][arch] = summary
+    if block_diffusion is not None:
+        from miniature.block_diffusion_stage import run_block_diffusion_stage
+        from miniature.block_diffusion_train import ARCH
+
+        provenance["models"][ARCH] = run_block_diffusion_stage(
+            block_diffusion, work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
+            corpus_info["sha256"], quiet=quiet)
     write_json(out_dir / "provenance.json", provenance)
     write_checksums(out_dir)
     return provenance

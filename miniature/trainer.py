@@ -122,6 +122,21 @@ def heldout_windows(stream: torch.Tensor, length: int, count: int) -> torch.Tens
     return stream[: usable * length].view(usable, length)
 
 
+def optimizer_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor, config: TrainConfig,
+                   log: TrainingLog, tokens: int, started: float) -> float:
+    """One AdamW step on `loss` at the schedule's rate for `log.step`, gradients clipped; the log advanced by one
+    step of `tokens` tokens and its wall time (since `started`) updated. Returns the loss's value."""
+    for group in optimizer.param_groups:
+        group["lr"] = learning_rate(config, log.step)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    log.step, log.tokens_seen = log.step + 1, log.tokens_seen + tokens
+    log.wall_s = time.perf_counter() - started
+    return float(loss.detach())
+
+
 def training_loss(model: LlamaForCausalLM, ids: torch.Tensor, arch: str, mask_id: int, generator: torch.Generator) -> torch.Tensor:
     if arch == "llama":
         return next_token_loss(model(input_ids=ids).logits, ids)
@@ -204,6 +219,19 @@ def save_state(path: Path, model: LlamaForCausalLM, optimizer: torch.optim.Optim
     temporary.replace(path)
 
 
+def resume(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, log: TrainingLog) -> TrainingLog:
+    """The checkpoint's model, optimizer and log when `path` holds one of this configuration (`log`'s config
+    and shape), else `log` unchanged; a checkpoint of another configuration is an error."""
+    if not path.is_file():
+        return log
+    state = torch.load(path, weights_only=False)
+    if state["log"]["config"] != log.config or state["log"]["shape"] != log.shape:
+        raise ValueError(f"{path}: a checkpoint of another configuration; remove it to start afresh")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    return TrainingLog(**state["log"])
+
+
 def train(
     shape: MiniatureShape,
     special: dict[str, int],
@@ -222,13 +250,7 @@ def train(
     )
     log = TrainingLog(shape.arch, shape.as_dict(), asdict(config), sum(p.numel() for p in model.parameters()))
     state_path = work_dir / CHECKPOINT_FILE
-    if state_path.is_file():
-        state = torch.load(state_path, weights_only=False)
-        if state["log"]["config"] != log.config or state["log"]["shape"] != log.shape:
-            raise ValueError(f"{state_path}: a checkpoint of another configuration; remove it to start afresh")
-        model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
-        log = TrainingLog(**state["log"])
+    log = resume(state_path, model, optimizer, log)
     mask_id = special["<|mdm_mask|>"]
     windows = heldout_windows(heldout_stream, shape.context, config.eval_windows)
     model.train()
@@ -238,18 +260,10 @@ def train(
         step = log.step
         generator, length = step_draw(shape.arch, shape.context, config, step)
         ids = sample_windows(train_stream, config.batch_size, length, generator)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(config, step)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.autocast_bf16):
             loss = training_loss(model, ids, shape.arch, mask_id, generator)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
-        value = float(loss.detach())
+        value = optimizer_step(model, optimizer, loss, config, log, ids.numel(), started)
         running = value if running is None else 0.98 * running + 0.02 * value
-        log.step, log.tokens_seen = step + 1, log.tokens_seen + ids.numel()
-        log.wall_s = time.perf_counter() - started
         last = log.step == config.steps
         if log.step % config.eval_every == 0 or last:
             log.evaluations.append({

@@ -205,12 +205,13 @@ class ModelProvenance(Record):
     """How a checkpoint that ships its training log was made (the miniature pair); None for others."""
 
     trained_by: str  # "llada-bench train"
-    arch: Literal["llama", "llada"]
+    arch: Literal["llama", "llada", "fast_dllm_v2"]  # the block-diffusion member adapted from the AR one
     parameters: int
     steps: int
     tokens_seen: int
     wall_s: float
-    heldout_loss_nats: float  # AR: next-token cross-entropy; LLaDA: the masked-diffusion bound (>= NLL)
+    heldout_loss_nats: float  # AR: next-token cross-entropy; LLaDA: the masked-diffusion bound (>= NLL); block
+    # diffusion: that bound inside blocks given the clean earlier blocks (>= NLL)
     heldout_measure: str
     unigram_entropy_nats: float  # the corpus's unigram entropy: the loss of a context-blind model
     corpus_sha256: str | None = None
