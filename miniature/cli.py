@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llada-steps", type=int, help="LLaDA training steps (default: as many as the budget needs)")
     parser.add_argument("--compare", type=Path, default=SHIPPED_PAIR, help=f"a pair whose held-out losses to compare with (default {SHIPPED_PAIR})")
     parser.add_argument("--bd-base", type=Path, help="the AR weights the block-diffusion member is adapted from: a member "
-                        "folder or a .safetensors file with `tokens` in its metadata (default: the AR member this run writes)")
+                        "folder or a .safetensors file with `tokens` in its metadata (default: the AR run's weights kept at its "
+                        "evaluation at the token budget less --bd-tokens, as the training rule asks)")
     parser.add_argument("--bd-tokens", type=int, default=DEFAULT_FINE_TUNE_TOKENS,
                         help=f"the block-diffusion member's fine-tuning tokens (default {DEFAULT_FINE_TUNE_TOKENS})")
     args = parser.parse_args(argv)

@@ -202,6 +202,9 @@ def run_pipeline(
         from miniature.block_diffusion_stage import run_block_diffusion_stage
         from miniature.block_diffusion_train import ARCH
 
+        if block_diffusion.base is None:  # the training rule's start: the AR run's weights at T − F tokens
+            block_diffusion = dataclasses.replace(
+                block_diffusion, base=adapted_start(work_dir / "llama", block_diffusion.fine_tune_tokens))
         provenance["models"][ARCH] = run_block_diffusion_stage(
             block_diffusion, work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
             corpus_info["sha256"], quiet=quiet)
