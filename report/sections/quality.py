@@ -46,24 +46,34 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 
 
 def judge_note(quality: QualityData) -> str | None:
-    """The judge's bias, in numbers: the AR model's greedy text vs the human text under the AR evaluator."""
-    setting = quality.by_setting.filter((pl.col("metric") == "gen_ppl") & is_ar())
-    human = quality.calibration.filter((pl.col("metric") == "gen_ppl") & (pl.col("text") == "human continuation"))
-    if not setting.height:
-        return None
-    greedy = setting.filter((pl.col("continuation") == "generated") & (pl.col("temperature") == 0))
-    parts = []
-    title = family(setting["arch"][0]).title
-    if greedy.height:
-        parts.append(f"{title}'s greedy text scores a median perplexity of {fmt_float(greedy['value'][0])}")
-    if human.height:
-        parts.append(f"the human continuation {fmt_float(human['value'][0])}")
-    judge = setting["model"][0]
-    return (f"Perplexity is judged by {judge}, the {title} under test: its greedy text is its own mode ("
-            + ", ".join(parts) + f"), so a perplexity headline against {title} greedy would favour the judge. The "
-            f"headline for perplexity is {title} sampled (else the human continuation's level); {title} greedy stays "
-            "as a second row, and the repeated-bigram rate stands beside every perplexity, since repetitive text "
-            "also scores a low perplexity.")
+    """The judge's bias, in numbers, where a perplexity judge is the AR model under test: its greedy text is that
+    judge's own mode. The judge of each perplexity row is read from the calibration's `scored_by`; an independent
+    judge (one that generated none of the text) gets no note."""
+    for metric, row_name in (("gen_ppl", "Perplexity"), ("gen_ppl_second", "The second perplexity row")):
+        setting = quality.by_setting.filter((pl.col("metric") == metric) & is_ar())
+        judges = set(quality.calibration.filter(pl.col("metric") == metric)["scored_by"].to_list())
+        own = setting.filter(pl.col("model").is_in(list(judges)))
+        if own.height:
+            return _self_judged_note(quality, own, metric, row_name)
+    return None
+
+
+def _self_judged_note(quality: QualityData, own: pl.DataFrame, metric: str, row_name: str) -> str:
+    title, judge = family(own["arch"][0]).title, own["model"][0]
+    greedy = own.filter((pl.col("continuation") == "generated") & (pl.col("temperature") == 0))
+    human = quality.calibration.filter((pl.col("metric") == metric) & (pl.col("text") == "human continuation"))
+    parts = ([f"{title}'s greedy text scores a median perplexity of {fmt_float(greedy['value'][0])}"]
+             if greedy.height else [])
+    parts += [f"the human continuation {fmt_float(human['value'][0])}"] if human.height else []
+    levels = f" ({', '.join(parts)})" if parts else ""
+    if metric == "gen_ppl":
+        return (f"{row_name} is judged by {judge}, the {title} under test: its greedy text is its own mode{levels}, "
+                f"so a perplexity headline against {title} greedy would favour the judge. The headline for perplexity "
+                f"is {title} sampled (else the human continuation's level); {title} greedy stays as a second row, and "
+                "the repeated-bigram rate stands beside every perplexity, since repetitive text also scores a low "
+                "perplexity.")
+    return (f"{row_name} is judged by {judge}, the {title} under test: its greedy text is its own mode{levels}, so "
+            "that row favours its judge and decides nothing.")
 
 
 def _median_interval(r: dict) -> str:
