@@ -265,9 +265,9 @@ def _marks(q: PairingPoint, t: Sides) -> str:
 
 
 def _where(group: list[Pairing]) -> str:
-    settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.dream_alg) for p in group}
+    settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.sampler_setting) for p in group}
     if len(settings) != 1:
-        knob = "alg" if any(p.dream_alg for p in group) else "block"
+        knob = "alg" if any(p.sampler_setting for p in group) else "block"
         return f" over {len(settings)} settings of lengths, {knob} and device"
     hardware, prompt, gen, block, alg = next(iter(settings))
     setting = ", ".join(([f"block {block}"] if block is not None else []) + ([f"alg {alg}"] if alg else []))

@@ -72,7 +72,7 @@ class FixtureGrid:
     # The registry families that run, autoregressive and diffusion alike; each model is named '<arch>-<size>'. An
     # entry 'qwen2#b' is a second model of that family, named 'qwen2-b-<size>'.
     families: tuple[str, ...] = ("llama", "llada")
-    dream_algs: tuple[str, ...] = ("entropy",)  # Dream's remasking algorithms (one curve each)
+    sampler_settings: tuple[str, ...] = ("entropy",)  # Dream's remasking algorithms (one curve each)
     # Latency multipliers per `families` entry (1 where absent): what sets each pair's crossover apart.
     family_speed: tuple[tuple[str, float], ...] = ()
     # Families every run of which failed (an error artifact, no measurement), as when a checkpoint is broken.
@@ -172,7 +172,7 @@ def _configs_of(grid: FixtureGrid, entry: str, gen: int, batch: int, common: dic
     if sampler == "dream":
         dream = [RunConfig(model=model, batch_size=batch, generation_length=gen, steps=steps,
                            dream=DreamSampling(alg=alg), **common)
-                 for steps in grid.steps if steps <= gen for alg in grid.dream_algs]
+                 for steps in grid.steps if steps <= gen for alg in grid.sampler_settings]
         return [c for config in dream
                 for c in (config, *(config.model_copy(update={"dream_impl": impl}) for impl in grid.dream_impls))]
     configs: list[RunConfig] = []
@@ -216,7 +216,7 @@ def _spec_dict(grid: FixtureGrid) -> dict:
             "generation_lengths": list(grid.generation_lengths),
             **({"llada": {"steps": list(grid.steps), "block_lengths": list(grid.block_lengths),
                           **_impl_axis(grid.llada_impls)}} if "llada" in samplers else {}),
-            **({"dream": {"steps": list(grid.steps), "algs": list(grid.dream_algs), **_impl_axis(grid.dream_impls)}}
+            **({"dream": {"steps": list(grid.steps), "algs": list(grid.sampler_settings), **_impl_axis(grid.dream_impls)}}
                if "dream" in samplers else {}),
             **({"llama": _impl_axis(grid.llama_impls)} if grid.llama_impls else {}),
         },

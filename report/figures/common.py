@@ -32,8 +32,8 @@ from report.stats import INTERVAL_LABEL
 
 PLOT_DATA_ATTR = "_llada_bench_data"
 # A diffusion model's knobs that may vary between series; a label names only those that do.
-LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
-AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
+LLADA_AXES = ("steps", "block_length", "remasking", "sampler_setting", "cfg_scale")
+AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "sampler_setting": "setting", "cfg_scale": "cfg"}
 
 
 def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
