@@ -81,7 +81,7 @@ def modes_text(q: PairingPoint) -> str:
 
 
 def setting_text(p: Pairing) -> str:
-    """The diffusion setting besides its steps: 'block 32', 'alg entropy', or both."""
+    """The diffusion setting besides its steps: 'block 32', 'alg entropy', 'block 32, sub-block 8, threshold 0.9'."""
     parts = ([f"block {p.block_length}"] if p.block_length is not None else []) + (
         [p.sampler_setting] if p.sampler_setting else [])
     return ", ".join(parts) or "whole sequence"
@@ -145,7 +145,7 @@ def _pair_table(pairings: Sequence[Pairing], pair: Pair, multi: bool, head: str,
     sides = sides_of([pair])
     algs = any(p.sampler_setting for p in pairings)
     columns = (["hardware"] if multi else []) + [
-        "pairing", "P", "N_out", "steps", "block", *(["alg"] if algs else []), sides.ar, sides.dllm,
+        "pairing", "P", "N_out", "steps", "block", *(["setting"] if algs else []), sides.ar, sides.dllm,
         "speedup at each batch [interval]", "B* measured [interval]; roofline", f"J/token {sides.ar} / {sides.dllm}"]
     rows = []
     for p in pairings:
