@@ -220,7 +220,9 @@ def _parity_value(row: dict) -> str:
     reach = (f"{fraction:.0%} of {row['replicates']} bootstrap replicates reach parity" if fraction is not None
              else f"{row['n_prompts']} prompts: no bootstrap")
     largest = row["steps_swept"].split(", ")[-1]
-    if s is None:
+    if row.get("sampler_setting") and largest == row["steps_swept"]:  # one step count: block diffusion's schedule
+        text = f"{'no parity' if s is None else 'parity'} at {largest} steps, the one step count it ran ({reach})"
+    elif s is None:
         text = f"none within {row['steps_swept']} steps ({reach})"
     else:
         span = (replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) + "; "

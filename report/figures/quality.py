@@ -183,7 +183,7 @@ def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
 
 def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str,
                      parity: pl.DataFrame | None = None) -> Figure:
-    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block length or alg; each AR
+    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block or sampler setting; each AR
     model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
     metric's headline reference as a dashed vertical line with its replicates' span shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
@@ -195,11 +195,14 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     if not llada.height:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
-    # Blocks in the blockwise family's shades; Dream's algs (it has no blocks to colour by) in its own.
-    blockwise, dream = llada.filter(pl.col("block_length").is_not_null()), llada.filter(pl.col("sampler_setting").is_not_null())
+    # Blocks in the blockwise family's shades; sampler settings (Dream's algs, block diffusion's thresholds) in their
+    # own family's.
+    named = pl.col("sampler_setting").is_not_null()
+    blockwise, dream = llada.filter(pl.col("block_length").is_not_null() & ~named), llada.filter(named)
     block_colors = shades(blockwise["arch"][0], blockwise["block_length"].to_list()) if blockwise.height else {}
     algs = dream["sampler_setting"].unique().to_list()
-    alg_colors = shades(dream["arch"][0], algs) if algs else {}
+    alg_colors = {k: c for (arch,), rows in dream.group_by(["arch"])
+                  for k, c in shades(arch, rows["sampler_setting"].to_list()).items()}
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
