@@ -273,11 +273,16 @@ def varying(df: pl.DataFrame, columns: Sequence[str]) -> list[str]:
 
 
 def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
-    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64' — only the knobs that vary."""
+    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64' — only the knobs that vary, and of those only the ones
+    the model's family has (a knob it lacks is null: Fast-dLLM v2 has no remasking, LLaDA no sampler setting)."""
     parts = []
     for axis in axes:
         value = row.get(axis)
-        if axis == "steps":
+        if value is None:
+            continue
+        if axis == "sampler_setting":  # it names itself: 'alg entropy', 'sub-block 8, threshold 0.9'
+            parts.append(str(value))
+        elif axis == "steps":
             parts.append(f"{value} step" if value == 1 else f"{value} steps")
         elif axis == "cfg_scale":
             parts.append(f"cfg {value:g}")
