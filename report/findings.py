@@ -92,12 +92,12 @@ def crossover_table(
                 batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
             profile = profiles.get(hardware)
             predicted = predicted_roofs = None
+            forwards = stats.median(runs["forwards"].drop_nulls().to_list())  # the setting's, for block diffusion
             if profile is not None and not cfg:
                 common = {"ar": pair.ar_arch, "diffusion": pair.dllm_arch, "ar_shape": shapes.get(pair.ar_arch),
                           "diffusion_shape": shapes.get(pair.dllm_arch), "prompt_len": prompt, "gen_len": gen,
                           "steps": steps, "block_length": block, "element_bytes": element_bytes_of(dtype),
-                          "diffusion_sampling": roofline_sampling(alg, stats.median(runs["forwards"].drop_nulls().to_list()))
-                          or None}
+                          "diffusion_sampling": roofline_sampling(alg, forwards) or None}
                 predicted = predicted_crossover(profile, **common)
                 predicted_roofs = (predicted_crossover(profile.roofs_only(), **common) if profile.has_floor
                                    else predicted)
@@ -221,7 +221,8 @@ def _parity_value(row: dict) -> str:
              else f"{row['n_prompts']} prompts: no bootstrap")
     largest = row["steps_swept"].split(", ")[-1]
     if row.get("sampler_setting") and largest == row["steps_swept"]:  # one step count: block diffusion's schedule
-        text = f"{'no parity' if s is None else 'parity'} at {largest} steps, the one step count it ran ({reach})"
+        reached = "no parity" if s is None else "parity"
+        text = f"{reached} at {largest} steps, the one step count it ran ({reach})"
     elif s is None:
         text = f"none within {row['steps_swept']} steps ({reach})"
     else:

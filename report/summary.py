@@ -15,9 +15,9 @@ SUMMARY_ROWS = 40
 def summary_table(table: pl.DataFrame, html: Path, written: int, skipped: int) -> str:
     """A short plain-text table of the runs for the end of a sweep, then where the report is."""
     multi = table["hardware"].n_unique() > 1
-    algs = table["sampler_setting"].drop_nulls().len() > 0  # Dream's alg, where a run has one
+    algs = table["sampler_setting"].drop_nulls().len() > 0  # Dream's alg, block diffusion's threshold: where present
     header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block",
-                                                *(["alg"] if algs else []), "status", "latency", "tokens/s",
+                                                *(["setting"] if algs else []), "status", "latency", "tokens/s",
                                                 "forwards", "peak memory"]
     rows = []
     for r in table.head(SUMMARY_ROWS).iter_rows(named=True):

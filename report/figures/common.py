@@ -273,8 +273,9 @@ def varying(df: pl.DataFrame, columns: Sequence[str]) -> list[str]:
 
 
 def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
-    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64' — only the knobs that vary, and of those only the ones
-    the model's family has (a knob it lacks is null: Fast-dLLM v2 has no remasking, LLaDA no sampler setting)."""
+    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64': only the knobs that vary, and of those only the
+    ones the model's family has (a knob it lacks is null: Fast-dLLM v2 has no remasking, LLaDA no sampler
+    setting)."""
     parts = []
     for axis in axes:
         value = row.get(axis)

@@ -183,8 +183,8 @@ def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
 
 def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str,
                      parity: pl.DataFrame | None = None) -> Figure:
-    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block or sampler setting; each AR
-    model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
+    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block or sampler setting; each
+    AR model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
     metric's headline reference as a dashed vertical line with its replicates' span shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
     frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
@@ -195,8 +195,8 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     if not llada.height:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
-    # Blocks in the blockwise family's shades; sampler settings (Dream's algs, block diffusion's thresholds) in their
-    # own family's.
+    # Blocks in the blockwise family's shades; sampler settings (Dream's algs, block diffusion's thresholds) in
+    # their own family's.
     named = pl.col("sampler_setting").is_not_null()
     blockwise, dream = llada.filter(pl.col("block_length").is_not_null() & ~named), llada.filter(named)
     block_colors = shades(blockwise["arch"][0], blockwise["block_length"].to_list()) if blockwise.height else {}

@@ -18,7 +18,7 @@ def hardware_column(multi: bool) -> list[tuple[str, str]]:
 
 def key_columns(multi: bool, runs: pl.DataFrame | None = None) -> list[tuple[str, str]]:
     """(column, header) of what identifies a run: hardware where several, model, impl, batch, lengths, steps,
-    block, and Dream's alg where one of `runs` has one."""
+    block, and the sampler setting (Dream's alg, block diffusion's threshold) where one of `runs` has one."""
     algs = runs is not None and "sampler_setting" in runs.columns and runs["sampler_setting"].drop_nulls().len() > 0
     return hardware_column(multi) + [("model", "model"), ("impl", "impl"), ("batch_size", "B"),
                                      ("prompt_length", "P"), ("generation_length", "N_out"), ("steps", "steps"),
