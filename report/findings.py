@@ -92,7 +92,7 @@ def crossover_table(
                 batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
             profile = profiles.get(hardware)
             predicted = predicted_roofs = None
-            forwards = stats.median(runs["forwards"].drop_nulls().to_list())  # the setting's, for block diffusion
+            forwards = _median_forwards(runs)
             if profile is not None and not cfg:
                 common = {"ar": pair.ar_arch, "diffusion": pair.dllm_arch, "ar_shape": shapes.get(pair.ar_arch),
                           "diffusion_shape": shapes.get(pair.dllm_arch), "prompt_len": prompt, "gen_len": gen,
@@ -110,6 +110,12 @@ def crossover_table(
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
                        "sampler_setting", "llama_model"])
+
+
+def _median_forwards(runs: pl.DataFrame) -> float | None:
+    """The runs' median forwards per generation: what a block-diffusion setting's threshold makes of its schedule
+    (None in a frame without them)."""
+    return stats.median(runs["forwards"].drop_nulls().to_list()) if "forwards" in runs.columns else None
 
 
 def _crossover_columns(c: Crossover | None) -> tuple:
@@ -156,7 +162,7 @@ def predicted_throughput(
         low, high = int(runs["batch_size"].min()), int(runs["batch_size"].max())
         grid = sorted({int(round(b)) for b in np.geomspace(low, high, points)} | {low, high})
         # The diffusion model as the workers run it (roofline.crossover.diffusion_keywords), at its sampler setting.
-        forwards = stats.median(runs["forwards"].drop_nulls().to_list())
+        forwards = _median_forwards(runs)
         sampler = ({**diffusion_keywords(arch, steps=steps, block_length=block), **roofline_sampling(alg, forwards)}
                    if family(arch).is_diffusion else {})
         for batch in grid:
