@@ -181,9 +181,8 @@ def _article(word: str) -> str:
 
 
 def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
-    """One clause per sampler setting (Dream's alg, block diffusion's threshold), at the fewest steps from which every
-    headline metric holds parity ("at equal quality"), else from which those that reach parity do, else the most
-    swept; a setting of one step count (block diffusion's fixed schedule) says only whether it reaches parity."""
+    """One clause per sampler setting (Dream's alg, block diffusion's threshold), at the fewest steps from which all
+    headline metrics hold parity ("at equal quality"), else those that reach it do, else the most swept."""
     settings = list(dict.fromkeys(p.sampler_setting for p in group))
     return [_at_setting([p for p in group if p.sampler_setting == setting], len(settings) > 1) for setting in settings]
 
@@ -192,12 +191,14 @@ def _at_setting(group: list[Pairing], named: bool) -> tuple[str, list[Pairing]]:
     s_parity = next((p.s_parity for p in group if p.quality_measured), group[0].s_parity)
     reached = [s for s in s_parity if s.decides and s.steps is not None]  # a metric at chance decides nothing
     swept = sorted({p.steps for p in group})
-    setting, k = (f"at {group[0].sampler_setting}" if named else ""), swept[-1]
-    if len(swept) == 1 and setting:
+    # A setting of one step count (block diffusion's fixed schedule) says only whether it reaches parity.
+    single = len(swept) == 1 and group[0].sampler_setting is not None
+    setting, k = (f"at {group[0].sampler_setting}" if named or single else ""), swept[-1]
+    can = "reaches" if any(s.decides for s in s_parity) else "can decide"
+    if single:
         parity = ("at equal quality" if reached and len(reached) == len(s_parity) else
                   f"where quality matches on {_metrics(reached)} only" if reached else
-                  "where no headline metric reaches parity" if any(s.decides for s in s_parity) else
-                  "where no headline metric can decide parity")
+                  f"where no headline metric {can} parity")
         where = f"{setting} ({_k(k, group)}), {parity}"
     elif reached and len(reached) == len(s_parity):
         k = max(s.steps for s in reached)
@@ -206,9 +207,8 @@ def _at_setting(group: list[Pairing], named: bool) -> tuple[str, list[Pairing]]:
         k = max(s.steps for s in reached)
         where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
     else:
-        can = "reaches" if any(s.decides for s in s_parity) else "can decide"
         where = f"at {_k(k, group)}, the most swept, where no headline metric {can} parity"
-    if setting and len(swept) > 1:
+    if setting and not single:
         where = f"{setting}, {where}"
     at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
     return where, at

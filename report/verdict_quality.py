@@ -32,14 +32,15 @@ def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
         first = next(p for p in measured if p.sampler_setting == setting)
         vanilla = [p for p in at if p.pairing == VANILLA_PAIRING]
         swept = sorted({p.steps for p in at})
-        parts = "; ".join(_metric_clause(s, vanilla, swept, t) for s in first.s_parity)
-        clauses.append(f"at {setting}: {parts}" if len(settings) > 1 else parts)
+        single = len(swept) == 1 and setting is not None  # block diffusion's fixed schedule
+        parts = "; ".join(_metric_clause(s, vanilla, swept, t, single) for s in first.s_parity)
+        clauses.append(f"at {setting}: {parts}" if len(settings) > 1 or single else parts)
     return f"Quality ({measured[0].llada_model}, vanilla): " + "; ".join(clauses) + "."
 
 
-def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides) -> str:
-    """S_parity on one metric; at a setting swept at one step count (block diffusion's fixed schedule), only whether
-    that setting reaches parity: a step count it cannot vary says nothing."""
+def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides, single: bool) -> str:
+    """S_parity on one metric; at a sampler setting of one step count (`single`: block diffusion's fixed schedule),
+    only whether that setting reaches parity: a step count it cannot vary says nothing."""
     label = SHORT_LABEL.get(s.metric, s.metric)
     judge = ""
     if s.judge:
@@ -48,7 +49,7 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: 
     if not s.decides:
         return f"{label}{judge} {CHANCE}, so it decides no parity"
     test = f" (a two one-sided test at {s.alpha:.0%}, {s.n_prompts} paired prompts)" if s.alpha is not None else ""
-    if len(swept) == 1:
+    if single:
         verdict = "parity" if s.steps is not None else "no parity"
         return f"{label}{judge} {reference}: {verdict}, {'' if s.steps is not None else 'not '}{s.margin} or better{test}"
     if s.steps is None:
