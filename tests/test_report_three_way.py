@@ -4,6 +4,7 @@ the verdict and findings.json answer both pairs; the figures draw Fast-dLLM v2 i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from report.figures.style import FAMILY_STYLES, family_style
 from report.render import render_report
 from report.table import EAGER, GRAPH_CAPTURED, execution_of, roofline_sampling
 from specs.registry import FAMILIES
-from specs.schema import BlockDiffusionImpl
+from specs.schema import BlockDiffusionImpl, RunConfig
 
 CPU = HardwareKind("cpu", "any", speed=0.05, capacity_bytes=1 << 62, quality=True, measured_roofs=True)
 # Prompt 32 + 64 tokens in blocks of 32, sub-blocks of 8: Fast-dLLM v2's fixed schedule is K = 64 forwards at both
@@ -52,7 +53,6 @@ def test_each_threshold_is_its_own_row_at_the_same_steps(rendered: Path) -> None
 def test_block_diffusion_impl_sets_the_execution(rendered: Path) -> None:
     config = next(json.loads(p.read_text())["config"] for p in sorted((rendered / "runs").glob("*.json"))
                   if json.loads(p.read_text())["config"]["model"]["arch"] == "fast_dllm_v2")
-    from specs.schema import RunConfig
     base = RunConfig.model_validate(config)
     graphed = base.model_copy(update={"block_diffusion_impl": BlockDiffusionImpl(name="bd-graph", graph=True)})
     cached = base.model_copy(update={"block_diffusion_impl": BlockDiffusionImpl(name="bd-sub", sub_block_cache=True)})
@@ -120,3 +120,17 @@ def test_every_family_has_its_own_style() -> None:
 def test_three_way_figures_draw(rendered: Path) -> None:
     figures = {p.stem for p in (rendered / "figures").glob("*.png")}
     assert {"quality_vs_steps_bertscore_f1", "findings_throughput", "pareto_frontier_bertscore_f1"} <= figures
+
+
+@pytest.mark.slow  # renders a second, smaller sweep (about 5 s)
+def test_one_threshold_still_answers_per_setting(tmp_path: Path) -> None:
+    """A sweep's only block-diffusion setting still answers parity for that setting, not from a step count."""
+    grid = dataclasses.replace(THREE, name="one", batch_sizes=(1, 4), families=("llama", "fast_dllm_v2"),
+                               thresholds=(0.9,))
+    out = render_report(write_sweep(tmp_path, grid), echo=False)
+    found = json.loads(out.findings_json.read_text(encoding="utf-8"))
+    assert "pairs" not in found  # one pair
+    assert f"at {STRICT} (64 steps (K = N_out)), at equal quality: LLaMA is" in found["verdict"][0]
+    quality = next(s for s in found["verdict"] if s.startswith("Quality ("))
+    assert f"Quality (fast_dllm_v2-tiny, vanilla): at {STRICT}: BERTScore F1" in quality
+    assert "from ≤ 64 steps on" not in quality
