@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import polars as pl
 
+from report import stats
 from report.document import fmt_float
 from report.extrapolation import trusted
 from report.intervals import Crossover, crossover, crossover_text
@@ -20,7 +21,7 @@ from report.parity import bracket, replicate_span
 from report.parity_text import share_text
 from report.quality import FIGURE_METRICS
 from report.sessions import row_speedup
-from report.table import vanilla_runs, with_dream_alg
+from report.table import roofline_sampling, vanilla_runs, with_sampler_setting
 from roofline.crossover import diffusion_keywords, predicted_crossover
 from roofline.hardware import HardwareProfile
 from roofline.operators import element_bytes_of
@@ -42,13 +43,13 @@ CROSSOVER_SCHEMA: dict[str, pl.DataType] = {
     "b_star_bound": _STR, "b_star_low": _F64, "b_star_low_bound": _STR, "b_star_high": _F64,
     "b_star_high_bound": _STR, "b_star_level": _F64, "b_star_inverted": _I64, "b_star_tokens_per_s": _F64,
     "predicted_b_star": _F64,
-    "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "dream_alg": _STR, "ar_title": _STR,
+    "predicted_b_star_roofs": _F64, "profile": _STR, "calibration": _STR, "sampler_setting": _STR, "ar_title": _STR,
     "dllm_title": _STR, "extrapolated": _STR, "b_star_left_out": pl.List(_STR),
 }
 PREDICTED_THROUGHPUT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "arch": _STR, "model": _STR,
     "steps": _I64, "block_length": _I64, "batch_size": _I64, "predicted_tokens_per_s": _F64, "profile": _STR,
-    "dream_alg": _STR, "calibration": _STR,
+    "sampler_setting": _STR, "calibration": _STR,
 }
 FINDINGS_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "prompt_length": _I64, "generation_length": _I64, "finding": _STR, "value": _STR,
@@ -64,13 +65,13 @@ def crossover_table(
     hardware's profile, on the roofs alone and with its calibrated floor (host or dispatch), schema
     CROSSOVER_SCHEMA. Vanilla runs only: B* compares the two paradigms, not their variants. `table`: sessions
     pooled (report.sessions.pool_sessions); `shapes`: each arch's shape (report.predictions.model_shapes)."""
-    table = with_dream_alg(vanilla_runs(table))
+    table = with_sampler_setting(vanilla_runs(table))
     pairs = sweep_pairs(table)
     ok = trusted(table.filter((pl.col("status") == "ok") & pl.col("tokens_per_s_median").is_not_null()))
     autoregressive = ok.filter(is_ar())
     rows = []
     keys = ["hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
-            "dream_alg", "cfg_scale", "dtype"]
+            "sampler_setting", "cfg_scale", "dtype"]
     for key, runs in ok.filter(is_dllm()).group_by(keys, maintain_order=True):
         hardware, prompt, gen, model, steps, block, _, alg, cfg, dtype = key
         ar = autoregressive.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
@@ -91,11 +92,12 @@ def crossover_table(
                 batches, [a["tokens_per_s_median"] for a, _ in rows_at], b_star.estimate)
             profile = profiles.get(hardware)
             predicted = predicted_roofs = None
+            forwards = _median_forwards(runs)
             if profile is not None and not cfg:
                 common = {"ar": pair.ar_arch, "diffusion": pair.dllm_arch, "ar_shape": shapes.get(pair.ar_arch),
                           "diffusion_shape": shapes.get(pair.dllm_arch), "prompt_len": prompt, "gen_len": gen,
                           "steps": steps, "block_length": block, "element_bytes": element_bytes_of(dtype),
-                          "diffusion_sampling": {"alg": alg} if alg else None}
+                          "diffusion_sampling": roofline_sampling(alg, forwards) or None}
                 predicted = predicted_crossover(profile, **common)
                 predicted_roofs = (predicted_crossover(profile.roofs_only(), **common) if profile.has_floor
                                    else predicted)
@@ -107,7 +109,13 @@ def crossover_table(
                          list(b_star.left_out) if b_star is not None else []))
     frame = pl.DataFrame(rows, schema=CROSSOVER_SCHEMA, orient="row")
     return frame.sort(["hardware", "generation_length", "prompt_length", "llada_model", "block_length", "steps",
-                       "dream_alg", "llama_model"])
+                       "sampler_setting", "llama_model"])
+
+
+def _median_forwards(runs: pl.DataFrame) -> float | None:
+    """The runs' median forwards per generation: what a block-diffusion setting's threshold makes of its schedule
+    (None in a frame without them)."""
+    return stats.median(runs["forwards"].drop_nulls().to_list()) if "forwards" in runs.columns else None
 
 
 def _crossover_columns(c: Crossover | None) -> tuple:
@@ -141,9 +149,9 @@ def predicted_throughput(
 ) -> pl.DataFrame:
     """The faithful roofline's tokens/s of each model setting over the measured batch range (schema
     PREDICTED_THROUGHPUT_SCHEMA): the curves the Findings figure overlays on the measured throughput (vanilla)."""
-    ok = with_dream_alg(vanilla_runs(table)).filter(pl.col("status") == "ok")
+    ok = with_sampler_setting(vanilla_runs(table)).filter(pl.col("status") == "ok")
     rows = []
-    keys = ["hardware", "prompt_length", "generation_length", "arch", "model", "steps", "block_length", "dream_alg",
+    keys = ["hardware", "prompt_length", "generation_length", "arch", "model", "steps", "block_length", "sampler_setting",
             "dtype"]
     for key, runs in ok.filter(pl.col("cfg_scale").is_null() | (pl.col("cfg_scale") == 0)).group_by(
             keys, maintain_order=True):
@@ -153,8 +161,9 @@ def predicted_throughput(
             continue
         low, high = int(runs["batch_size"].min()), int(runs["batch_size"].max())
         grid = sorted({int(round(b)) for b in np.geomspace(low, high, points)} | {low, high})
-        # The diffusion model as the workers run it (roofline.crossover.diffusion_keywords), with Dream's alg.
-        sampler = ({**diffusion_keywords(arch, steps=steps, block_length=block), **({"alg": alg} if alg else {})}
+        # The diffusion model as the workers run it (roofline.crossover.diffusion_keywords), at its sampler setting.
+        forwards = _median_forwards(runs)
+        sampler = ({**diffusion_keywords(arch, steps=steps, block_length=block), **roofline_sampling(alg, forwards)}
                    if family(arch).is_diffusion else {})
         for batch in grid:
             p = predict(arch, shapes.get(arch), batch=batch, prompt_len=prompt, gen_len=gen, hardware=profile,
@@ -186,8 +195,8 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
         at = parity.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
                            & (pl.col("generation_length") == gen) & pl.col("headline")
                            & pl.col("metric").is_in(list(FIGURE_METRICS)))
-        for (metric, model, block, alg, _), group in with_dream_alg(at).group_by(
-                ["metric", "llada_model", "block_length", "dream_alg", "llama_model"], maintain_order=True):
+        for (metric, model, block, alg, _), group in with_sampler_setting(at).group_by(
+                ["metric", "llada_model", "block_length", "sampler_setting", "llama_model"], maintain_order=True):
             group = group.sort("batch_size")
             first = group.row(0, named=True)
             short = SHORT_LABEL.get(metric, first["metric_label"])
@@ -200,7 +209,7 @@ def findings_table(parity: pl.DataFrame, crossovers: pl.DataFrame, warnings: Ite
         cross = crossovers.filter((pl.col("hardware") == hardware) & (pl.col("prompt_length") == prompt)
                                   & (pl.col("generation_length") == gen))
         for row in cross.iter_rows(named=True):
-            alg = f" ({row['dream_alg']})" if row["dream_alg"] else ""
+            alg = f" ({row['sampler_setting']})" if row["sampler_setting"] else ""
             rows.append((hardware, prompt, gen,
                          f"B*: {row['llama_model']} overtakes {row['llada_model']} at {row['steps']} "
                          + ("step" if row["steps"] == 1 else "steps") + alg,
@@ -217,7 +226,10 @@ def _parity_value(row: dict) -> str:
     reach = (f"{fraction:.0%} of {row['replicates']} bootstrap replicates reach parity" if fraction is not None
              else f"{row['n_prompts']} prompts: no bootstrap")
     largest = row["steps_swept"].split(", ")[-1]
-    if s is None:
+    if row.get("sampler_setting") and largest == row["steps_swept"]:  # one step count: block diffusion's schedule
+        reached = "no parity" if s is None else "parity"
+        text = f"{reached} at {largest} steps, the one step count it ran ({reach})"
+    elif s is None:
         text = f"none within {row['steps_swept']} steps ({reach})"
     else:
         span = (replicate_span(row["s_parity_low_steps"], row["s_parity_high_steps"], largest) + "; "

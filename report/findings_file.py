@@ -71,7 +71,7 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
 def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
     failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
-    pairs, `dream_alg` where a finding has one, a speedup's `sessions_left_out` where it left one out."""
+    pairs, `sampler_setting` where a finding has one, a speedup's `sessions_left_out` where it left one out."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
@@ -81,7 +81,7 @@ def findings_json(record: FindingsFile) -> str:
     per_finding: dict[int | str, Any] = {}
     for i, finding in enumerate(record.findings):
         drop: dict[str, Any] = dict.fromkeys(
-            ({"dream_alg"} if finding.dream_alg is None else set()) | (set() if several else {"ar_arch", "dllm_arch"}),
+            ({"sampler_setting"} if finding.sampler_setting is None else set()) | (set() if several else {"ar_arch", "dllm_arch"}),
             True)
         whole = {j: {"sessions_left_out": True} for j, q in enumerate(finding.speedups) if not q.sessions_left_out}
         if whole:

@@ -124,7 +124,7 @@ class Pairing(_Record):
     roofline_implementations: dict[str, str] | None = None  # best pairing: the fastest predicted at B*
     # Written to findings.json only where they say something (findings_json): Dream's alg where it has one, the
     # families where a sweep has several pairs.
-    dream_alg: str | None = None
+    sampler_setting: str | None = None
     ar_arch: str = _FIRST_AR
     dllm_arch: str = _FIRST_DLLM
 

@@ -81,9 +81,9 @@ def modes_text(q: PairingPoint) -> str:
 
 
 def setting_text(p: Pairing) -> str:
-    """The diffusion setting besides its steps: 'block 32', 'alg entropy', or both."""
+    """The diffusion setting besides its steps: 'block 32', 'alg entropy', 'block 32, sub-block 8, threshold 0.9'."""
     parts = ([f"block {p.block_length}"] if p.block_length is not None else []) + (
-        [f"alg {p.dream_alg}"] if p.dream_alg else [])
+        [p.sampler_setting] if p.sampler_setting else [])
     return ", ".join(parts) or "whole sequence"
 
 
@@ -143,9 +143,9 @@ def pairing_blocks(pairings: Sequence[Pairing], multi: bool) -> list[Paragraph |
 def _pair_table(pairings: Sequence[Pairing], pair: Pair, multi: bool, head: str, anchor: str | None) -> Table:
     present = [k for k in PAIRING_ORDER if any(p.pairing == k for p in pairings)]
     sides = sides_of([pair])
-    algs = any(p.dream_alg for p in pairings)
+    algs = any(p.sampler_setting for p in pairings)
     columns = (["hardware"] if multi else []) + [
-        "pairing", "P", "N_out", "steps", "block", *(["alg"] if algs else []), sides.ar, sides.dllm,
+        "pairing", "P", "N_out", "steps", "block", *(["setting"] if algs else []), sides.ar, sides.dllm,
         "speedup at each batch [interval]", "B* measured [interval]; roofline", f"J/token {sides.ar} / {sides.dllm}"]
     rows = []
     for p in pairings:
@@ -153,7 +153,7 @@ def _pair_table(pairings: Sequence[Pairing], pair: Pair, multi: bool, head: str,
         steps = f"{p.steps}" + (f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else "")
         rows.append(tuple(([p.hardware] if multi else []) + [
             p.pairing, str(p.prompt_length), str(p.generation_length), steps,
-            "–" if p.block_length is None else str(p.block_length), *([p.dream_alg or "–"] if algs else []),
+            "–" if p.block_length is None else str(p.block_length), *([p.sampler_setting or "–"] if algs else []),
             f"{p.llama_model} {_impls_cell(p, autoregressive=True)}",
             f"{p.llada_model} {_impls_cell(p, autoregressive=False)}",
             "; ".join(speedup_text(q, name_impls=best and len(p.llama_impls) + len(p.llada_impls) > 2,

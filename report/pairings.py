@@ -33,7 +33,7 @@ from report.pairing_roofline import best_roofline_crossover, representatives
 from report.pairs import Pair, Sides, is_ar, is_dllm, pair_of, peers_of, sweep_pairs
 from report.quality import FIGURE_METRICS
 from report.sessions import row_speedup, shared_median
-from report.table import full_where_measured, with_dream_alg
+from report.table import full_where_measured, with_sampler_setting
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from specs.registry import family
@@ -46,7 +46,7 @@ NO_VARIANTS = ("no other implementation ran: every run is the vanilla implementa
                "vanilla pairing")
 # The diffusion curve a pairing follows over batch sizes (its implementation is the pairing's choice).
 CURVE = ("hardware", "prompt_length", "generation_length", "model", "steps", "block_length", "remasking",
-         "dream_alg", "cfg_scale", "dtype")
+         "sampler_setting", "cfg_scale", "dtype")
 # What each sampler family's vanilla implementation is, and its time against the official code in the CPU bench of
 # docs/samplers.md (`just bench`: small random models, 2 threads): "vanilla" is not the untouched reference.
 VANILLA_IS = {
@@ -97,7 +97,7 @@ def pairing_table(
     `table`: report.table.results_table of every run, sessions pooled (report.sessions.pool_sessions); `parity`:
     report.parity.parity_table; `crossovers`: report.findings.crossover_table (the vanilla pairing's roofline B*, so
     the Findings agree); `profiles`: each hardware's roofline profile."""
-    table = with_dream_alg(table)
+    table = with_sampler_setting(table)
     pairs = sweep_pairs(table)
     ok = table.filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
     ok = trusted(full_where_measured(ok.with_columns(pl.col("impl").fill_null(VANILLA))))
@@ -130,7 +130,7 @@ def pairing_table(
     rank = {pair: i for i, pair in enumerate(pairs)}  # pairs in registry order (report.pairs.pairs_from)
     return sorted(out, key=lambda p: (PAIRING_ORDER.index(p.pairing), rank[p.pair], p.hardware, p.generation_length,
                                       p.prompt_length, p.llada_model, p.block_length or 0, p.steps,
-                                      p.dream_alg or ""))
+                                      p.sampler_setting or ""))
 
 
 def unanswered(table: pl.DataFrame, pairings: Sequence[Pairing]) -> list[str]:
@@ -175,7 +175,7 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
     common = {"pairing": pairing, "hardware": where["hardware"], "prompt_length": where["prompt_length"],
               "generation_length": where["generation_length"], "steps": where["steps"],
               "block_length": where["block_length"], "llama_model": pair.ar_model, "llada_model": where["model"],
-              "dream_alg": where["dream_alg"], "ar_arch": pair.ar_arch, "dllm_arch": pair.dllm_arch,
+              "sampler_setting": where["sampler_setting"], "ar_arch": pair.ar_arch, "dllm_arch": pair.dllm_arch,
               "llama_impls": _ordered(p.llama_impl for p in points),
               "llada_impls": _ordered(p.llada_impl for p in points), "s_parity": s_parity,
               "at_s_parity": [s.metric for s in s_parity if s.steps == where["steps"]], "speedups": points,
@@ -186,12 +186,12 @@ def _pairing(pairing: str, where: dict[str, Any], pair: Pair, ar: pl.DataFrame, 
         return Pairing(**common, roofline_note="the roofline's B* is not computed with CFG")
     roofline: dict[str, Any] = {"calibration": profile.floor_note()}
     if pairing == VANILLA_PAIRING:
-        row = with_dream_alg(crossovers).filter((pl.col("hardware") == where["hardware"])
+        row = with_sampler_setting(crossovers).filter((pl.col("hardware") == where["hardware"])
                                 & (pl.col("prompt_length") == where["prompt_length"])
                                 & (pl.col("generation_length") == where["generation_length"])
                                 & (pl.col("llada_model") == where["model"]) & (pl.col("steps") == where["steps"])
                                 & pl.col("block_length").eq_missing(where["block_length"])
-                                & pl.col("dream_alg").eq_missing(where["dream_alg"])
+                                & pl.col("sampler_setting").eq_missing(where["sampler_setting"])
                                 & (pl.col("llama_model") == pair.ar_model))
         roofs = row["predicted_b_star_roofs"][0] if row.height else None
         calibrated = row["predicted_b_star"][0] if row.height else None
@@ -261,12 +261,12 @@ def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> lis
     not depend on the batch)."""
     if not parity.height:
         return []
-    rows = with_dream_alg(parity).filter(
+    rows = with_sampler_setting(parity).filter(
         pl.col("headline") & pl.col("metric").is_in(list(FIGURE_METRICS)) & (pl.col("hardware") == where["hardware"])
         & (pl.col("prompt_length") == where["prompt_length"])
         & (pl.col("generation_length") == where["generation_length"]) & (pl.col("llada_model") == where["model"])
         & pl.col("block_length").eq_missing(where["block_length"]) & pl.col("remasking").eq_missing(where["remasking"])
-        & pl.col("dream_alg").eq_missing(where["dream_alg"]) & pl.col("cfg_scale").eq_missing(where["cfg_scale"])
+        & pl.col("sampler_setting").eq_missing(where["sampler_setting"]) & pl.col("cfg_scale").eq_missing(where["cfg_scale"])
         & (pl.col("llama_model") == ar_model))
     rows = rows.sort("batch_size").unique("metric", keep="first", maintain_order=True).sort("metric")
     return [SParity(metric=r["metric"], reference=r["reference_label"], judge=r.get("judge"),

@@ -56,7 +56,7 @@ from report.quality import (
 )
 from report.sessions import row_speedup, shared_median
 from report.parity_text import NO_PARITY, bracket, replicate_span, statement
-from report.table import vanilla_runs, with_dream_alg
+from report.table import vanilla_runs, with_sampler_setting
 from specs.controls import ParitySpec
 
 __all__ = ["NO_PARITY", "PARITY_SCHEMA", "bracket", "parity_markers", "parity_table", "replicate_span", "statement"]
@@ -72,7 +72,7 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 PARITY_SCHEMA: dict[str, pl.DataType] = {
     "sweep": _STR, "hardware": _STR, "metric": _STR, "metric_label": _STR, "higher_is_better": _BOOL,
-    "prompt_length": _I64, "generation_length": _I64, "block_length": _I64, "remasking": _STR, "dream_alg": _STR,
+    "prompt_length": _I64, "generation_length": _I64, "block_length": _I64, "remasking": _STR, "sampler_setting": _STR,
     "cfg_scale": _F64, "llada_model": _STR, "llada_temperature": _F64, "reference": _STR, "reference_label": _STR,
     "reference_model": _STR, "reference_temperature": _F64, "judge": _STR, "headline": _BOOL, "quality_batch_size": _I64,
     "n_prompts": _I64, "steps_swept": _STR, "reference_value": _F64, "reference_interval_low": _F64,
@@ -88,7 +88,7 @@ PARITY_SCHEMA: dict[str, pl.DataType] = {
 }
 # A diffusion curve over steps: everything but the steps (and the batch) fixed.
 _CURVE_KEYS = ("sweep", "hardware", "model", "prompt_length", "generation_length", "block_length", "remasking",
-               "dream_alg", "cfg_scale", "temperature", "metric")
+               "sampler_setting", "cfg_scale", "temperature", "metric")
 _GRID_KEYS = ("sweep", "hardware", "prompt_length", "generation_length", "metric")
 
 
@@ -100,7 +100,7 @@ def parity_table(
     x batch size measured (`llama_model`: the pair's AR model). `long`: report.quality.quality_long_table;
     `table`: the flat results table (latency repetitions and goodput at every batch size); `settings`: the spec's
     quality.parity (α and the margins). Vanilla runs only: variants never move S_parity."""
-    long, table = with_dream_alg(vanilla_runs(long)), with_dream_alg(vanilla_runs(table))
+    long, table = with_sampler_setting(vanilla_runs(long)), with_sampler_setting(vanilla_runs(table))
     pairs = pairs_from({*long.select("model", "arch").iter_rows(), *table.select("model", "arch").iter_rows()})
     rows: list[dict[str, Any]] = []
     generated = long.filter(pl.col("continuation") == GENERATED)
@@ -130,7 +130,7 @@ def parity_table(
                     "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"],
                     "metric_label": metric.label, "higher_is_better": metric.higher_is_better,
                     "prompt_length": key["prompt_length"], "generation_length": key["generation_length"],
-                    "block_length": key["block_length"], "remasking": key["remasking"], "dream_alg": key["dream_alg"],
+                    "block_length": key["block_length"], "remasking": key["remasking"], "sampler_setting": key["sampler_setting"],
                     "cfg_scale": key["cfg_scale"], "llada_model": key["model"], "llada_temperature": key["temperature"],
                     "reference": kind, "reference_label": label, "reference_model": ref_model,
                     "reference_temperature": ref_temperature, "judge": _judge(curve, key["metric"]),
@@ -144,14 +144,14 @@ def parity_table(
         return pl.DataFrame(schema=PARITY_SCHEMA)
     return pl.DataFrame(rows, schema=PARITY_SCHEMA, orient="row").sort(
         ["sweep", "hardware", "metric", "prompt_length", "generation_length", "block_length", "llada_model",
-         "dream_alg", "headline", "reference", "batch_size", "llama_model"],
+         "sampler_setting", "headline", "reference", "batch_size", "llama_model"],
         descending=[False] * 8 + [True, False, False, False], nulls_last=True,
     )
 
 
 PARITY_MARKER_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "model": _STR, "prompt_length": _I64, "generation_length": _I64, "block_length": _I64,
-    "dream_alg": _STR, "llama_model": _STR, "metric": _STR, "reference_label": _STR, "s_parity": _F64, "s_parity_bound": _STR, "s_parity_low": _F64,
+    "sampler_setting": _STR, "llama_model": _STR, "metric": _STR, "reference_label": _STR, "s_parity": _F64, "s_parity_bound": _STR, "s_parity_low": _F64,
     "s_parity_high": _F64, "statement": _STR,
 }
 
@@ -160,16 +160,16 @@ def parity_markers(parity: pl.DataFrame) -> pl.DataFrame:
     """The headline S_parity of each diffusion curve against each of its pair's AR models (hardware, model,
     lengths, block length or alg, metric), once: it does not depend on the batch size (the speedup does; that is
     in the parity table)."""
-    rows = with_dream_alg(parity).filter(pl.col("headline"))
+    rows = with_sampler_setting(parity).filter(pl.col("headline"))
     if not rows.height:
         return pl.DataFrame(schema=PARITY_MARKER_SCHEMA)
     rows = rows.sort("batch_size").unique(
-        ["hardware", "llada_model", "prompt_length", "generation_length", "block_length", "remasking", "dream_alg",
+        ["hardware", "llada_model", "prompt_length", "generation_length", "block_length", "remasking", "sampler_setting",
          "cfg_scale", "metric", "llama_model"], keep="first", maintain_order=True,
     )
     return rows.select(
         "hardware", pl.col("llada_model").alias("model"), "prompt_length", "generation_length", "block_length",
-        "dream_alg", "llama_model", "metric", "reference_label", pl.col("s_parity_steps").cast(pl.Float64).alias("s_parity"), "s_parity_bound",
+        "sampler_setting", "llama_model", "metric", "reference_label", pl.col("s_parity_steps").cast(pl.Float64).alias("s_parity"), "s_parity_bound",
         pl.col("s_parity_low_steps").cast(pl.Float64).alias("s_parity_low"),
         pl.col("s_parity_high_steps").cast(pl.Float64).alias("s_parity_high"), "statement",
     ).cast(PARITY_MARKER_SCHEMA)
@@ -331,7 +331,7 @@ def _repetition(
         llada = rep.filter((pl.col("model") == key["model"]) & (pl.col("continuation") == GENERATED)
                            & (pl.col("steps") == s_parity) & (pl.col("batch_size") == batch)
                            & pl.col("block_length").eq_missing(key["block_length"])
-                           & pl.col("dream_alg").eq_missing(key["dream_alg"]))
+                           & pl.col("sampler_setting").eq_missing(key["sampler_setting"]))
     return {
         "reference_repetition": float(ref.unique("prompt_id")["value"].median()) if ref.height else None,
         "llada_repetition_at_parity": float(llada["value"].median()) if llada.height else None,
@@ -353,7 +353,7 @@ def _speedup_rows(
     llada = grid.clear() if s is None else grid.filter(
         (pl.col("model") == key["model"]) & (pl.col("steps") == s)
         & pl.col("block_length").eq_missing(key["block_length"]) & pl.col("remasking").eq_missing(key["remasking"])
-        & pl.col("dream_alg").eq_missing(key["dream_alg"]) & (pl.col("cfg_scale") == key["cfg_scale"])
+        & pl.col("sampler_setting").eq_missing(key["sampler_setting"]) & (pl.col("cfg_scale") == key["cfg_scale"])
     )
     out = []
     for batch in sorted(llama["batch_size"].unique().to_list()):

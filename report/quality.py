@@ -18,7 +18,7 @@ import polars as pl
 
 from report import stats
 from report.pairs import is_ar
-from report.table import vanilla_runs
+from report.table import sampler_setting, vanilla_runs
 from specs.registry import family
 from specs.results import QualityRecord, RunResult, RunStatus
 
@@ -83,7 +83,7 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 LONG_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "model": _STR, "arch": _STR, "impl": _STR, "weights": _STR, "quality_note": _STR,
     "evaluator": _STR, "second_evaluator": _STR, "hardware": _STR, "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64,
-    "block_length": _I64, "steps": _I64, "remasking": _STR, "dream_alg": _STR, "cfg_scale": _F64,
+    "block_length": _I64, "steps": _I64, "remasking": _STR, "sampler_setting": _STR, "cfg_scale": _F64,
     "continuation": _STR,
     "temperature": _F64, "prompt_id": _I64, "sample": _I64, "metric": _STR, "value": _F64, "empty": _BOOL, "stderr": _F64,
     "higher_is_better": _BOOL, "useful_tokens": _I64,
@@ -92,7 +92,7 @@ LONG_SCHEMA: dict[str, pl.DataType] = {
 # A setting: one quality-vs-steps point. Batch size is not part of it: greedy text does not depend on the batch,
 # and each setting is read at its smallest batch size.
 SETTING_KEYS = ("sweep", "hardware", "model", "arch", "prompt_length", "generation_length", "steps", "block_length",
-                "remasking", "dream_alg", "cfg_scale", "continuation", "temperature", "metric")
+                "remasking", "sampler_setting", "cfg_scale", "continuation", "temperature", "metric")
 BY_SETTING_SCHEMA: dict[str, pl.DataType] = {
     **{key: LONG_SCHEMA[key] for key in SETTING_KEYS}, "batch_size": _I64, "metric_label": _STR,
     "higher_is_better": _BOOL, "n": _I64, "empty": _I64, "value": _F64, "interval_low": _F64,
@@ -205,7 +205,7 @@ def _run_columns(result: RunResult) -> dict[str, Any]:
         "batch_size": config.batch_size, "prompt_length": config.prompt_length,
         "generation_length": config.generation_length, "block_length": config.block_length,
         "steps": config.steps, "remasking": config.remasking,
-        "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
+        "sampler_setting": sampler_setting(config), "cfg_scale": config.cfg_scale,
     }
 
 

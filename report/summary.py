@@ -15,16 +15,16 @@ SUMMARY_ROWS = 40
 def summary_table(table: pl.DataFrame, html: Path, written: int, skipped: int) -> str:
     """A short plain-text table of the runs for the end of a sweep, then where the report is."""
     multi = table["hardware"].n_unique() > 1
-    algs = table["dream_alg"].drop_nulls().len() > 0  # Dream's alg, where a run has one
+    algs = table["sampler_setting"].drop_nulls().len() > 0  # Dream's alg, block diffusion's threshold: where present
     header = (["hardware"] if multi else []) + ["model", "impl", "B", "P", "N_out", "steps", "block",
-                                                *(["alg"] if algs else []), "status", "latency", "tokens/s",
+                                                *(["setting"] if algs else []), "status", "latency", "tokens/s",
                                                 "forwards", "peak memory"]
     rows = []
     for r in table.head(SUMMARY_ROWS).iter_rows(named=True):
         rows.append(([r["hardware"][:24]] if multi else []) + [
             r["model"], r["impl"] or VANILLA, str(r["batch_size"]), str(r["prompt_length"]), str(r["generation_length"]),
             "–" if r["steps"] is None else str(r["steps"]), "–" if r["block_length"] is None else str(r["block_length"]),
-            *([r["dream_alg"] or "–"] if algs else []),
+            *([r["sampler_setting"] or "–"] if algs else []),
             r["status"], fmt_seconds(r["latency_e2e_s_median"]),
             fmt_rate(r["tokens_per_s_median"]), "–" if r["forwards"] is None else f"{r['forwards']:g}",
             fmt_bytes(r["peak_memory_bytes"]),

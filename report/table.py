@@ -51,7 +51,9 @@ SCHEMA: dict[str, pl.DataType] = {
     "hostname": _STR, "other_gpu_processes": _BOOL, "python_version": _STR,
     "batch_size": _I64, "prompt_length": _I64, "generation_length": _I64, "sequence_length": _I64,
     "output_tokens": _I64, "steps": _I64, "block_length": _I64, "num_blocks": _I64, "remasking": _STR,
-    "dream_alg": _STR,  # Dream's remasking algorithm: each is its own curve, as LLaDA's block and remasking are
+    # The diffusion sampler's setting besides steps and block (`sampler_setting`): each is its own curve, as LLaDA's
+    # block and remasking are.
+    "sampler_setting": _STR,
     "cfg_scale": _F64, "temperature": _F64, "warmup": _I64, "repetitions": _I64,
     **{f"{name}_{part}": _F64 for name in SUMMARISED_WITH_INTERVAL for part in (*SUMMARY_PARTS, *SPREAD_PARTS)},
     **{f"{name}_n": _I64 for name in SUMMARISED_WITH_INTERVAL},
@@ -105,7 +107,7 @@ def results_table(results: Iterable[RunResult]) -> pl.DataFrame:
     table = pl.DataFrame(rows, schema=SCHEMA, orient="row") if rows else pl.DataFrame(schema=SCHEMA)
     return table.sort(
         [pl.col("paradigm") != "autoregressive", "model", "hardware", "generation_length", "prompt_length",
-         "batch_size", "steps", "block_length", "dream_alg", pl.col("impl") != VANILLA, "impl", "session",
+         "batch_size", "steps", "block_length", "sampler_setting", pl.col("impl") != VANILLA, "impl", "session",
          "run_id"],
         nulls_last=True,
     )
@@ -120,12 +122,37 @@ def vanilla_runs(table: pl.DataFrame) -> pl.DataFrame:
     return table.filter(pl.col("impl").is_null() | (pl.col("impl") == VANILLA))
 
 
-def with_dream_alg(frame: pl.DataFrame) -> pl.DataFrame:
-    """`frame` with a `dream_alg` column (null where absent: a frame built before Dream, or by hand for one
+def sampler_setting(config: RunConfig) -> str | None:
+    """The diffusion sampler's setting besides its steps and block, in words (None where a family has none): Dream's
+    alg ("alg entropy"), block diffusion's sub-block and threshold ("sub-block 8, threshold 0.9"). Runs that differ
+    only in it share `steps` and `block_length` (block diffusion's steps are its fixed schedule), so it keys every
+    curve, row, S_parity and pairing."""
+    if config.dream is not None:
+        return f"alg {config.dream.alg}"
+    if config.block_diffusion is not None:
+        return f"sub-block {config.block_diffusion.sub_block_length}, threshold {config.block_diffusion.threshold:g}"
+    return None
+
+
+def roofline_sampling(setting: str | None, forwards: float | None = None) -> dict[str, Any]:
+    """The roofline's sampler keywords (roofline.crossover.throughput_ratio's `diffusion_sampling`) of a
+    `sampler_setting`: Dream's alg; block diffusion's sub-block and its runs' measured forwards per generation,
+    which its threshold sets (its schedule's K stands where none were measured)."""
+    if not setting:
+        return {}
+    if setting.startswith("alg "):
+        return {"alg": setting.removeprefix("alg ")}
+    sub_block = setting.removeprefix("sub-block ").partition(",")[0]
+    # Whole forwards, rounded down: the roofline stays a lower bound.
+    return {"sub_block_length": int(sub_block), **({"forwards": int(forwards)} if forwards else {})}
+
+
+def with_sampler_setting(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with a `sampler_setting` column (null where absent: a frame built before it, or by hand for one
     analysis), so every diffusion curve can be keyed by it."""
-    if "dream_alg" in frame.columns:
+    if "sampler_setting" in frame.columns:
         return frame
-    return frame.with_columns(pl.lit(None, pl.String).alias("dream_alg"))
+    return frame.with_columns(pl.lit(None, pl.String).alias("sampler_setting"))
 
 
 def has_variants(table: pl.DataFrame) -> bool:
@@ -135,7 +162,7 @@ def has_variants(table: pl.DataFrame) -> bool:
 
 # What makes two runs the same grid point, whichever way their latency was obtained.
 GRID_POINT = ("sweep", "hardware", "model", "arch", "impl", "prompt_length", "generation_length", "batch_size", "steps",
-              "block_length", "remasking", "dream_alg", "cfg_scale", "temperature", "dtype")
+              "block_length", "remasking", "sampler_setting", "cfg_scale", "temperature", "dtype")
 
 
 def full_where_measured(table: pl.DataFrame) -> pl.DataFrame:
@@ -175,7 +202,7 @@ def _row(result: RunResult) -> dict[str, Any]:
         "generation_length": config.generation_length, "sequence_length": config.sequence_length,
         "output_tokens": config.output_tokens, "steps": config.steps, "block_length": config.block_length,
         "num_blocks": config.num_blocks, "remasking": config.remasking,
-        "dream_alg": config.dream.alg if config.dream is not None else None, "cfg_scale": config.cfg_scale,
+        "sampler_setting": sampler_setting(config), "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions, "planned_sessions": config.controls.sessions,
         "impl": config.impl_name, "execution": execution_of(config), "timed_steps": config.timed_steps,
@@ -222,7 +249,7 @@ EAGER, COMPILED, GRAPH_CAPTURED = "eager", "compiled", "graph-captured"
 def execution_of(config: RunConfig) -> str:
     """How the run's implementation executes: graph-captured (CUDA graphs replay every step), compiled
     (torch.compile) or eager (Python dispatches every operator: on a fast GPU, host-bound)."""
-    impl = config.llada_impl or config.llama_impl or config.dream_impl
+    impl = config.llada_impl or config.llama_impl or config.dream_impl or config.block_diffusion_impl
     if getattr(impl, "graph", False):
         return GRAPH_CAPTURED
     if getattr(impl, "compile", False):

@@ -22,7 +22,7 @@ from report.document import fmt_bytes
 from report.parity import bracket
 from report.quality import GENERATED
 from report.sessions import row_speedup, shared_median
-from report.table import GRID_POINT, full_where_measured, vanilla_runs, with_dream_alg
+from report.table import GRID_POINT, full_where_measured, vanilla_runs, with_sampler_setting
 from specs.schema import VANILLA
 
 # The quality metrics a variant's delta is reported for (DESIGN: generative perplexity and BERTScore F1).
@@ -33,13 +33,13 @@ UNPAIRED = "unpaired"  # interval kind of a delta whose runs share no prompt: th
 MATCH_KEYS = tuple(k for k in GRID_POINT if k != "impl")
 # A payoff curve: one variant over batch sizes, everything else fixed.
 CURVE_KEYS = ("hardware", "model", "arch", "impl", "prompt_length", "generation_length", "steps", "block_length",
-              "remasking", "dream_alg", "cfg_scale")
+              "remasking", "sampler_setting", "cfg_scale")
 
 _F64, _I64, _STR = pl.Float64, pl.Int64, pl.String
 
 VARIANT_SCHEMA: dict[str, pl.DataType] = {
     "hardware": _STR, "model": _STR, "arch": _STR, "impl": _STR, "prompt_length": _I64, "generation_length": _I64,
-    "steps": _I64, "block_length": _I64, "remasking": _STR, "dream_alg": _STR, "cfg_scale": _F64, "batch_size": _I64,
+    "steps": _I64, "block_length": _I64, "remasking": _STR, "sampler_setting": _STR, "cfg_scale": _F64, "batch_size": _I64,
     "run_id": _STR, "vanilla_run_id": _STR, "latency_s": _F64, "vanilla_latency_s": _F64, "speedup": _F64,
     "speedup_low": _F64, "speedup_high": _F64, "speedup_interval": _STR, "repetitions": _I64,
     "vanilla_repetitions": _I64, "forwards": _F64, "vanilla_forwards": _F64, "tokens_per_forward": _F64,
@@ -61,7 +61,7 @@ def variant_table(table: pl.DataFrame, long: pl.DataFrame, predictions: pl.DataF
     `table`: report.table.results_table of every run; `long`: report.quality.quality_long_table of every run;
     `predictions`: report.predictions.prediction_table rows (faithful ones are read). A variant without a vanilla
     counterpart keeps its own numbers with the comparisons null."""
-    ok = with_dream_alg(table).filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
+    ok = with_sampler_setting(table).filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
     variants = ok.filter(pl.col("impl").is_not_null() & (pl.col("impl") != VANILLA))
     if not variants.height:
         return pl.DataFrame(schema=VARIANT_SCHEMA)
@@ -193,7 +193,7 @@ def _verdict(batches: list[int], speedups: list[float]) -> str:
 
 POINT_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "hardware": _STR, "model": _STR, "arch": _STR, "impl": _STR, "batch_size": _I64,
-    "prompt_length": _I64, "generation_length": _I64, "steps": _I64, "block_length": _I64, "dream_alg": _STR,
+    "prompt_length": _I64, "generation_length": _I64, "steps": _I64, "block_length": _I64, "sampler_setting": _STR,
     "latency_s": _F64, "tokens_per_s": _F64, "tokens_per_forward": _F64, "metric": _STR, "quality": _F64,
     "quality_low": _F64, "quality_high": _F64,
 }
@@ -206,7 +206,7 @@ def variant_points(table: pl.DataFrame, quality_by_run: pl.DataFrame, metric: st
     quality = quality_by_run.filter(pl.col("metric") == metric).select(
         "run_id", "metric", pl.col("value").alias("quality"), pl.col("interval_low").alias("quality_low"),
         pl.col("interval_high").alias("quality_high"))
-    ok = with_dream_alg(table).filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
+    ok = with_sampler_setting(table).filter((pl.col("status") == "ok") & pl.col("latency_e2e_s_median").is_not_null())
     joined = ok.join(quality, on="run_id").with_columns(
         pl.col("latency_e2e_s_median").alias("latency_s"), pl.col("tokens_per_s_median").alias("tokens_per_s"),
         pl.col("impl").fill_null(VANILLA))

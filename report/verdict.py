@@ -181,24 +181,37 @@ def _article(word: str) -> str:
 
 
 def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
-    """The step count to speak at where quality was measured: the fewest from which every headline metric holds
-    parity ("at equal quality"), else from which the metrics that reach parity do, else the most swept."""
-    s_parity = group[0].s_parity
+    """One clause per sampler setting (Dream's alg, block diffusion's threshold), at the fewest steps from which all
+    headline metrics hold parity ("at equal quality"), else those that reach it do, else the most swept."""
+    settings = list(dict.fromkeys(p.sampler_setting for p in group))
+    return [_at_setting([p for p in group if p.sampler_setting == setting], len(settings) > 1) for setting in settings]
+
+
+def _at_setting(group: list[Pairing], named: bool) -> tuple[str, list[Pairing]]:
+    s_parity = next((p.s_parity for p in group if p.quality_measured), group[0].s_parity)
     reached = [s for s in s_parity if s.decides and s.steps is not None]  # a metric at chance decides nothing
     swept = sorted({p.steps for p in group})
-    if reached and len(reached) == len(s_parity):
+    # A setting of one step count (block diffusion's fixed schedule) says only whether it reaches parity.
+    single = len(swept) == 1 and group[0].sampler_setting is not None
+    setting, k = (f"at {group[0].sampler_setting}" if named or single else ""), swept[-1]
+    can = "reaches" if any(s.decides for s in s_parity) else "can decide"
+    if single:
+        parity = ("at equal quality" if reached and len(reached) == len(s_parity) else
+                  f"where quality matches on {_metrics(reached)} only" if reached else
+                  f"where no headline metric {can} parity")
+        where = f"{setting} ({_k(k, group)}), {parity}"
+    elif reached and len(reached) == len(s_parity):
         k = max(s.steps for s in reached)
         where = f"at equal quality ({_parity_list(reached)}) at {_k(k, group)}"
     elif reached:
         k = max(s.steps for s in reached)
         where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
     else:
-        k = swept[-1]
-        where = (f"at {_k(k, group)}, the most swept, where no headline metric reaches parity"
-                 if any(s.decides for s in s_parity) else
-                 f"at {_k(k, group)}, the most swept, where no headline metric can decide parity")
+        where = f"at {_k(k, group)}, the most swept, where no headline metric {can} parity"
+    if setting and not single:
+        where = f"{setting}, {where}"
     at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
-    return [(where, at)]
+    return where, at
 
 
 def _at_step_shares(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
@@ -265,12 +278,12 @@ def _marks(q: PairingPoint, t: Sides) -> str:
 
 
 def _where(group: list[Pairing]) -> str:
-    settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.dream_alg) for p in group}
+    settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.sampler_setting) for p in group}
     if len(settings) != 1:
-        knob = "alg" if any(p.dream_alg for p in group) else "block"
+        knob = "sampler setting" if any(p.sampler_setting for p in group) else "block"
         return f" over {len(settings)} settings of lengths, {knob} and device"
-    hardware, prompt, gen, block, alg = next(iter(settings))
-    setting = ", ".join(([f"block {block}"] if block is not None else []) + ([f"alg {alg}"] if alg else []))
+    hardware, prompt, gen, block, sampler = next(iter(settings))
+    setting = ", ".join(([f"block {block}"] if block is not None else []) + ([sampler] if sampler else []))
     return f" on {hardware}, {prompt} + {gen} tokens" + (f", {setting}" if setting else "")
 
 

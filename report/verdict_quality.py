@@ -22,15 +22,25 @@ JUDGE_NAMES = {PACKAGED_SMOLLM2: f"{PACKAGED_SMOLLM2} (SmolLM2-135M-Instruct, a 
 
 
 def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
-    """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair)."""
-    measured = next(p for p in group if p.quality_measured)
-    vanilla = [p for p in group if p.pairing == VANILLA_PAIRING]
-    swept = sorted({p.steps for p in group})
-    parts = [_metric_clause(s, vanilla, swept, t) for s in measured.s_parity]
-    return f"Quality ({measured.llada_model}, vanilla): " + "; ".join(parts) + "."
+    """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair), one
+    clause per sampler setting where the diffusion model ran several (Dream's algs, block diffusion's thresholds)."""
+    measured = [p for p in group if p.quality_measured]
+    settings = list(dict.fromkeys(p.sampler_setting for p in measured))
+    clauses = []
+    for setting in settings:
+        at = [p for p in group if p.sampler_setting == setting]
+        first = next(p for p in measured if p.sampler_setting == setting)
+        vanilla = [p for p in at if p.pairing == VANILLA_PAIRING]
+        swept = sorted({p.steps for p in at})
+        single = len(swept) == 1 and setting is not None  # block diffusion's fixed schedule
+        parts = "; ".join(_metric_clause(s, vanilla, swept, t, single) for s in first.s_parity)
+        clauses.append(f"at {setting}: {parts}" if len(settings) > 1 or single else parts)
+    return f"Quality ({measured[0].llada_model}, vanilla): " + "; ".join(clauses) + "."
 
 
-def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides) -> str:
+def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides, single: bool) -> str:
+    """S_parity on one metric; at a sampler setting of one step count (`single`: block diffusion's fixed schedule),
+    only whether that setting reaches parity: a step count it cannot vary says nothing."""
     label = SHORT_LABEL.get(s.metric, s.metric)
     judge = ""
     if s.judge:
@@ -39,6 +49,9 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: 
     if not s.decides:
         return f"{label}{judge} {CHANCE}, so it decides no parity"
     test = f" (a two one-sided test at {s.alpha:.0%}, {s.n_prompts} paired prompts)" if s.alpha is not None else ""
+    if single:
+        verdict = "parity" if s.steps is not None else "no parity"
+        return f"{label}{judge} {reference}: {verdict}, {'' if s.steps is not None else 'not '}{s.margin} or better{test}"
     if s.steps is None:
         head = f"{label}{judge} {reference} is not {s.margin} or better at every step count up to {swept[-1]}{test}"
     else:

@@ -7,6 +7,7 @@ import hashlib
 from dataclasses import dataclass, field
 
 from specs.artifacts import canonical_json
+from specs.block_diffusion import BlockDiffusionSampling, schedule
 from specs.registry import family
 from specs.results import MeasuredRoofs
 from specs.schema import (
@@ -73,6 +74,8 @@ class FixtureGrid:
     # entry 'qwen2#b' is a second model of that family, named 'qwen2-b-<size>'.
     families: tuple[str, ...] = ("llama", "llada")
     dream_algs: tuple[str, ...] = ("entropy",)  # Dream's remasking algorithms (one curve each)
+    # Block diffusion's thresholds (one setting each; its block is the first of `block_lengths`, sub-block 8).
+    thresholds: tuple[float, ...] = (0.9,)
     # Latency multipliers per `families` entry (1 where absent): what sets each pair's crossover apart.
     family_speed: tuple[tuple[str, float], ...] = ()
     # Families every run of which failed (an error artifact, no measurement), as when a checkpoint is broken.
@@ -175,6 +178,12 @@ def _configs_of(grid: FixtureGrid, entry: str, gen: int, batch: int, common: dic
                  for steps in grid.steps if steps <= gen for alg in grid.dream_algs]
         return [c for config in dream
                 for c in (config, *(config.model_copy(update={"dream_impl": impl}) for impl in grid.dream_impls))]
+    if sampler == "block_diffusion":
+        block = grid.block_lengths[0]
+        k = schedule(grid.prompt_length, gen, block, BD_SUB_BLOCK).max_forwards
+        return [RunConfig(model=model, batch_size=batch, generation_length=gen, steps=k, block_length=block,
+                          block_diffusion=BlockDiffusionSampling(sub_block_length=BD_SUB_BLOCK, threshold=t), **common)
+                for t in grid.thresholds]
     configs: list[RunConfig] = []
     for block in grid.block_lengths:
         if gen % block:
@@ -186,6 +195,9 @@ def _configs_of(grid: FixtureGrid, entry: str, gen: int, batch: int, common: dic
                               remasking="low_confidence", **common)
             configs += [llada, *(llada.model_copy(update={"llada_impl": impl}) for impl in grid.llada_impls)]
     return configs
+
+
+BD_SUB_BLOCK = 8
 
 
 def run_id_of(config: RunConfig) -> str:
@@ -218,6 +230,8 @@ def _spec_dict(grid: FixtureGrid) -> dict:
                           **_impl_axis(grid.llada_impls)}} if "llada" in samplers else {}),
             **({"dream": {"steps": list(grid.steps), "algs": list(grid.dream_algs), **_impl_axis(grid.dream_impls)}}
                if "dream" in samplers else {}),
+            **({"block_diffusion": {"thresholds": list(grid.thresholds), "block_lengths": [grid.block_lengths[0]],
+                                    "sub_block_lengths": [BD_SUB_BLOCK]}} if "block_diffusion" in samplers else {}),
             **({"llama": _impl_axis(grid.llama_impls)} if grid.llama_impls else {}),
         },
         "controls": {"dtype": grid.dtype, "attention": grid.attention, "device": grid.device, "warmup": 2,

@@ -210,6 +210,8 @@ def _variant_factor(config: RunConfig) -> float:
 def variant_forwards(config: RunConfig, rep: int) -> int:
     """Forwards of repetition `rep`: the schedule's steps, or about half of them under a confidence rule."""
     steps = config.steps or 1
+    if config.block_diffusion is not None:  # below threshold 1 a forward commits about 1/threshold^2 tokens
+        return max(steps // 4, round(steps * config.block_diffusion.threshold ** 2) - rep % 2)
     impl = config.llada_impl
     if impl is None or not impl.parallel:
         return steps
@@ -234,7 +236,7 @@ def _samples(speed: float, config: RunConfig, rng: np.random.Generator, *, timer
                        batch_index=list(range(reps)), ttft_s=ttft.tolist(), itl_s=itl.tolist())
     steps = config.steps or 1
     step_time = (0.03 + 8e-5 * b * config.sequence_length) * speed
-    if config.llada_impl is None:
+    if config.llada_impl is None and config.block_diffusion is None:
         step = step_time * factor * _noise(rng, (reps, steps))
         per_step_tokens = [b * g // steps] * steps
         return Samples(timer=timer, warmup_latency_s=[float(step[0].sum()) * 1.3] * 2,
@@ -259,9 +261,13 @@ def _quality(config: RunConfig, rng: np.random.Generator) -> list[QualityRecord]
     records = []
     # A confidence rule costs quality: BERTScore F1 0.04 lower, perplexity 10% higher (before the noise).
     parallel = config.llada_impl is not None and config.llada_impl.parallel
+    # Block diffusion: its threshold's quality, above LLaMA's at 0.9 and below it at 0.5.
+    threshold = config.block_diffusion.threshold if config.block_diffusion is not None else None
     for prompt in config.prompt_ids:
         if _is_ar(config.model.arch):
             f1, ppl = 0.85, 8.0
+        elif threshold is not None:
+            f1, ppl = 0.85 + 0.3 * (threshold - 0.8), 8.0 - 10 * (threshold - 0.8)
         else:
             block_bonus = 0.01 * (64 - (config.block_length or 64)) / 32
             f1 = 0.90 + block_bonus - 0.25 * math.exp(-(config.steps or 1) / 20) - (0.04 if parallel else 0.0)

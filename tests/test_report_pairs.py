@@ -99,14 +99,14 @@ def test_a_dream_and_qwen_sweep_gets_that_pairs_b_star_and_verdict(tmp_path: Pat
     assert {(p.llama_model, p.llada_model) for p in pairings} == {("qwen2-tiny", "dream-tiny")}
     assert {p.pairing for p in pairings} == {"vanilla"} and len(pairings) == 3  # one per step count
     for p in pairings:
-        assert p.block_length is None and p.dream_alg == "entropy" and (p.ar_arch, p.dllm_arch) == ("qwen2", "dream")
+        assert p.block_length is None and p.sampler_setting == "alg entropy" and (p.ar_arch, p.dllm_arch) == ("qwen2", "dream")
         b_star, bound = _expected_b_star(tps[("qwen2-tiny", None)], tps[("dream-tiny", p.steps)])
         assert (p.b_star_measured, p.b_star_bound) == (pytest.approx(b_star), bound)
         assert p.b_star_roofs_bound is not None or p.roofline_note  # the roofline costs Dream too
     at16 = next(p for p in pairings if p.steps == 16)
     assert at16.b_star_bound == "=" and 4 < at16.b_star_measured < 16  # a crossing between measured batches
     row = crossovers.filter(crossovers["steps"] == 16).row(0, named=True)
-    assert (row["llama_model"], row["llada_model"], row["dream_alg"]) == ("qwen2-tiny", "dream-tiny", "entropy")
+    assert (row["llama_model"], row["llada_model"], row["sampler_setting"]) == ("qwen2-tiny", "dream-tiny", "alg entropy")
     assert row["b_star"] == pytest.approx(at16.b_star_measured)
     sentences = verdict(pairings)
     assert "Qwen2.5 stays ahead from B" in sentences[0] and "Dream" in sentences[0] and "LLaMA" not in sentences[0]
@@ -142,7 +142,7 @@ def test_a_sweep_of_all_four_families_gives_two_pairs_each_with_its_own_b_star(t
     assert record["speedup"].startswith("speedup = L_e2e(AR) / L_e2e(dLLM)")
     families = {(f["llama_model"], f["ar_arch"], f["llada_model"], f["dllm_arch"]) for f in record["findings"]}
     assert families == {("llama-tiny", "llama", "llada-tiny", "llada"), ("qwen2-tiny", "qwen2", "dream-tiny", "dream")}
-    assert all(("dream_alg" in f) == (f["dllm_arch"] == "dream") for f in record["findings"])
+    assert all(("sampler_setting" in f) == (f["dllm_arch"] == "dream") for f in record["findings"])
 
 
 def test_a_diffusion_model_without_its_peer_pairs_with_every_autoregressive_model(tmp_path: Path) -> None:
@@ -197,11 +197,11 @@ def test_a_dream_report_renders_its_pair_with_steps_to_parity(tmp_path: Path) ->
     found = json.loads(out.findings_json.read_text(encoding="utf-8"))
     assert found["speedup"].startswith("speedup = L_e2e(Qwen2.5) / L_e2e(Dream)") and "pairs" not in found
     vanilla = [f for f in found["findings"] if f["pairing"] == "vanilla"]
-    assert {f["dream_alg"] for f in vanilla} == {"entropy"} and all(f["block_length"] is None for f in vanilla)
+    assert {f["sampler_setting"] for f in vanilla} == {"alg entropy"} and all(f["block_length"] is None for f in vanilla)
     f1 = {f["steps"]: s for f in vanilla for s in f["s_parity"] if s["metric"] == "bertscore_f1"}
     assert f1 and all(s["steps"] == 32 and s["reference"] == "qwen2-tiny greedy" for s in f1.values())
     md = out.markdown.read_text(encoding="utf-8")
-    assert "B*: qwen2-tiny overtakes dream-tiny at 16 steps (entropy)" in md
+    assert "B*: qwen2-tiny overtakes dream-tiny at 16 steps (alg entropy)" in md
     assert "Throughput vs batch size, and where Qwen2.5 overtakes Dream" in md and "LLaMA" not in md
     assert "vanilla Qwen2.5 against vanilla Dream, both eager (the protocol's pair)" in md
     assert "vanilla Dream: the official algorithm with logits for the generated window only" in md

@@ -32,8 +32,8 @@ from report.stats import INTERVAL_LABEL
 
 PLOT_DATA_ATTR = "_llada_bench_data"
 # A diffusion model's knobs that may vary between series; a label names only those that do.
-LLADA_AXES = ("steps", "block_length", "remasking", "dream_alg", "cfg_scale")
-AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "dream_alg": "alg", "cfg_scale": "cfg"}
+LLADA_AXES = ("steps", "block_length", "remasking", "sampler_setting", "cfg_scale")
+AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", "sampler_setting": "setting", "cfg_scale": "cfg"}
 
 
 def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -273,11 +273,17 @@ def varying(df: pl.DataFrame, columns: Sequence[str]) -> list[str]:
 
 
 def llada_label(model: str, row: dict, axes: Sequence[str]) -> str:
-    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64' — only the knobs that vary."""
+    """'llada-8b: 32 steps' or 'llada-8b: 32 steps, block 64': only the knobs that vary, and of those only the
+    ones the model's family has (a knob it lacks is null: Fast-dLLM v2 has no remasking, LLaDA no sampler
+    setting)."""
     parts = []
     for axis in axes:
         value = row.get(axis)
-        if axis == "steps":
+        if value is None:
+            continue
+        if axis == "sampler_setting":  # it names itself: 'alg entropy', 'sub-block 8, threshold 0.9'
+            parts.append(str(value))
+        elif axis == "steps":
             parts.append(f"{value} step" if value == 1 else f"{value} steps")
         elif axis == "cfg_scale":
             parts.append(f"cfg {value:g}")

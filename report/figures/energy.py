@@ -11,10 +11,10 @@ from report.figures.common import FigureSkipped, Series, matching, tuple_of
 from report.figures.frame import Frame, length_panels
 from report.figures.style import ARCH_LABEL, ARCH_MARKER, impl_styles, steps_colors
 from report.pairs import is_ar
-from report.table import with_dream_alg
+from report.table import with_sampler_setting
 
 EXTRAPOLATED_MARK = "extrapolated"
-LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "dream_alg")
+LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "sampler_setting")
 
 
 def energy_per_token(df: pl.DataFrame) -> Figure:
@@ -28,7 +28,7 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     rows = df.filter((pl.col("status") == "ok") & pl.col("joules_per_token").is_not_null())
     if not rows.height:
         raise FigureSkipped("no run recorded energy (no NVML or readable RAPL counter on the machine)")
-    rows = with_dream_alg(rows.with_columns(pl.col("impl").fill_null("vanilla")))
+    rows = with_sampler_setting(rows.with_columns(pl.col("impl").fill_null("vanilla")))
     styles = impl_styles(rows["impl"].to_list())
     step_color = steps_colors(rows)
     blocks = rows.filter(pl.col("block_length").is_not_null())["block_length"].n_unique()
@@ -37,7 +37,7 @@ def energy_per_token(df: pl.DataFrame) -> Figure:
     for ax, at in zip(axes, lengths):
         sub = at.of(rows)
         series = []
-        order = [~is_ar(), "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length", "dream_alg"]
+        order = [~is_ar(), "model", pl.col("impl") != "vanilla", "impl", "steps", "block_length", "sampler_setting"]
         for key in sub.select(LINE_KEYS).unique().sort(order, nulls_last=True).iter_rows(named=True):
             points = matching(sub, key).sort("batch_size")
             label = _label(key, blocks > 1)
@@ -74,5 +74,5 @@ def _label(key: dict, show_block: bool) -> str:
     if key["steps"] is None:
         return f"{key['model']}{impl} ({arch})"
     block = f", block {key['block_length']}" if show_block and key["block_length"] is not None else ""
-    alg = f", {key['dream_alg']}" if key.get("dream_alg") else ""
+    alg = f", {key['sampler_setting']}" if key.get("sampler_setting") else ""
     return f"{key['model']}{impl}: {key['steps']} steps{block}{alg}"

@@ -21,7 +21,7 @@ from report.figures.frame import Frame, length_panels
 from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow_of
 from report.figures.style import ARCH_MARKER, steps_colors
 from report.pairs import is_ar, table_sides
-from report.table import unlearned_warnings, with_dream_alg
+from report.table import unlearned_warnings, with_sampler_setting
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
@@ -33,9 +33,9 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     (`predicted`: report.findings.predicted_throughput). A crossover row with `b_star_low`/`b_star_high` gets that
     interval drawn around its B*."""
     frame = Frame.of("findings_throughput", df, vanilla=True)
-    df, hardware = with_dream_alg(frame.runs), frame.hardware
+    df, hardware = with_sampler_setting(frame.runs), frame.hardware
     sides = table_sides(df)
-    predicted, crossovers = with_dream_alg(predicted), with_dream_alg(crossovers)
+    predicted, crossovers = with_sampler_setting(predicted), with_sampler_setting(crossovers)
     # The points B* is read from: an extrapolation that failed its check is left out here as there.
     runs, block_note = at_primary_block(trusted(df).filter((pl.col("status") == "ok")
                                                            & pl.col("tokens_per_s_median").is_not_null()))
@@ -45,7 +45,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
     colors = steps_colors(runs)
     arch_of = dict(runs.select("model", "arch").unique().iter_rows())
     # Dream's algs share their step count's colour and differ by marker (the first keeps its family's).
-    algs = sorted(runs["dream_alg"].drop_nulls().unique().to_list())
+    algs = sorted(runs["sampler_setting"].drop_nulls().unique().to_list())
     several_pairs = crossovers.select("llama_model", "llada_model").unique().height > 1
     axes = frame.draw(len(lengths), columns=2, panel_size=(6.0, 4.4))
     profile = calibration = None
@@ -53,8 +53,8 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         sub = at.of(runs)
         pred = at.of(predicted.filter(pl.col("hardware") == hardware))
         series = []
-        ordered = sub.with_columns((~is_ar()).alias("_later")).sort("_later", "model", "steps", "dream_alg")
-        for (arch, model, steps, alg), rows in ordered.group_by(["arch", "model", "steps", "dream_alg"],
+        ordered = sub.with_columns((~is_ar()).alias("_later")).sort("_later", "model", "steps", "sampler_setting")
+        for (arch, model, steps, alg), rows in ordered.group_by(["arch", "model", "steps", "sampler_setting"],
                                                                 maintain_order=True):
             rows = rows.sort("batch_size")
             label = model if steps is None else f"{model}: {steps} step{'' if steps == 1 else 's'}"
@@ -68,7 +68,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
             series += [s, between]
             draw_points(ax, s, color, marker)
             ax.plot(between.x, between.y, color=color, linestyle=":", linewidth=1.0, alpha=0.8, zorder=3)
-            line = pred.filter((pl.col("model") == model) & pl.col("dream_alg").eq_missing(alg)
+            line = pred.filter((pl.col("model") == model) & pl.col("sampler_setting").eq_missing(alg)
                                & (pl.col("steps").is_null() if steps is None
                                   else pl.col("steps") == steps)).sort("batch_size")
             if line.height:

@@ -33,7 +33,7 @@ from report.figures.common import (
 )
 from report.figures.frame import Frame, length_panels
 from report.pairs import is_ar, is_dllm, table_sides
-from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, with_dream_alg
+from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, with_sampler_setting
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -143,7 +143,7 @@ def _pareto_series(sub: pl.DataFrame) -> list[tuple[Series, int, int]]:
     llama = sub.filter(is_ar()).sort(["model", "batch_size"])
     for (model, batch, arch), rows in llama.group_by(["model", "batch_size", "arch"], maintain_order=True):
         out.append((_quality_points(f"{model}, batch {batch}", "points", arch, model, rows), batch, 0))
-    llada = with_dream_alg(sub.filter(is_dllm()))
+    llada = with_sampler_setting(sub.filter(is_dllm()))
     extra = [a for a in varying(llada, LLADA_AXES) if a != "steps"]
     styles = {k: i for i, k in enumerate(llada.select(extra).unique().sort(extra).rows())} if extra else {}
     for key in llada.select("model", "batch_size", *extra).unique().sort(["model", "batch_size", *extra]).iter_rows(named=True):
@@ -183,23 +183,26 @@ def _draw_quality_series(ax, s: Series, color, linestyle: str = "-") -> None:
 
 def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric: str,
                      parity: pl.DataFrame | None = None) -> Figure:
-    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block length or alg; each AR
-    model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
+    """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block or sampler setting; each
+    AR model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
     metric's headline reference as a dashed vertical line with its replicates' span shaded. One panel per generation length.
     `parity`: report.parity.parity_markers."""
     frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
     df, hardware = frame.runs, frame.hardware
     sides = table_sides(df)
-    setting = with_dream_alg(quality_by_setting).filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
+    setting = with_sampler_setting(quality_by_setting).filter((pl.col("metric") == metric) & (pl.col("hardware") == hardware))
     llada = setting.filter(is_dllm() & (pl.col("continuation") == "generated"))
     if not llada.height:
         raise FigureSkipped(f"no {sides.dllm} run has a {METRIC_LABEL.get(metric, metric)} value")
     lengths = length_panels(llada)
-    # Blocks in the blockwise family's shades; Dream's algs (it has no blocks to colour by) in its own.
-    blockwise, dream = llada.filter(pl.col("block_length").is_not_null()), llada.filter(pl.col("dream_alg").is_not_null())
+    # Blocks in the blockwise family's shades; sampler settings (Dream's algs, block diffusion's thresholds) in
+    # their own family's.
+    named = pl.col("sampler_setting").is_not_null()
+    blockwise, dream = llada.filter(pl.col("block_length").is_not_null() & ~named), llada.filter(named)
     block_colors = shades(blockwise["arch"][0], blockwise["block_length"].to_list()) if blockwise.height else {}
-    algs = dream["dream_alg"].unique().to_list()
-    alg_colors = shades(dream["arch"][0], algs) if algs else {}
+    algs = dream["sampler_setting"].unique().to_list()
+    alg_colors = {k: c for (arch,), rows in dream.group_by(["arch"])
+                  for k, c in shades(arch, rows["sampler_setting"].to_list()).items()}
     for ax, at in zip(frame.draw(len(lengths), columns=2, panel_size=(5.4, 4.0)), lengths):
         sub = at.of(setting)
         series = _llama_levels(ax, sub)
@@ -211,7 +214,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                        tuple_of(rows["value"]), tuple_of(rows["interval_low"]), tuple_of(rows["interval_high"]),
                        arch=rows["arch"][0], model=key["model"])
             series.append(s)
-            _draw_quality_series(ax, s, alg_colors.get(rows["dream_alg"][0])
+            _draw_quality_series(ax, s, alg_colors.get(rows["sampler_setting"][0])
                                  or block_colors.get(rows["block_length"][0], ARCH_COLOR.get(s.arch or "", "black")))
         multi_block = sub_llada["block_length"].n_unique() > 1
         series += _draw_parity(ax, parity, hardware, (at.prompt, at.generation), metric,
@@ -262,8 +265,8 @@ def _draw_parity(ax, parity: pl.DataFrame | None, hardware: str, lengths: tuple[
     for i, row in enumerate(rows.iter_rows(named=True)):
         block = f" (block {row['block_length']})" if block_colors and row["block_length"] is not None else ""
         color = block_colors.get(row["block_length"], "black") if block_colors else "black"
-        if alg_colors and row.get("dream_alg") in alg_colors:
-            block, color = f" ({row['dream_alg']})", alg_colors[row["dream_alg"]]
+        if alg_colors and row.get("sampler_setting") in alg_colors:
+            block, color = f" ({row['sampler_setting']})", alg_colors[row["sampler_setting"]]
         s_parity = row["s_parity"]
         against = f" vs {row['reference_label']}"
         if s_parity is None:

@@ -17,7 +17,8 @@ from specs.registry import FAMILIES
 @dataclass(frozen=True)
 class FamilyStyle:
     """How one model family is drawn in every figure: its colour and marker, and the colour map whose shades tell
-    a diffusion family's settings apart (step counts, block lengths, algs), from `lo` to `hi` of the map."""
+    a diffusion family's settings apart (step counts, block lengths, sampler settings), from `lo` to `hi` of the
+    map."""
 
     color: str
     marker: str
@@ -28,13 +29,14 @@ class FamilyStyle:
 
 # Each family its own colour and marker, the same in every figure, so a sweep of several pairs can be read: LLaMA
 # blue squares and LLaDA vermilion circles (how a LLaMA/LLaDA sweep has always looked), Qwen2.5 green pentagons and
-# Dream wine hexagons. No family shares a marker with a variant (VARIANT_MARKERS); a family of the registry missing
-# here is drawn grey.
+# Dream wine hexagons, Fast-dLLM v2 (block diffusion) purple thin diamonds. No family shares a marker with a
+# variant (VARIANT_MARKERS); a family of the registry missing here is drawn grey.
 FAMILY_STYLES: dict[str, FamilyStyle] = {
     "llama": FamilyStyle("#1f5fa8", "s", "Blues"),
     "llada": FamilyStyle("#c8511c", "o", "YlOrRd"),
     "qwen2": FamilyStyle("#117733", "p", "Greens"),
     "dream": FamilyStyle("#882255", "h", "RdPu"),
+    "fast_dllm_v2": FamilyStyle("#5e3c99", "d", "Purples"),
 }
 _UNSTYLED = FamilyStyle("#6b6b6b", "8", "Greys")
 
@@ -80,7 +82,8 @@ def sequential_colors(
 
 
 def shades(arch: str | None, values: Iterable[object]) -> dict[object, tuple]:
-    """One colour per setting of a family (a diffusion family's step counts, blocks or algs): shades of its own map,
+    """One colour per setting of a family (a diffusion family's step counts, blocks or sampler settings): shades of
+    its own map,
     darkening with the value; an autoregressive family's settings all take its colour."""
     style = family_style(arch)
     if is_autoregressive(arch):

@@ -20,7 +20,7 @@ from report.figures.quality import (
 )
 from report.figures.style import impl_styles
 from report.pairs import table_sides
-from report.table import HIGHER_IS_BETTER, with_dream_alg
+from report.table import HIGHER_IS_BETTER, with_sampler_setting
 
 
 def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figure:
@@ -29,7 +29,7 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
     dashed. One panel per generation length and batch size (latencies of different batches are not
     comparable). `df`: this hardware's rows of the flat table; `points`: report.variants.variant_points."""
     frame = Frame.of(f"variant_pareto_{metric}", df)
-    points = with_dream_alg(points).filter(pl.col("hardware") == frame.hardware)
+    points = with_sampler_setting(points).filter(pl.col("hardware") == frame.hardware)
     if points.filter(pl.col("impl") != "vanilla").height == 0:
         raise FigureSkipped("no variant run has both a latency and a "
                             f"{METRIC_LABEL.get(metric, metric)} value")
@@ -39,7 +39,7 @@ def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figur
     for ax, key in zip(frame.draw(len(keys), columns=3, panel_size=(4.8, 3.8)), keys):
         sub = points.filter(pl.all_horizontal(pl.col(k) == v for k, v in key.items()))
         series = []
-        for (arch, model, impl, alg), rows in sub.group_by(["arch", "model", "impl", "dream_alg"], maintain_order=True):
+        for (arch, model, impl, alg), rows in sub.group_by(["arch", "model", "impl", "sampler_setting"], maintain_order=True):
             rows = rows.sort("steps", nulls_last=True)
             label = f"{model}: {impl}" + (f", {alg}" if alg else "")
             s = quality_series(label, arch, model, rows, "latency_s", *VARIANT_QUALITY)

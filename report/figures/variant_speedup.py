@@ -16,10 +16,10 @@ from report.figures.common import (
 from report.figures.frame import Frame
 from report.figures.marks import draw_impl_series
 from report.figures.style import ARCH_LABEL, impl_styles
-from report.table import with_dream_alg
+from report.table import with_sampler_setting
 
 # One panel per model, lengths and diffusion schedule (steps, block or Dream's alg): one line per variant.
-PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length", "steps", "block_length", "dream_alg")
+PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length", "steps", "block_length", "sampler_setting")
 ROOFLINE_LABEL = "roofline prediction (dashed, the variant's colour)"
 
 
@@ -29,7 +29,7 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
     dashed, y = 1 drawn. One panel per model, lengths and LLaDA step count and block.
     `df`: this hardware's rows of the flat table (for the caption); `variants`: report.variants.variant_table."""
     frame = Frame.of("variant_speedup", df)
-    rows = with_dream_alg(variants).filter((pl.col("hardware") == frame.hardware) & pl.col("speedup").is_not_null())
+    rows = with_sampler_setting(variants).filter((pl.col("hardware") == frame.hardware) & pl.col("speedup").is_not_null())
     if not rows.height:
         raise FigureSkipped("no variant run has a vanilla run at the same grid point"
                             if variants.height else "no variant runs in this sweep")
@@ -61,7 +61,7 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
         power_of_two_axis(ax, "x", rows["batch_size"].to_list())
         yscale = value_axis(ax, [v for s in series for v in (*s.y, *(s.y_high or ()))], log_above_ratio=8.0)
         setting = (f", block {key['block_length']}" if key["block_length"] is not None else "") + (
-            f", {key['dream_alg']}" if key["dream_alg"] else "")
+            f", {key['sampler_setting']}" if key["sampler_setting"] else "")
         schedule = f", {key['steps']} steps{setting}" if key["steps"] is not None else ""
         title = (f"{key['model']} ({ARCH_LABEL.get(key['arch'], key['arch'])}){schedule}\n"
                  f"prompt {key['prompt_length']}, N_out = {key['generation_length']}")

@@ -20,9 +20,9 @@ from report.figures.quality import (
 )
 from report.figures.style import impl_styles
 from report.pairs import table_sides
-from report.table import with_dream_alg
+from report.table import with_sampler_setting
 
-SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length", "dream_alg")
+SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length", "sampler_setting")
 
 
 def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl.DataFrame]) -> Figure:
@@ -31,7 +31,7 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
     over LLaDA's steps. One panel per metric. `df`: this hardware's rows of the flat table; `points`: per metric,
     report.variants.variant_points."""
     frame = Frame.of("variant_quality_vs_tokens_per_forward", df)
-    chosen = {m: _smallest_batch(with_dream_alg(p).filter((pl.col("hardware") == frame.hardware)
+    chosen = {m: _smallest_batch(with_sampler_setting(p).filter((pl.col("hardware") == frame.hardware)
                                           & pl.col("tokens_per_forward").is_not_null()))
               for m, p in points.items()}
     chosen = {m: p for m, p in chosen.items() if p.filter(pl.col("impl") != "vanilla").height}
@@ -43,7 +43,7 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
         for key in sub.select(SERIES_KEYS).unique().sort(list(SERIES_KEYS), nulls_last=True).rows(named=True):
             rows = matching(sub, key).sort("tokens_per_forward")
             label = f"{key['model']}: {key['impl']}, N_out = {key['generation_length']}" + (
-                f", {key['dream_alg']}" if key["dream_alg"] else "")
+                f", {key['sampler_setting']}" if key["sampler_setting"] else "")
             s = quality_series(label, key["arch"], key["model"], rows, "tokens_per_forward", *VARIANT_QUALITY)
             series.append(s)
             draw_impl_series(ax, s, styles[key["impl"]])

@@ -18,11 +18,11 @@ def hardware_column(multi: bool) -> list[tuple[str, str]]:
 
 def key_columns(multi: bool, runs: pl.DataFrame | None = None) -> list[tuple[str, str]]:
     """(column, header) of what identifies a run: hardware where several, model, impl, batch, lengths, steps,
-    block, and Dream's alg where one of `runs` has one."""
-    algs = runs is not None and "dream_alg" in runs.columns and runs["dream_alg"].drop_nulls().len() > 0
+    block, and the sampler setting (Dream's alg, block diffusion's threshold) where one of `runs` has one."""
+    algs = runs is not None and "sampler_setting" in runs.columns and runs["sampler_setting"].drop_nulls().len() > 0
     return hardware_column(multi) + [("model", "model"), ("impl", "impl"), ("batch_size", "B"),
                                      ("prompt_length", "P"), ("generation_length", "N_out"), ("steps", "steps"),
-                                     ("block_length", "block")] + ([("dream_alg", "alg")] if algs else [])
+                                     ("block_length", "block")] + ([("sampler_setting", "setting")] if algs else [])
 
 
 def simple(keys: list[tuple[str, str]]) -> list[tuple[str, object]]:

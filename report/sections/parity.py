@@ -22,10 +22,10 @@ def parity_tables(parity: pl.DataFrame, multi: bool, provenance: Sequence[str],
     if not parity.height:
         return []
     models = (" Models: " + " ".join(provenance)) if provenance else ""
-    algs = "dream_alg" in parity.columns and parity["dream_alg"].drop_nulls().len() > 0
+    algs = "sampler_setting" in parity.columns and parity["sampler_setting"].drop_nulls().len() > 0
     pairs = "llama_model" in parity.columns and parity["llama_model"].drop_nulls().n_unique() > 1
     common = [*hardware_column(multi), ("metric", "metric_label"), ("P", "prompt_length"),
-              ("N_out", "generation_length"), ("block", "block_length"), *([("alg", "dream_alg")] if algs else []),
+              ("N_out", "generation_length"), ("block", "block_length"), *([("setting", "sampler_setting")] if algs else []),
               (sides.dllm, "llada_model"), *([(sides.ar, "llama_model")] if pairs else []),
               ("reference", "reference_label"),
               ("reference level [interval]", lambda r: _ci(r, "reference_value", "reference_interval_low",

@@ -81,9 +81,9 @@ def _median_interval(r: dict) -> str:
 
 
 def _setting_table(setting: pl.DataFrame, multi: bool) -> Table:
-    algs = "dream_alg" in setting.columns and setting["dream_alg"].drop_nulls().len() > 0
+    algs = "sampler_setting" in setting.columns and setting["sampler_setting"].drop_nulls().len() > 0
     columns = [*hardware_column(multi), ("model", "model"), ("P", "prompt_length"), ("N_out", "generation_length"),
-               ("steps", "steps"), ("block", "block_length"), *([("alg", "dream_alg")] if algs else []),
+               ("steps", "steps"), ("block", "block_length"), *([("setting", "sampler_setting")] if algs else []),
                ("continuation", "continuation"), ("metric", "metric"),
                ("median", lambda r: fmt_float(r["value"], 4)), ("interval", _median_interval),
                ("repeated-bigram rate", lambda r: fmt_float(r["repetition"], 3)),

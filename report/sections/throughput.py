@@ -76,11 +76,11 @@ def decoding_table(diffusion: pl.DataFrame, multi: bool) -> Table:
 
 def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
     """The measured and predicted B* per pair and diffusion setting; `t` names the sides (report.pairs)."""
-    algs = crossovers["dream_alg"].drop_nulls().len() > 0
+    algs = crossovers["sampler_setting"].drop_nulls().len() > 0
     several = crossovers["llama_model"].n_unique() > 1
     columns = [*hardware_column(multi), ("P", "prompt_length"), ("N_out", "generation_length"),
                *([(t.ar, "llama_model")] if several else []), (t.dllm, "llada_model"), ("steps", "steps"),
-               ("block", "block_length"), *([("alg", "dream_alg")] if algs else []), ("batch sizes", "batch_sizes"),
+               ("block", "block_length"), *([("setting", "sampler_setting")] if algs else []), ("batch sizes", "batch_sizes"),
                (f"T({t.ar}) / T({t.dllm})", "throughput_ratios"), ("B* measured [interval]", _measured_b_star),
                (f"{t.dllm} extrapolated", lambda r: r["extrapolated"] or "–"),
                ("the roofs-only model's B*", _predicted_b_star("predicted_b_star_roofs")),

@@ -43,7 +43,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     if not variants.height:
         return Blocks(lead, [Paragraph("No variant run succeeded.", warning=True)])
     hw = hardware_column(multi)
-    alg = [("alg", "dream_alg")] if variants["dream_alg"].drop_nulls().len() else []  # Dream's, where present
+    alg = [("setting", "sampler_setting")] if variants["sampler_setting"].drop_nulls().len() else []  # where present
     columns = [*hw, ("model", "model"), ("impl", "impl"), ("P", "prompt_length"), ("N_out", "generation_length"),
                ("steps", "steps"), ("block", "block_length"), *alg, ("B", "batch_size"),
                ("speedup [interval]", _variant_speedup_cell),
