@@ -24,7 +24,7 @@ from miniature.block_diffusion_train import (
 )
 from miniature.export import write_training_log
 from miniature.tokenizer import EOS_TOKEN, MASK_TOKEN, special_ids
-from miniature.trainer import TrainConfig, TrainingLog, heldout_windows
+from miniature.trainer import TrainConfig, TrainingLog, best_evaluation, heldout_windows
 
 # How long the adaptation trains, in training tokens (each window counted once, not once per noisy copy).
 # Under the training rule the member starts from the AR run's evaluation at TOKEN_BUDGET − F tokens
@@ -85,7 +85,7 @@ def run_block_diffusion_stage(stage: BlockDiffusionStage, work_dir: Path, out_di
 
 def block_diffusion_summary(log: TrainingLog, base_tokens: int, exported_loss: float, unigram_entropy: float) -> dict:
     """The numbers a report shows about the member: as the pair's, plus its base and what it shipped."""
-    best = min(log.evaluations, key=lambda evaluation: (evaluation["heldout_loss"], evaluation["step"]))
+    best = best_evaluation(log.evaluations)
     return {
         "parameters": log.parameters,
         "steps": log.step,
