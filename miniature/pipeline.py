@@ -72,6 +72,14 @@ def adapted_start(base_work_dir: Path, fine_tune_tokens: int, tokens: int = TOKE
                      f"choose a fine-tuning budget that leaves one of: {available}")
 
 
+def with_rule_base(stage: BlockDiffusionStage, work_dir: Path, tokens: int = TOKEN_BUDGET) -> BlockDiffusionStage:
+    """The stage with its base: as given, else where the training rule starts it, the AR run's weights kept in
+    `work_dir` at `tokens` less the stage's fine-tuning tokens."""
+    if stage.base is not None:
+        return stage
+    return dataclasses.replace(stage, base=adapted_start(work_dir / "llama", stage.fine_tune_tokens, tokens))
+
+
 @dataclass(frozen=True)
 class TokenData:
     train: torch.Tensor  # [N] train pages, <|endoftext|> between them
@@ -202,11 +210,8 @@ def run_pipeline(
         from miniature.block_diffusion_stage import run_block_diffusion_stage
         from miniature.block_diffusion_train import ARCH
 
-        if block_diffusion.base is None:  # the training rule's start: the AR run's weights at T − F tokens
-            block_diffusion = dataclasses.replace(
-                block_diffusion, base=adapted_start(work_dir / "llama", block_diffusion.fine_tune_tokens))
         provenance["models"][ARCH] = run_block_diffusion_stage(
-            block_diffusion, work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
+            with_rule_base(block_diffusion, work_dir), work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
             corpus_info["sha256"], quiet=quiet)
     write_json(out_dir / "provenance.json", provenance)
     write_checksums(out_dir)

@@ -161,7 +161,8 @@ def test_the_token_budget_sets_each_members_step_count() -> None:
 
 @pytest.mark.slow
 def test_every_evaluation_keeps_its_weights_for_the_best_and_for_an_adapted_member(data, tmp_path: Path) -> None:
-    from miniature.pipeline import adapted_start
+    from miniature.block_diffusion_stage import BlockDiffusionStage
+    from miniature.pipeline import adapted_start, with_rule_base
     from miniature.trainer import best_evaluation, kept_evaluations, load_evaluation_weights
 
     tokenizer, special, train_ids, heldout_ids = data
@@ -181,3 +182,11 @@ def test_every_evaluation_keeps_its_weights_for_the_best_and_for_an_adapted_memb
     assert adapted_start(tmp_path, budget - at_10, tokens=budget) == kept[0]["path"]
     with pytest.raises(ValueError, match=f"choose a fine-tuning budget that leaves one of: {at_10}, {budget}"):
         adapted_start(tmp_path, 7, tokens=budget)
+    # `llada-bench train`'s block-diffusion stage starts there unless given a base (the AR run in work/llama).
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "llama").symlink_to(tmp_path)
+    stage = BlockDiffusionStage(fine_tune_tokens=budget - at_10)
+    based = with_rule_base(stage, tmp_path / "work", tokens=budget).base
+    assert based is not None and based.resolve() == kept[0]["path"].resolve()
+    given = BlockDiffusionStage(base=tmp_path / "elsewhere.safetensors")
+    assert with_rule_base(given, tmp_path / "work", tokens=budget) is given
