@@ -44,8 +44,9 @@ HELDOUT_MEASURE = ("block-diffusion bound: the masked-diffusion bound inside 32-
 class BlockDiffusionStage:
     """What the stage adapts and for how long."""
 
-    base: Path | None = None  # an AR member folder or weights file; None: the AR member this run wrote
-    # (`llada-bench train` resolves None to the AR evaluation the training rule names: pipeline.adapted_start)
+    # An AR member folder or weights file; None until `llada-bench train` sets it to the AR evaluation the
+    # training rule names (pipeline.with_rule_base): the stage itself has no second rule.
+    base: Path | None = None
     fine_tune_tokens: int = DEFAULT_FINE_TUNE_TOKENS
     block_size: int = BLOCK_SIZE
     config: TrainConfig = FINE_TUNE_CONFIG
@@ -56,7 +57,9 @@ def run_block_diffusion_stage(stage: BlockDiffusionStage, work_dir: Path, out_di
     """Train (or resume) the member, write it to `out_dir`/fast_dllm_v2 with its training log; its summary."""
     from tqdm import tqdm
 
-    base, base_tokens = read_base(stage.base or out_dir / "llama")
+    if stage.base is None:
+        raise ValueError("the block-diffusion stage has no base: give --bd-base, or let the training rule choose it")
+    base, base_tokens = read_base(stage.base)
     config = replace(stage.config, steps=fine_tune_steps(stage.fine_tune_tokens, stage.config, shape.context))
     special = special_ids(tokenizer)
     bar = tqdm(total=config.steps, desc=f"train {ARCH}", unit="step", disable=quiet, dynamic_ncols=True)
