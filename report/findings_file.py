@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from report.pairings import (
@@ -32,8 +32,9 @@ class FindingsFile(_Record):
     # Each pair of the sweep without an answer, with why (every run of one side failed, or nothing to pair with).
     unanswered: list[str] = []
     # How the runs were taken (report/history.py: commit, worker processes, interleaving, warm-ups): the verdict's
-    # last clause.
+    # last clause; where a sweep has several pairs, each pair's own, by its heading as in `pairs`.
     provenance: str = ""
+    pair_provenance: dict[str, str] = {}
     meaning: dict[str, str]
     speedup: str
     notes: list[str]
@@ -42,7 +43,8 @@ class FindingsFile(_Record):
 
 def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
                   verdict: Sequence[str] = (), sides: Sides | None = None,
-                  missing: Sequence[str] = (), notes: Sequence[str] = (), provenance: str = "") -> FindingsFile:
+                  missing: Sequence[str] = (), notes: Sequence[str] = (), provenance: str = "",
+                  pair_provenance: Mapping[str, str] | None = None) -> FindingsFile:
     """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
     default the pairings' own); `missing`: `unanswered` of the sweep; `notes`: what was extrapolated
     (report.extrapolation), first among the notes; `provenance`: report.history.history_text."""
@@ -63,6 +65,7 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
                      "whether a full run at its batch and shape checked it")
     meaning = pairing_meaning(sides, pairs_of(pairings))
     return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present, provenance=provenance,
+                        pair_provenance=dict(pair_provenance or {}),
                         pairs=[pair.heading for pair in pairs_of(pairings)], unanswered=list(missing),
                         meaning={k: meaning[k] for k in present}, speedup=speedup_meaning(sides), notes=notes,
                         findings=list(pairings), unverified=list(unverified))
@@ -70,14 +73,17 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
 
 def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
-    failed, `unanswered` when a pair has no answer, `pairs` and each finding's families when the sweep has several
-    pairs, `sampler_setting` where a finding has one, a speedup's `sessions_left_out` where it left one out."""
+    failed, `unanswered` when a pair has no answer, `pairs`, `pair_provenance` and each finding's families when the
+    sweep has several pairs, `sampler_setting` where a finding has one, a speedup's `sessions_left_out` where it left
+    one out."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
         exclude["unanswered"] = True
     if not several:
         exclude["pairs"] = True
+    if not record.pair_provenance:
+        exclude["pair_provenance"] = True
     per_finding: dict[int | str, Any] = {}
     for i, finding in enumerate(record.findings):
         drop: dict[str, Any] = dict.fromkeys(

@@ -17,6 +17,7 @@ import polars as pl
 
 from report import stats
 from report.sessions import interleaved
+from report.pairs import Pair
 from specs.registry import family
 from specs.results import RunResult
 
@@ -89,6 +90,20 @@ def history(results: Sequence[RunResult], runs: pl.DataFrame) -> History:
             cold.append(Cold(r.run_id, first, rest))
     return History(commits, tuple(sorted(processes, key=lambda p: p.started_at)), interleaved(runs),
                    tuple(spans), tuple(sorted({r.config.controls.warmup for r in ok})), tuple(cold))
+
+
+def pair_histories(results: Sequence[RunResult], runs: pl.DataFrame, pairs: Sequence[Pair]) -> dict[str, str]:
+    """Each pair's history_text from its two models' runs alone, keyed by Pair.heading; empty for a sweep of one pair
+    (whose history is the sweep's). A three-way sweep's processes and interleaving are then said of each pair's own
+    runs, never of the families together."""
+    if len(pairs) < 2:
+        return {}
+    texts = {}
+    for pair in pairs:
+        models = {pair.ar_model, pair.dllm_model}
+        mine = [r for r in results if r.config.model.name in models]
+        texts[pair.heading] = history_text(history(mine, runs.filter(pl.col("model").is_in(sorted(models)))))
+    return texts
 
 
 def history_text(h: History) -> str:

@@ -24,12 +24,12 @@ from report.findings import (
     roofline_findings,
 )
 from report.findings_file import findings_file, findings_json
-from report.history import history, history_text
+from report.history import history, history_text, pair_histories
 from report.html import render_html
 from report.markdown import render_markdown
 from report.outputs import ReportError, ReportWriter, refuse_occupied_outputs
 from report.pairing_text import pairings_text
-from report.pairings import pairing_table, unanswered
+from report.pairings import pairing_table, pairs_of, unanswered
 from report.pairs import table_sides
 from report.parity import parity_markers, parity_table
 from report.predictions import (
@@ -177,12 +177,13 @@ def render_report(
                                                     predictions, variants, variant_quality)
     blocks = figure_blocks(layout, written, skipped, table_sides(table))
     taken = history(results, runs)
+    taken_by_pair = pair_histories(results, runs, pairs_of(pairings))
     inputs = ReportInputs(
         sweep=_sweep_name(layout, results), spec_text=spec_text, spec=spec,
         manifest=_manifest(layout), problems=problems, table=table, quality=quality, figures=tuple(blocks),
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
-        pairings=tuple(pairings), unanswered=tuple(missing), history=taken,
+        pairings=tuple(pairings), unanswered=tuple(missing), history=taken, pair_histories=taken_by_pair,
         extrapolation=extrapolation_summary(runs, table_sides(table).dllm),
     )
     document = build_document(inputs)
@@ -198,7 +199,7 @@ def render_report(
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
                                     sides=table_sides(table), missing=missing,
                                     notes=[inputs.extrapolation] if inputs.extrapolation else [],
-                                    provenance=history_text(taken))
+                                    provenance=history_text(taken), pair_provenance=taken_by_pair)
     files = [(layout.results, parquet), (html_path, render_html(document).encode("utf-8")),
              (md_path, render_markdown(document).encode("utf-8")),
              (json_path, findings_json(findings_record).encode("utf-8"))]

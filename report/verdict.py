@@ -26,23 +26,14 @@ models, and a pair without an answer is named with why.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from pathlib import Path
 
 from report.document import printable
 from report.findings import SHORT_LABEL
-from report.intervals import (
-    INTERPOLATED,
-    METHOD_LABEL,
-    NO_B_STAR,
-    NONE,
-    b_star_value,
-    bounded,
-    crossover_text,
-    level_text,
-)
-from report.pairing_text import modes_text, roofline_value
+from report.intervals import INTERPOLATED, NO_B_STAR, bounded, crossover_text
+from report.pairing_text import modes_text
 from report.pairings import (
     BEST_PAIRING,
     PAIRING_ORDER,
@@ -55,6 +46,7 @@ from report.pairings import (
 from report.pairs import Pair, Sides, sides_of
 from report.parity import bracket
 from report.verdict_quality import quality_sentence
+from report.verdict_sure import how_sure
 from specs.registry import family
 
 MAX_SENTENCES = 5  # a pair's
@@ -65,10 +57,12 @@ ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its 
 STEP_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(1))
 
 
-def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), context: str = "") -> list[str]:
+def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), context: str = "",
+            pair_contexts: Mapping[str, str] | None = None) -> list[str]:
     """At most MAX_SENTENCES sentences a pair: one per pairing present (the vanilla-only note when no variant ran),
-    quality, and how sure (ending with `context`: how the runs were taken, report.history.history_text); then one
-    per pair of the sweep without an answer (`unanswered`: report.pairings.unanswered)."""
+    quality, and how sure (report/verdict_sure.py), ending with how the pair's runs were taken: its entry of
+    `pair_contexts` (by Pair.heading; report.history.pair_histories), else `context` (the sweep's history_text);
+    then one per pair of the sweep without an answer (`unanswered`: report.pairings.unanswered)."""
     if not pairings:
         return [f"No verdict: {reason}." for reason in unanswered] or [NO_PAIRING]
     pairs = pairs_of(pairings)
@@ -84,7 +78,8 @@ def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), context
         if kinds == [VANILLA_PAIRING]:
             own.append(lead + ONLY_VANILLA)
         first = [p for _, at in next(iter(chosen.values())) for p in at]
-        own += [lead + s for s in (_quality_sentence(mine, pair, sides), _how_sure(mine, first, context)) if s]
+        taken = (pair_contexts or {}).get(pair.heading, context)
+        own += [lead + s for s in (_quality_sentence(mine, pair, sides), how_sure(mine, first, taken)) if s]
         assert len(own) <= MAX_SENTENCES, own
         sentences += own
     return sentences + [f"{reason}." for reason in unanswered]
@@ -287,7 +282,7 @@ def _where(group: list[Pairing]) -> str:
     return f" on {hardware}, {prompt} + {gen} tokens" + (f", {setting}" if setting else "")
 
 
-# ---------------------------------------------------------------- quality and how sure
+# ---------------------------------------------------------------- quality
 
 
 def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
@@ -299,48 +294,6 @@ def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
                 + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
                 + ".")
     return quality_sentence(group, t)
-
-
-def _how_sure(group: list[Pairing], first: list[Pairing], context: str) -> str:
-    points = [q for p in group for q in p.speedups]
-    labels = sorted({q.interval_label for q in points if q.interval_level is not None})
-    bare = sorted({q.interval_label for q in points if q.interval_level is None})
-    parts = ["each speedup's interval is a " + " or a ".join(labels)] if labels else []
-    if bare:  # 'no interval (1 session x 1 + 1 repetitions: an interval needs ...)'
-        count = "no speedup has an interval" if not labels else f"{sum(q.interval_level is None for q in points)} have none"
-        parts.append(f"{count} " + "; ".join(label.removeprefix(f"{METHOD_LABEL[NONE]} ") for label in bare))
-    text = "How sure: " + "; ".join(parts)
-    covered = [c.coverage for c in (p.b_star for p in group) if c is not None and c.coverage is not None]
-    if covered:
-        text += (f"; B*'s interval inverts one of them per batch, which guarantees at least {level_text(min(covered))} "
-                 "where the speedup falls with B and is log-linear between measured batches")
-    roofline = _roofline_clause(first)
-    if roofline:
-        text += f"; {roofline}"
-    extrapolated = [q for q in points if q.llada_extrapolated]
-    if extrapolated:
-        unchecked = sum(1 for q in extrapolated if not q.llada_extrapolation_checked)
-        text += (f"; {len(extrapolated)} of the {len(points)} diffusion latencies behind these speedups are "
-                 "extrapolated from their first timed steps" + (f" ({unchecked} unchecked)" if unchecked else ""))
-    # S_parity's replicate shares at each step count are the quality sentence's (report/verdict_quality.py)
-    if context:
-        text += f"; {context}"
-    return text + "."
-
-
-def _roofline_clause(group: list[Pairing]) -> str:
-    """The roofline's B* for the verdict's first pairing and setting: two models, never a bound."""
-    p = next((p for p in group if p.b_star_roofs_bound is not None), None)
-    if p is None:
-        return ""
-    text = (f"the roofline ({p.roofline_profile}) is a model, not a bound on B*: its roofs-only B* is "
-            f"{roofline_value(p.b_star_roofs, p.b_star_roofs_bound)}")
-    if p.calibration:
-        text += (f" and its floor-calibrated B* {roofline_value(p.b_star_calibrated, p.b_star_calibrated_bound)} "
-                 f"({p.calibration})")
-    measured = (f"{b_star_value(p.b_star)} measured at {p.steps} steps" if p.b_star is not None
-                else f"no measured B* at {p.steps} steps (one batch size)")
-    return text + f", against {measured}"
 
 
 # ---------------------------------------------------------------- formats

@@ -80,8 +80,11 @@ def test_verdict_answers_both_pairs_per_threshold(rendered: Path) -> None:
     quality = next(s for s in bd if "Quality (" in s)
     assert f"at {LOOSE}: BERTScore F1 against llama-tiny greedy (the text that was timed): no parity" in quality
     assert f"at {STRICT}: BERTScore F1 against llama-tiny greedy (the text that was timed): parity" in quality
-    # The pair's own titles, never the other pair's (the sweep's history, which names every family, aside).
-    assert not any("LLaDA" in s.partition("; measured at commit")[0] for s in bd)
+    # The pair's own titles, never the other pair's, its history included: each pair's runs are said alone.
+    assert not any("LLaDA" in s for s in bd) and not any("Fast-dLLM" in s for s in llada)
+    assert record["pair_provenance"].keys() == set(record["pairs"])
+    sure = next(s for s in bd if "How sure: " in s)
+    assert sure.endswith(f"; {record['pair_provenance'][record['pairs'][1]]}.")
 
 
 @pytest.mark.slow  # renders the sweep once (about 10 s), shared by the module
@@ -129,7 +132,7 @@ def test_one_threshold_still_answers_per_setting(tmp_path: Path) -> None:
                                thresholds=(0.9,))
     out = render_report(write_sweep(tmp_path, grid), echo=False)
     found = json.loads(out.findings_json.read_text(encoding="utf-8"))
-    assert "pairs" not in found  # one pair
+    assert "pairs" not in found and "pair_provenance" not in found  # one pair: the sweep's provenance is its own
     assert f"at {STRICT} (64 steps (K = N_out)), at equal quality: LLaMA is" in found["verdict"][0]
     quality = next(s for s in found["verdict"] if s.startswith("Quality ("))
     assert f"Quality (fast_dllm_v2-tiny, vanilla): at {STRICT}: BERTScore F1" in quality

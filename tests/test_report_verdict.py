@@ -165,7 +165,7 @@ def test_findings_json_opens_with_the_verdict(rendered) -> None:
     assert text.lstrip("{\n ").startswith('"verdict"')
     found = FindingsFile.model_validate_json(text)
     assert found.provenance.startswith("measured at commit ")
-    assert found.verdict == verdict(found.findings, found.unanswered, found.provenance)
+    assert found.verdict == verdict(found.findings, found.unanswered, found.provenance, found.pair_provenance)
     assert len(found.verdict) <= MAX_SENTENCES
 
 

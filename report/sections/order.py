@@ -64,7 +64,7 @@ def build_document(inputs: ReportInputs) -> Document:
         sections.append(Section(anchor, title, [*lead, *placed, *tail]))
     return Document(f"llada-bench report: {inputs.sweep}", subtitle(inputs.sweep, table), sections,
                     verdict=verdict(inputs.pairings, inputs.unanswered,
-                                    history_text(inputs.history) if inputs.history else ""))
+                                    history_text(inputs.history) if inputs.history else "", inputs.pair_histories))
 
 
 def subtitle(sweep: str, table: pl.DataFrame) -> str:
