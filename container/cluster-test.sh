@@ -6,7 +6,12 @@
 #            unprivileged runs where this script installed it); slurmd, slurmctld, munge from Debian's packages
 #   sif      build/llada.sif from the image `just image-test` built (`podman save`, then `apptainer build`),
 #            reused while that image is unchanged, replaced only while it is the file this script built (its
-#            stamp, build/llada.sif.image); `--sif PATH` tests that image as it is, never building or replacing it
+#            stamp, build/llada.sif.image); `--sif PATH` tests that image as it is, never building or replacing it.
+#            The build's peak on disk, beside the image itself, was 2.6x the image's size (the saved OCI
+#            layout, Apptainer's copy of it, the unpacked tree, the squashfs: 21 GB for the 8.2 GB image); it
+#            warns first where less than 3x is free. `--release-image` removes the image from podman's
+#            storage once saved, which frees its size before the unpacking (CI passes it; `just image-test`
+#            builds the image again)
 #   cluster  munged, slurmctld and two slurmd (node1 and node2, each its own hostname and four fake A100s
 #            declared as gres over character devices) in a network namespace of their own with no route out;
 #            every name resolves to 127.0.0.1, and a check sees every socket listen there. Torn down at the
@@ -23,7 +28,7 @@
 #            Apptainer, stopped with TERM part-way (exit 3, every node's Ray gone), then resubmitted: runs on
 #            both nodes, each run once, the artifacts once where LLADA_ARTIFACTS says
 # Each stage prints its time; the exit status is 0 only when every check passed. Needs root.
-#   container/cluster-test.sh [--tag TAG] [--sif PATH] [--stages "a test b c d"]
+#   container/cluster-test.sh [--tag TAG] [--sif PATH] [--release-image] [--stages "a test b c d"]
 #   (--stages runs only those checks, after install, sif and cluster: e.g. --stages d reruns the two nodes)
 set -euo pipefail
 
@@ -42,11 +47,13 @@ ALL_STAGES="a test b c d"
 STAGES="$ALL_STAGES"
 inside=""
 SIF_GIVEN=""
+RELEASE_IMAGE=""
 while [ "$#" -gt 0 ]; do
     case "$1" in
         --tag) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; TAG="$2"; shift 2 ;;
         --sif) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; SIF="$(realpath -m "$2")"; SIF_GIVEN=1; shift 2 ;;
         --stages) [ "$#" -ge 2 ] || { usage >&2; exit 2; }; STAGES="$2"; shift 2 ;;
+        --release-image) RELEASE_IMAGE=1; shift ;;
         --inside) inside="$2"; shift 2 ;;  # the cluster's network namespace (internal)
         -h | --help) usage; exit 0 ;;
         *) echo "cluster-test: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -58,6 +65,32 @@ for name in $STAGES; do
         *) echo "cluster-test: --stages: no stage '$name' (the stages: $ALL_STAGES)" >&2; exit 2 ;;
     esac
 done
+# space_warning BYTES: where the SIF build of an image of BYTES would need more than is free, one line a
+# filesystem saying so. Shares of the image's size, measured on the 8.2 GB registry image: the OCI layout
+# `podman save` writes 0.52 (in $SCRATCH); Apptainer's copy of it 0.52, the unpacked tree 0.97 and the squashfs
+# 0.48 (in its temporary directory), rounded up to 2.0; the SIF 0.52 (beside $SIF). With --release-image the
+# image's own size in podman's storage is freed before the unpacking.
+space_warning() {
+    local size="$1" fs need free
+    local -A needs=()
+    set -- "$SCRATCH" $(( size * 52 / 100 )) "${APPTAINER_TMPDIR:-${TMPDIR:-/tmp}}" $(( size * 2 )) \
+        "$(dirname "$SIF")" $(( size * 52 / 100 ))
+    if [ -n "$RELEASE_IMAGE" ]; then set -- "$@" "$(podman info --format '{{.Store.GraphRoot}}')" $(( -size )); fi
+    while [ "$#" -ge 2 ]; do  # (a path, the bytes it takes there), summed by the filesystem that holds it
+        fs="$(df --output=target "$1" | tail -n 1)"
+        needs[$fs]=$(( ${needs[$fs]:-0} + $2 ))
+        shift 2
+    done
+    for fs in "${!needs[@]}"; do
+        need="${needs[$fs]}"
+        free="$(df -B1 --output=avail "$fs" | tail -n 1)"
+        if [ "$need" -gt "$free" ]; then
+            echo "cluster-test: warning: the SIF build may need about $(( need / 1000000000 )) GB on $fs and" \
+                "$(( free / 1000000000 )) GB is free: free some, set APPTAINER_TMPDIR to a larger filesystem" \
+                "$([ -n "$RELEASE_IMAGE" ] || echo "or pass --release-image ")(the build is tried anyway)" >&2
+        fi
+    done
+}
 # own_sif SIF: the file this script built there, as it left it (its stamp: the image id, then size and time).
 own_sif() {
     local stamp="$1.image" left
@@ -152,8 +185,13 @@ if [ -z "$inside" ]; then
             # Built beside the old .sif and renamed over it only once whole.
             mkdir -p "$(dirname "$SIF")"
             part="$(mktemp -d "$(dirname "$SIF")/.llada-sif.XXXXXX")"
+            space_warning "$(podman image inspect --format '{{.Size}}' "$TAG")"
             podman save --format oci-dir --output "$SCRATCH/image.oci" "$TAG"
             echo "saved: $(du -sh "$SCRATCH/image.oci" | cut -f1)"
+            if [ -n "$RELEASE_IMAGE" ]; then
+                podman rmi "$TAG" >/dev/null
+                echo "released $TAG from podman's storage (--release-image): 'just image-test' builds it again"
+            fi
             apptainer build --disable-cache --mksquashfs-args "$SQUASHFS_ARGS" "$part/llada.sif" \
                 "oci:$SCRATCH/image.oci" || fail "apptainer build"
             rm -rf "$SCRATCH/image.oci"

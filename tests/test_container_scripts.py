@@ -203,7 +203,8 @@ def test_cluster_test_refuses_bad_arguments_before_touching_anything() -> None:
 FAKE_CLUSTER_TOOL = r"""#!/bin/bash
 printf '%s %s\n' "$(basename "$0")" "$*" >> "$FAKE_LOG"
 case "$(basename "$0") $1" in
-    "podman image") echo "sha256:0123456789abcdef" ;;
+    "podman image") case "$*" in *Size*) echo "${FAKE_IMAGE_BYTES:-1000}" ;; *) echo "sha256:0123456789abcdef" ;; esac ;;
+    "podman info") echo "$FAKE_LOG" ;;
     "apptainer build") for arg; do case "$arg" in *.sif) echo "built here" > "$arg" ;; esac; done ;;
     "unshare --net") while [ "$#" -gt 0 ]; do [ "$1" = --inside ] && echo "no checks" | tee "$2/summary" "$2/times"; shift; done ;;
 esac
@@ -211,16 +212,48 @@ exit 0
 """
 
 
-def _cluster_test(tmp_path: Path, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cluster_test(tmp_path: Path, root: Path, *args: str, **env_vars: str) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "cluster-bin"
     bin_dir.mkdir(exist_ok=True)
     for name in ("apptainer", "podman", "slurmd", "slurmctld", "sbatch", "munged", "ip", "unshare"):
         (bin_dir / name).write_text(FAKE_CLUSTER_TOOL)
         (bin_dir / name).chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_LOG=str(tmp_path / "tools.log"),
-               APPTAINER_PREFIX=str(tmp_path / "no-apptainer"))
+               APPTAINER_PREFIX=str(tmp_path / "no-apptainer"), **env_vars)
     return subprocess.run([str(root / "container" / "cluster-test.sh"), *args], capture_output=True, text=True,
                           env=env, timeout=60)
+
+
+def _project_copy(tmp_path: Path) -> Path:
+    """The script's own folder, so that its build/llada.sif lands under tmp_path."""
+    copy = tmp_path / "project"
+    (copy / "container").mkdir(parents=True)
+    for name in ("cluster-test.sh", "stages.sh"):
+        shutil.copy2(CONTAINER / name, copy / "container" / name)
+    return copy
+
+
+@root_only
+def test_cluster_test_releases_the_image_only_when_asked_and_warns_where_disk_looks_short(tmp_path: Path) -> None:
+    """--release-image removes the image from podman's storage after saving it and before Apptainer unpacks it;
+    without it the image stays. An image too large for the free space gets a warning naming the filesystem."""
+    copy = _project_copy(tmp_path)
+    log = tmp_path / "tools.log"
+    huge = _cluster_test(tmp_path, copy, "--release-image", FAKE_IMAGE_BYTES=str(10**16))
+    assert huge.returncode == 0, huge.stdout + huge.stderr
+    calls = [c.split(" ", 2)[:2] for c in log.read_text().splitlines()]
+    assert calls.index(["podman", "save"]) < calls.index(["podman", "rmi"]) < calls.index(["apptainer", "build"])
+    assert "released localhost/llada-bench:registry from podman's storage" in huge.stdout
+    warning = next(line for line in huge.stderr.splitlines() if "warning: the SIF build may need" in line)
+    assert "set APPTAINER_TMPDIR" in warning and "--release-image" not in warning  # given already
+    shutil.rmtree(copy / "build")
+    log.unlink()
+    kept = _cluster_test(tmp_path, copy, FAKE_IMAGE_BYTES=str(10**16))
+    assert kept.returncode == 0 and "or pass --release-image" in kept.stderr
+    assert ["podman", "rmi"] not in [c.split(" ", 2)[:2] for c in log.read_text().splitlines()]
+    shutil.rmtree(copy / "build")
+    small = _cluster_test(tmp_path, copy)
+    assert small.returncode == 0 and "warning" not in small.stderr
 
 
 def test_cluster_test_never_builds_over_a_sif_it_did_not_build(tmp_path: Path) -> None:
@@ -228,10 +261,7 @@ def test_cluster_test_never_builds_over_a_sif_it_did_not_build(tmp_path: Path) -
     built (its stamp says so). Anything else is refused by name before anything runs, and kept."""
     missing = _cluster_test(tmp_path, ROOT, "--sif", str(tmp_path / "none.sif"))
     assert missing.returncode == 2 and "no such file" in missing.stderr and "never builds one" in missing.stderr
-    copy = tmp_path / "project"  # the script's own folder, with a build/llada.sif of the user's
-    (copy / "container").mkdir(parents=True)
-    for name in ("cluster-test.sh", "stages.sh"):
-        shutil.copy2(CONTAINER / name, copy / "container" / name)
+    copy = _project_copy(tmp_path)  # with a build/llada.sif of the user's
     (copy / "build").mkdir()
     (copy / "build" / "llada.sif").write_text("the user's own image")
     refused = _cluster_test(tmp_path, copy)
