@@ -7,8 +7,8 @@
 #   sif      build/llada.sif from the image `just image-test` built (`podman save`, then `apptainer build`),
 #            reused while that image is unchanged, replaced only while it is the file this script built (its
 #            stamp, build/llada.sif.image); `--sif PATH` tests that image as it is, never building or replacing it.
-#            The build's peak on disk, beside the image itself, was 2.6x the image's size (the saved OCI
-#            layout, Apptainer's copy of it, the unpacked tree, the squashfs: 21 GB for the 8.2 GB image); it
+#            The build's peak on disk, beside the image itself, was 2.5x the image's size (the saved OCI
+#            layout, Apptainer's copy of it, the unpacked tree, the squashfs: 20 GB for the 8.2 GB image); it
 #            warns first where less than 3x is free. `--release-image` removes the image from podman's
 #            storage once saved, which frees its size before the unpacking (CI passes it; `just image-test`
 #            builds the image again)
