@@ -27,12 +27,14 @@ class FindingsFile(_Record):
     verdict: list[str] = []  # report/verdict.py: the answer in a few sentences a pair, first in the file
     sweep: str
     pairings: list[str]  # the pairings present
-    # Only where a sweep has several pairs: each as 'dllm (family) vs ar (family)', in the findings' order.
+    # Only where a sweep has several pairs, or models beyond its one: each as 'dllm (family) vs ar (family)', in the
+    # findings' order.
     pairs: list[str] = []
     # Each pair of the sweep without an answer, with why (every run of one side failed, or nothing to pair with).
     unanswered: list[str] = []
     # How the runs were taken (report/history.py: commit, worker processes, interleaving, warm-ups): the verdict's
-    # last clause; where a sweep has several pairs, each pair's own, by its heading as in `pairs`.
+    # last clause; where a sweep has several pairs, or models beyond its one, each pair's own, by its heading as in
+    # `pairs`.
     provenance: str = ""
     pair_provenance: dict[str, str] = {}
     meaning: dict[str, str]
@@ -73,14 +75,14 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
 
 def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
-    failed, `unanswered` when a pair has no answer, `pairs`, `pair_provenance` and each finding's families when the
-    sweep has several pairs, `sampler_setting` where a finding has one, a speedup's `sessions_left_out` where it left
-    one out."""
+    failed, `unanswered` when a pair has no answer, `pairs` and `pair_provenance` when the sweep has several pairs or
+    models beyond its one, each finding's families when it has several pairs, `sampler_setting` where a finding has
+    one, a speedup's `sessions_left_out` where it left one out."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
         exclude["unanswered"] = True
-    if not several:
+    if not several and not record.pair_provenance:
         exclude["pairs"] = True
     if not record.pair_provenance:
         exclude["pair_provenance"] = True

@@ -137,3 +137,19 @@ def test_one_threshold_still_answers_per_setting(tmp_path: Path) -> None:
     quality = next(s for s in found["verdict"] if s.startswith("Quality ("))
     assert f"Quality (fast_dllm_v2-tiny, vanilla): at {STRICT}: BERTScore F1" in quality
     assert "from ≤ 64 steps on" not in quality
+
+
+@pytest.mark.slow  # renders a second, smaller sweep (about 10 s)
+def test_a_model_that_pairs_with_none_is_left_out_of_the_pair_s_history(tmp_path: Path) -> None:
+    """LLaMA, LLaDA and a Qwen2.5 that pairs with neither (Dream did not run): one pair, whose history, the verdict's
+    last clause, is said of its own two models' runs, never of Qwen2.5's."""
+    grid = dataclasses.replace(THREE, name="extra", batch_sizes=(1, 4), families=("llama", "llada", "qwen2"),
+                               thresholds=())
+    out = render_report(write_sweep(tmp_path, grid), echo=False)
+    found = json.loads(out.findings_json.read_text(encoding="utf-8"))
+    (heading,) = found["pairs"]
+    assert heading == "llada-tiny (LLaDA) vs llama-tiny (LLaMA)" and found["pair_provenance"].keys() == {heading}
+    assert "Qwen2.5" in found["provenance"] and "Qwen2.5" not in found["pair_provenance"][heading]
+    assert "LLaMA and LLaDA" in found["pair_provenance"][heading]
+    sure = next(s for s in found["verdict"] if s.startswith("How sure: "))
+    assert sure.endswith(f"; {found['pair_provenance'][heading]}.")

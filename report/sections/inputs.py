@@ -34,7 +34,7 @@ class ReportInputs:
     pairings: tuple[Pairing, ...] = ()  # report.pairings.pairing_table: the answer both ways
     unanswered: tuple[str, ...] = ()  # report.pairings.unanswered: each pair without an answer, and why
     history: History | None = None  # report.history: commit, processes, interleaving, warm-ups of the runs
-    pair_histories: dict[str, str] = field(default_factory=dict)  # report.history.pair_histories (several pairs)
+    pair_histories: dict[str, str] = field(default_factory=dict)  # report.history.pair_histories
     extrapolation: str | None = None  # report.extrapolation.extrapolation_summary of the runs
 
 
