@@ -124,3 +124,10 @@ def test_refusals_say_what_to_fix(model: Qwen2ForCausalLM) -> None:
         block_diffusion_steps(model, ids, sub_block_length=4, threshold=0.0, **common)
     with pytest.raises(ValueError, match="vocabulary"):
         block_diffusion_steps(model, ids, sub_block_length=4, **(common | {"mask_id": 256}))
+
+
+def test_a_causal_model_is_refused(model: Qwen2ForCausalLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model.config, "is_causal", True)
+    with pytest.raises(ValueError, match="inside a block but the model's config.is_causal is not False"):
+        block_diffusion_steps(model, torch.tensor(prompt(1, 11)), max_new_tokens=8, block_length=8,
+                              sub_block_length=4, mask_id=MASK_ID)

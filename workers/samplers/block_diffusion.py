@@ -38,7 +38,7 @@ from workers.samplers.bd_cache import BlockDiffusionCache
 from workers.samplers.bd_forward import OFFICIAL_FORWARD_BLOCK, BlockDiffusionForward, ForwardPlan, Kind
 from workers.samplers.bd_graphs import BlockDiffusionGraphs
 from workers.samplers.bd_tokens import choose_tokens, commit
-from workers.samplers.prompt_batch import check_prompt_batch
+from workers.samplers.prompt_batch import check_bidirectional, check_prompt_batch
 
 
 @dataclass(frozen=True)
@@ -300,12 +300,9 @@ def _check_arguments(
     mask_id: int, threshold: float, temperature: float, top_p: float, gen_length: int | None,
 ) -> None:  # fmt: skip
     """What the official loop needs of its inputs, as errors that say what to fix."""
-    config = getattr(model, "config", None)
-    if getattr(config, "is_causal", True) is not False:
-        raise ValueError(
-            "block diffusion attends bidirectionally inside a block but the model's config.is_causal is not False; "
-            "apply workers.models.dream_model.make_dream_bidirectional first"
-        )
+    check_bidirectional(model, "block diffusion attends bidirectionally inside a block",
+                        "apply workers.models.dream_model.make_dream_bidirectional first")
+    config = model.config
     check_prompt_batch(prompt_ids, None)
     if max_new_tokens < 0 or min(block_length, sub_block_length) <= 0:
         raise ValueError(f"max_new_tokens must be >= 0 and block_length and sub_block_length positive, got "

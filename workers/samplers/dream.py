@@ -60,7 +60,7 @@ from torch import Tensor, nn
 from workers.models.dream_model import padding_inputs, predicting_positions
 from workers.samplers.dream_graphs import DreamGraphs
 from workers.samplers.dream_tokens import Confidence, choose_tokens
-from workers.samplers.prompt_batch import check_prompt_batch
+from workers.samplers.prompt_batch import check_bidirectional, check_prompt_batch
 
 Algorithm = Literal["origin", "maskgit_plus", "topk_margin", "entropy"]
 ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
@@ -342,12 +342,9 @@ def _check_arguments(
     eps: float,
 ) -> None:
     """What the official sampler needs of its inputs, as errors that say what to fix."""
-    config = getattr(model, "config", None)
-    if getattr(config, "is_causal", True) is not False:
-        raise ValueError(
-            "Dream needs bidirectional attention but the model's config.is_causal is not False; "
-            "apply workers.models.dream_model.make_dream_bidirectional first"
-        )
+    check_bidirectional(model, "Dream needs bidirectional attention",
+                        "apply workers.models.dream_model.make_dream_bidirectional first")
+    config = model.config
     check_prompt_batch(input_ids, attention_mask)
     if gen_length <= 0 or steps <= 0:
         raise ValueError(f"gen_length and steps must be positive, got {gen_length} and {steps}")

@@ -9,7 +9,7 @@ from typing import Literal, get_args
 
 from torch import Tensor, nn
 
-from workers.samplers.prompt_batch import check_prompt_batch
+from workers.samplers.prompt_batch import check_bidirectional, check_prompt_batch
 
 Remasking = Literal["low_confidence", "random"]
 REMASKING_STRATEGIES: tuple[str, ...] = get_args(Remasking)
@@ -81,13 +81,9 @@ def check_arguments(
     confidence_suppress_ids: Sequence[int],
 ) -> None:
     """The official sampler's preconditions (its asserts and docstring), as errors that say what to fix."""
-    config = getattr(model, "config", None)
-    if getattr(config, "is_causal", True) is not False:
-        raise ValueError(
-            "LLaDA needs bidirectional attention but the model's config.is_causal is not False; "
-            "build it with e.g. LlamaConfig(..., is_causal=False)"
-        )
-    vocab_size = int(config.vocab_size)
+    check_bidirectional(model, "LLaDA needs bidirectional attention",
+                        "build it with e.g. LlamaConfig(..., is_causal=False)")
+    vocab_size = int(model.config.vocab_size)
     check_prompt_batch(prompt_ids, attention_mask)
     if gen_length <= 0 or block_length <= 0 or steps <= 0:
         raise ValueError(
