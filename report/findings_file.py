@@ -82,7 +82,7 @@ def findings_json(record: FindingsFile) -> str:
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
         exclude["unanswered"] = True
-    if not several and not record.pair_provenance:
+    if not (several or record.pair_provenance):
         exclude["pairs"] = True
     if not record.pair_provenance:
         exclude["pair_provenance"] = True

@@ -96,8 +96,8 @@ def pair_histories(results: Sequence[RunResult], runs: pl.DataFrame, pairs: Sequ
     """Each pair's history_text from its two models' runs alone, keyed by Pair.heading; empty where the sweep is one
     pair and nothing else (its history is the sweep's). A three-way sweep's processes and interleaving are then said
     of each pair's own runs, never of the families together, nor of a model that pairs with none."""
-    swept = {r.config.model.name for r in results}
-    if len(pairs) < 2 and all(swept <= {pair.ar_model, pair.dllm_model} for pair in pairs):
+    paired = {name for pair in pairs for name in (pair.ar_model, pair.dllm_model)}
+    if len(pairs) < 2 and {r.config.model.name for r in results} <= paired:
         return {}
     texts = {}
     for pair in pairs:
