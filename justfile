@@ -11,6 +11,11 @@ default:
 sweep SPEC="specs/smoke.yaml" *ARGS:
     llada-bench sweep "$@"
 
+# Build llama.cpp (llama-cpp-python's pinned source from the package registry) once, cached outside the checkout, and install it here; resumable, e.g. `just engine --jobs 2`
+[positional-arguments]
+engine *ARGS:
+    python -m workers.engine.build "$@"
+
 # Regenerate results.parquet, every figure and report.html from a sweep's artifacts alone
 [positional-arguments]
 figures DIR="artifacts/smoke" *ARGS:

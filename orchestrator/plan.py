@@ -40,6 +40,8 @@ _HASHED_ONLY_WHEN_SET: dict[tuple[str, ...], object] = {
     ("llada_impl", "graph"): False,
     ("llada_impl", "steps"): None,
     ("llama_impl", "decode_attention"): "static",
+    ("llada_impl", "engine"): "pytorch",
+    ("llama_impl", "engine"): "pytorch",
     ("dream",): None,
     ("dream_impl",): None,
     ("block_diffusion",): None,

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Union
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
 from specs.block_diffusion import BlockDiffusionAxes
+from specs.engines import PYTORCH, EngineName
 from specs.frozen import VANILLA, Frozen, NamedImpl, Remasking, distinct, safe_name
 from specs.registry import LAYOUT_QKV_BIAS, Arch, SamplerName, family
 from specs.shapes import ModelShape
@@ -84,6 +85,8 @@ class LladaImpl(Frozen):
     `steps`: the grid's step counts this variant runs at (default: every one), e.g. only where quality is at
     parity, so a sweep can afford a variant without multiplying every step count; a planning choice, never part
     of a run's config.
+    `engine`: `llama.cpp` runs each step's forward in llama.cpp (non-causal attention) while this package's sampler
+    keeps the algorithm (specs/engines.py); its caches and graphs are PyTorch's, so it takes neither.
     """
 
     name: str = VANILLA
@@ -91,6 +94,7 @@ class LladaImpl(Frozen):
     threshold: float | None = Field(default=None, gt=0, le=1)
     factor: float | None = Field(default=None, gt=0)
     graph: bool = False
+    engine: EngineName = PYTORCH
     steps: list[Annotated[int, Field(gt=0)]] | None = Field(default=None, min_length=1)
 
     _name = field_validator("name")(safe_name)
@@ -102,11 +106,15 @@ class LladaImpl(Frozen):
             raise ValueError("factor: give either threshold or factor, not both")
         if self.name == VANILLA and self.is_accelerated:
             raise ValueError(f"name: {VANILLA!r} names the plain sampler; give this variant another name")
+        if self.engine != PYTORCH and (self.cache != "none" or self.graph):
+            raise ValueError(f"engine: {self.engine!r} runs the forward alone; its cache and graph variants are "
+                             "PyTorch's: drop cache and graph, or the engine")
         return self
 
     @property
     def is_accelerated(self) -> bool:
-        return self.cache != "none" or self.threshold is not None or self.factor is not None or self.graph
+        return (self.cache != "none" or self.threshold is not None or self.factor is not None or self.graph
+                or self.engine != PYTORCH)
 
     @property
     def parallel(self) -> bool:
@@ -124,11 +132,14 @@ class LlamaImpl(Frozen):
     heads, so keys and values are read, copied and read again); `live` attends only over the positions
     written so far, rounded up to a multiple of 256 (one graph per bucket), each KV head shared by its query
     heads without a copy, so a decode step reads each live key and value once.
+    `engine`: `llama.cpp` decodes with llama.cpp's own batched greedy loop (specs/engines.py) instead of this
+    package's loop over transformers; `compile` is PyTorch's, so it takes none.
     """
 
     name: str = VANILLA
     compile: bool = False
     decode_attention: DecodeAttention = "static"
+    engine: EngineName = PYTORCH
 
     _name = field_validator("name")(safe_name)
 
@@ -141,11 +152,13 @@ class LlamaImpl(Frozen):
                 f"decode_attention: {self.decode_attention!r} is the compiled decode step's attention; "
                 "add compile: true or drop it"
             )
+        if self.engine != PYTORCH and self.compile:
+            raise ValueError(f"engine: {self.engine!r} decodes with its own loop; compile is PyTorch's: drop one")
         return self
 
     @property
     def is_accelerated(self) -> bool:
-        return self.compile
+        return self.compile or self.engine != PYTORCH
 
 
 class LladaAxes(Frozen):

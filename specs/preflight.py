@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from specs.engines import engine_missing
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.paths import broken_link, resolve_path
 from specs.registry import family, loads_model_type, model_type_advice
@@ -30,7 +31,7 @@ MINILM_MASK_ID = 103  # [MASK] of the packaged BERT tokenizer: synthetic LLaDA's
 
 def check_on_this_machine(spec: ExperimentSpec) -> str | None:
     """The first problem a run of this spec would meet before measuring anything, or None."""
-    checks = [lambda: _check_prompts(spec)]
+    checks = [lambda: _check_prompts(spec), lambda: _check_engines(spec)]
     for index, model in enumerate(spec.models):
         checks.append(lambda index=index, model=model: _check_model(f"models.{index}", model))
     evaluator = spec.evaluator_model()
@@ -42,6 +43,17 @@ def check_on_this_machine(spec: ExperimentSpec) -> str | None:
         problem = check()
         if problem:
             return problem
+    return None
+
+
+def _check_engines(spec: ExperimentSpec) -> str | None:
+    """Every engine a variant of the spec names is installed here (llama.cpp is built by `just engine`)."""
+    impls = [*(spec.grid.llama.impl if spec.grid.llama else []), *(spec.grid.llada.impl if spec.grid.llada else []),
+             *(impl for m in spec.models if m.llada is not None for impl in m.llada.impl)]
+    for name in dict.fromkeys(impl.engine for impl in impls):
+        problem = engine_missing(name)
+        if problem:
+            return f"grid: {problem}"
     return None
 
 

@@ -132,6 +132,20 @@ class MeasuredRoofs(Record):
     wall_s: float  # how long the measurement took
 
 
+class EngineRecord(Record):
+    """The engine a run ran in, where it is not PyTorch (specs/engines.py), with the kernel settings that can move a
+    near-tied token: a run's quality is scored on its own tokens, under exactly these settings."""
+
+    name: str
+    version: str
+    flash_attention: bool
+    kv_cache_type: str
+    threads: int
+    gpu_layers: int
+    gguf_type: str
+    gguf_sha256: str
+
+
 class Environment(Record):
     """Everything needed to say where a number came from."""
 
@@ -155,14 +169,16 @@ class Environment(Record):
     # The KV cache the generation used: LLaMA "preallocated" (or "static" / "live", the compile variant's), LLaDA
     # "none" (vanilla) or a cached variant's "prefix" / "dual"; "dynamic" is transformers' own.
     # Block diffusion: "block" (the cache of finished blocks, its design) or "block+sub-block" (with the sub-block cache).
+    # An engine's own: "llama.cpp" (its decode's cache).
     kv_cache: Literal["preallocated", "dynamic", "static", "live", "none", "prefix", "dual", "block",
-                      "block+sub-block"] | None = None
+                      "block+sub-block", "llama.cpp"] | None = None
     # How a variant's step forward ran when not eagerly: "cuda graph" (captured by hand, replayed),
     # "torch.compile reduce-overhead (cuda graphs)", or "inductor" (a CPU: compiled, no graphs); None: eager.
     forward_capture: str | None = None
     # The attention kernel of LLaMA's compiled decode step (LlamaImpl.decode_attention), in words.
     decode_attention_kernel: str | None = None
     measured_roofs: MeasuredRoofs | None = None  # this machine's roofs in the run's dtype (workers/measure/calibrate.py)
+    engine: EngineRecord | None = None  # None: PyTorch
 
 
 class Generation(Record):

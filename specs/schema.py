@@ -25,6 +25,7 @@ from specs.controls import (
     Prompts,
     QualitySpec,
 )
+from specs.engines import PYTORCH, engine
 from specs.frozen import SAFE_NAME, Attention, Device, Dtype, Frozen, Remasking, safe_name
 from specs.grid import Grid, LengthPair
 from specs.model_spec import (
@@ -87,6 +88,28 @@ def _check_block_diffusion(field: str, index: int, controls: Controls, batches: 
         )
 
 
+def _check_engines(field: str, model: ModelSpec, impls: list[LladaImpl | LlamaImpl], temperature: float) -> None:
+    """Every engine a model's variants name runs its family, from weights it can convert; an engine's own decode
+    loop here is greedy (a diffusion model's sampler, the package's, samples in any engine)."""
+    for impl in impls:
+        entry = engine(impl.engine)
+        if impl.engine != PYTORCH and temperature > 0 and not family(model.arch).is_diffusion:
+            raise ValueError(
+                f"{field}: {impl.name!r} decodes model {model.name!r} with {entry.title}'s greedy loop, and "
+                f"controls.temperature is {temperature:g}; set it to 0 or drop the variant"
+            )
+        if model.arch not in entry.families:
+            raise ValueError(
+                f"{field}: {impl.name!r} runs in {entry.title}, which does not run model {model.name!r} (arch "
+                f"{model.arch}); {entry.title} runs: {', '.join(entry.families)}"
+            )
+        if entry.needs_checkpoint and model.is_synthetic:
+            raise ValueError(
+                f"{field}: {impl.name!r} runs in {entry.title}, which converts a checkpoint folder, and model "
+                f"{model.name!r} has synthetic weights; give it a checkpoint (source.checkpoint)"
+            )
+
+
 def _check_dream_combination(field: str, generation: int, axes: DreamAxes) -> None:
     """More Dream steps than generated tokens would spend forwards on steps that commit nothing (refused, as
     LLaDA's are)."""
@@ -145,6 +168,7 @@ class ExperimentSpec(Frozen):
                 )
             field = f"models.{index}.{axes_field}" if own is not None else f"grid.{axes_field}"
             llada, dream = self.llada_axes(m), self.dream_axes(m)
+            _check_engines(f"{field}.impl", m, self._impls(m), self.controls.temperature)
             if self.block_diffusion_axes(m) is not None:
                 _check_block_diffusion(field, index, self.controls, self.grid.batch_sizes)
             for pair in self.grid.length_pairs():
@@ -210,6 +234,15 @@ class ExperimentSpec(Frozen):
             return named
         safe = re.sub(r"[^A-Za-z0-9._-]", "-", evaluator.strip("/"))[-64:].lstrip("-.") or "evaluator"
         return ModelSpec(name=safe, arch="llama", source=CheckpointSource(checkpoint=evaluator))
+
+    def _impls(self, model: ModelSpec) -> list[LladaImpl | LlamaImpl]:
+        """The LLaDA or autoregressive implementation variants that apply to a model (none for other samplers)."""
+        llada = self.llada_axes(model)
+        if llada is not None:
+            return list(llada.impl)
+        if family(model.arch).sampler == "autoregressive" and self.grid.llama is not None:
+            return list(self.grid.llama.impl)
+        return []
 
     def llada_axes(self, model: ModelSpec) -> LladaAxes | None:
         """The LLaDA sampler's axes that apply to a model (its own override first); None for other samplers."""
@@ -318,6 +351,12 @@ class RunConfig(Frozen):
     def impl_name(self) -> str:
         impl = self.llada_impl or self.llama_impl or self.dream_impl or self.block_diffusion_impl
         return impl.name if impl is not None else VANILLA
+
+    @property
+    def engine(self) -> str:
+        """The engine this run's model side runs in (specs/engines.py): its variant's, else PyTorch."""
+        impl = self.llada_impl or self.llama_impl
+        return impl.engine if impl is not None else PYTORCH
 
     @property
     def commit_rule(self) -> str | None:

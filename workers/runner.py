@@ -31,6 +31,7 @@ from transformers.utils import logging as hf_logging
 from specs.registry import is_diffusion
 from specs.results import Environment, Generation, Memory, ModelProvenance, RunResult, RunStatus
 from specs.schema import Controls, ModelSpec, RunConfig
+from workers.engine import TORCH, RunEngine, open_engine
 from workers.environment import capture_environment
 from workers.errors import CheckpointFilesError, SpecMismatchError
 from workers.hardware import check_hardware, configure_threads, resolve_device
@@ -85,6 +86,7 @@ class Worker:
         self._scorer: Any | None = None  # workers.quality.QualityScorer, imported on first use
         self._scorer_device: torch.device | None = None
         self._examples: dict[tuple[Any, ...], list[PromptExample]] = {}
+        self._engines: dict[tuple[str, ...], RunEngine] = {}  # engines other than PyTorch, by model and dtype
         self.broken: str | None = None  # set when a CUDA error left the device unusable in this process
         configure_threads()
         # The ~380k objects torch and transformers leave at import never become garbage, yet every run's two
@@ -159,12 +161,13 @@ class Worker:
         ]
         _check_positions(loaded, inputs[0].shape[1] + config.generation_length)
 
+        engine = self._engine(config, loaded)
         self._park_unmeasured(loaded)
         with without_cudnn_attention(config, device):
-            measurement = measure(loaded, config, inputs)
+            measurement = measure(loaded, config, inputs, engine)
         progress.environment = progress.environment.model_copy(update={
             "kv_cache": measurement.kv_cache, "forward_capture": measurement.forward_capture,
-            "decode_attention_kernel": measurement.decode_attention_kernel,
+            "decode_attention_kernel": measurement.decode_attention_kernel, "engine": engine.record(),
         })  # fmt: skip
         result: dict[str, Any] = {
             "status": RunStatus.OK,
@@ -181,7 +184,7 @@ class Worker:
             try:
                 with without_cudnn_attention(config, device):
                     result.update(self._score(config, loaded, examples, inputs, measurement.outputs,
-                                              measurement.compiled))
+                                              measurement.compiled, engine))
             except Exception as exc:  # the measurement is good: keep it, and say that scoring failed
                 result.update(self._quality_failure(exc, loaded))
                 traceback.clear_frames(exc.__traceback__)
@@ -216,21 +219,23 @@ class Worker:
         inputs: list[torch.Tensor],
         outputs: dict[int, torch.Tensor],
         compiled: CompiledSteps | None = None,
+        engine: RunEngine = TORCH,
     ) -> dict[str, Any]:
-        """Generations of every prompt and their quality, after (never inside) the measurement; the compile
-        variant's generations reuse the measurement's compiled steps."""
+        """Generations of every prompt and their quality, after (never inside) the measurement, in the run's engine;
+        the compile variant's generations reuse the measurement's compiled steps."""
         # Quality needs every prompt once: reuse the measured repetitions, generate the rest untimed,
         # each batch with its own seed so a sampled batch gives the same tokens as when it was measured.
         seed, temperature = config.controls.seed, config.controls.temperature
         for b, batch in enumerate(inputs):
             if b not in outputs:
                 outputs[b] = generate_untimed(
-                    loaded, config, batch, seed=batch_seed(seed, b), temperature=temperature, compiled=compiled
+                    loaded, config, batch, seed=batch_seed(seed, b), temperature=temperature, compiled=compiled,
+                    engine=engine,
                 )
         generations = self._generations(loaded, examples, config.batch_size, outputs)
         sampled = None
         sampled_temperature = config.quality.llama_sampled_temperature
-        if not is_diffusion(config.model.arch) and sampled_temperature is not None:
+        if not is_diffusion(config.model.arch) and sampled_temperature is not None and engine.samples:
             from workers.quality.sampled import sampled_generations
 
             sampled = sampled_generations(
@@ -254,6 +259,13 @@ class Worker:
         }
 
     # ------------------------------------------------------------ models
+
+    def _engine(self, config: RunConfig, loaded: LoadedModel) -> RunEngine:
+        """The run's engine for its model, opened once per worker (llama.cpp: converted and loaded on first use)."""
+        key = (config.engine, loaded.spec.name, config.controls.dtype, str(loaded.device))
+        if key not in self._engines:
+            self._engines[key] = open_engine(config, loaded)
+        return self._engines[key]
 
     def _ensure_model(self, config: RunConfig, device: torch.device, progress: _Progress) -> LoadedModel:
         """The run's model, alone on the device: resident already, or loaded now (never evicting the run's

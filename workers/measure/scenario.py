@@ -46,7 +46,8 @@ from workers.measure.memory import MemoryTracker, free_device_memory, tensor_pea
 from workers.measure.preparation import Preparation
 from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
 from workers.models.loading import LoadedModel
-from workers.samplers.autoregressive import KV_CACHE, ar_steps
+from workers.engine import TORCH, RunEngine
+from workers.samplers.autoregressive import KV_CACHE
 from workers.samplers.cache_check import require_written
 
 
@@ -92,10 +93,12 @@ def generate(
     seed: int,
     temperature: float,
     compiled: CompiledSteps | None = None,
+    engine: RunEngine = TORCH,
 ) -> TimedGeneration:
     """Generate `config.generation_length` tokens for one batch `[B, P']`, timing the whole and each step.
     With `config.timed_steps` a LLaDA generation stops after that many steps (its tokens are unfinished).
-    `compiled` holds the LLaMA compile and LLaDA graph variants' step forwards (required for those)."""
+    `compiled` holds the LLaMA compile and LLaDA graph variants' step forwards (required for those); `engine` runs
+    the diffusion forward or the autoregressive loop (workers/engine/)."""
     generator = torch.Generator(device=loaded.device).manual_seed(seed)
     step_intervals: list[Interval] = []
     committed: list[int] = []
@@ -104,7 +107,7 @@ def generate(
         if is_diffusion(config.model.arch):
             assert config.steps is not None and loaded.mask_token_id is not None
             sampler = DIFFUSION_SAMPLERS[family(config.model.arch).sampler](
-                loaded, config, input_ids, generator=generator, temperature=temperature, compiled=compiled
+                engine.diffusion_model(loaded), config, input_ids, generator=generator, temperature=temperature, compiled=compiled
             )
             # Every sampler is done after its schedule (at most `steps` forwards; block diffusion's planned K counts
             # the prompt without a tokenizer's prefix, its sampler the prompt it got); `timed_steps` stops earlier.
@@ -123,8 +126,8 @@ def generate(
             if llama_impl is not None and llama_impl.compile:
                 assert compiled is not None, "the compile variant needs its CompiledSteps"
                 step = compiled.for_batch(loaded, input_ids, config.generation_length, llama_impl.decode_attention)
-            decoder = ar_steps(
-                loaded.model, input_ids, n_new=config.generation_length, temperature=temperature, generator=generator,
+            decoder = engine.ar_steps(
+                loaded, input_ids, n_new=config.generation_length, temperature=temperature, generator=generator,
                 compiled=step,
             )  # fmt: skip
             for _ in range(config.generation_length):
@@ -152,17 +155,21 @@ def generate_untimed(
     seed: int,
     temperature: float,
     compiled: CompiledSteps | None = None,
+    engine: RunEngine = TORCH,
 ) -> torch.Tensor:
-    """A generation outside the measurement (quality of batches no repetition ran): tokens on the CPU."""
+    """A generation outside the measurement (quality of batches no repetition ran): tokens on the CPU, from the
+    run's own engine, so quality is scored on the tokens its kernels give."""
     if compiled is None and uses_compiled_steps(config):
         compiled = CompiledSteps()
     return generate(
-        loaded, config, input_ids, timer=PerfCounterTimer(), seed=seed, temperature=temperature, compiled=compiled
+        loaded, config, input_ids, timer=PerfCounterTimer(), seed=seed, temperature=temperature, compiled=compiled,
+        engine=engine,
     ).tokens.cpu()
 
 
-def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor]) -> Measurement:
-    """W warm-ups on the run's own shapes (excluded), then R repetitions, repetition r on batch r mod n."""
+def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor], engine: RunEngine = TORCH) -> Measurement:
+    """W warm-ups on the run's own shapes (excluded), then R repetitions, repetition r on batch r mod n, in the run's
+    engine."""
     controls = config.controls
     free_device_memory(loaded.device)  # nothing cached or peaked by earlier runs carries into this one
     timer = timer_for(loaded.device)
@@ -172,7 +179,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     for b in _warmup_batches(controls.warmup, controls.repetitions, len(batches), prepared_by):
         run = generate(
             loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b),
-            temperature=controls.temperature, compiled=compiled,
+            temperature=controls.temperature, compiled=compiled, engine=engine,
         )  # fmt: skip
         warmup_s.append(run.e2e.seconds())
     latency: list[float] = []
@@ -183,14 +190,14 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     cache_bytes: int | None = None
     outputs: dict[int, torch.Tensor] = {}
     preparation = compiled.preparation if compiled is not None else Preparation()
-    with MemoryTracker(loaded.device, loaded.weights_bytes) as memory, EnergyMeter(loaded.device) as energy, \
+    with MemoryTracker(loaded.device, engine.weights_bytes(loaded)) as memory, EnergyMeter(loaded.device) as energy, \
             preparation.frozen():
         for r in range(controls.repetitions):
             b = r % len(batches)
             timer.synchronize()  # start every repetition from an idle device
             run = generate(
                 loaded, config, batches[b], timer=timer, seed=batch_seed(controls.seed, b),
-                temperature=controls.temperature, compiled=compiled,
+                temperature=controls.temperature, compiled=compiled, engine=engine,
             )  # fmt: skip
             latency.append(run.e2e.seconds())  # reading syncs: after the timed region, never inside it
             steps_s.append([interval.seconds() for interval in run.steps])
@@ -205,7 +212,8 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
     # After the timed region and its trackers (the profiler slows every operator), and in the first session only: the
     # same shapes allocate the same bytes in every session, as they give the same text (report/sessions.py takes a
     # configuration's memory and quality from that session's run).
-    if loaded.device.type == "cpu" and config.session in (None, 0):
+    # The profiler sees torch's tensors only: an engine's own buffers are in the RSS growth, not here.
+    if loaded.device.type == "cpu" and config.session in (None, 0) and engine.torch_tensors:
         memory_record = memory_record.model_copy(update={"peak_tensor_bytes": tensor_peak_bytes(lambda: generate(
             loaded, config, batches[0], timer=PerfCounterTimer(), seed=batch_seed(controls.seed, 0),
             temperature=controls.temperature, compiled=compiled))})
@@ -237,7 +245,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor])
         memory=memory_record,
         outputs=outputs,
         nfe=nfe,
-        kv_cache=_kv_cache_name(config),
+        kv_cache=(engine.ar_kv_cache if not diffusion and engine.ar_kv_cache else _kv_cache_name(config)),
         energy=energy_record(energy, config, samples),
         cache_bytes=cache_bytes,
         preparation_s=compiled.preparation_s if compiled is not None else None,
