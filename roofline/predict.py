@@ -10,9 +10,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from roofline.block_diffusion import BlockDiffusionEstimate, block_plan, estimate_block_diffusion
-from roofline.dream import DreamEstimate, estimate_dream
+from roofline.dream import estimate_dream
 from roofline.errors import RooflineInputError
-from roofline.estimate import Estimate
+from roofline.estimate import DiffusionEstimate, Estimate
 from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
 from roofline.llada import BlockEstimate, LladaEstimate, estimate_llada
@@ -90,13 +90,13 @@ def predict(
     floor_s = 0.0 if graph_forwards else hardware.host_floor_of(shape.num_layers)
     if hardware.host_floor_s > 0 or graph_forwards:  # a replayed graph dispatches no operator from the host
         hardware = hardware.model_copy(update={"dispatch_s": 0.0})
-    estimate: Callable[[HardwareProfile], Estimate]  # the run's estimate on a profile
-    memory: MemoryFootprint
-    if fam.sampler == "autoregressive":
-        estimate = partial(estimate_llama, shape, work=work, fidelity=fidelity)
-        est = estimate(hardware)
-        assert isinstance(est, LlamaEstimate)
-        memory = llama_memory(shape, work)
+    estimator, memory_of, needed = _MODELS[fam.sampler]
+    if any(getattr(work, name) is None for name in needed):
+        raise RooflineInputError(f"arch {arch!r} needs {' and '.join(needed)}")
+    estimate = partial(estimator, shape, work=work, fidelity=fidelity)  # the run's estimate on a profile
+    est, memory = estimate(hardware), memory_of(shape, work)
+    roofs_s = _roofs_s(estimate, est, hardware, floor_s)
+    if isinstance(est, LlamaEstimate):
         decode_s = est.decode.total_s if est.decode else 0.0
         # What the floor adds where it binds (added, so a floor that never binds leaves the roofs' sum as is).
         prefill_extra = max(floor_s - est.ttft_s, 0.0)
@@ -105,38 +105,28 @@ def predict(
         ttft_s = est.ttft_s + prefill_extra
         itl_s = (decode_s + decode_extra) / est.decode_passes if est.decode_passes else None
         return _prediction(arch, est, memory, hardware, fidelity, latency_s=latency_s, ttft_s=ttft_s, itl_s=itl_s,
-                           step_s=None, roofs_s=_roofs_s(estimate, est, hardware, floor_s), floor_s=floor_s)  # fmt: skip
-    if fam.sampler == "llada":
-        if work.steps is None or work.block_length is None:
-            raise RooflineInputError(f"arch {arch!r} needs steps and block_length")
-        estimate = partial(estimate_llada, shape, work=work, fidelity=fidelity)
-        est = estimate(hardware)
-        assert isinstance(est, LladaEstimate)
-        memory = llada_memory(shape, work)
+                           step_s=None, roofs_s=roofs_s, floor_s=floor_s)  # fmt: skip
+    assert isinstance(est, DiffusionEstimate)
+    if isinstance(est, LladaEstimate):
         latency_s = est.total_s + sum(_block_floor_extra_s(block, floor_s) for block in est.blocks)
-        source = forwards_source or ("schedule" if work.forwards is None else "measured")
-    elif fam.sampler == "block_diffusion":
-        if work.block_length is None or work.sub_block_length is None:
-            raise RooflineInputError(f"arch {arch!r} needs block_length and sub_block_length")
-        estimate = partial(estimate_block_diffusion, shape, work=work, fidelity=fidelity)
-        est = estimate(hardware)
-        assert isinstance(est, BlockDiffusionEstimate)
-        memory = block_diffusion_memory(shape, work)
+    elif isinstance(est, BlockDiffusionEstimate):
         latency_s = est.total_s + _block_diffusion_floor_extra_s(est, floor_s)
-        source = forwards_source or ("schedule" if work.forwards is None else "measured")
-    else:  # the dream sampler: whole-sequence steps
-        if work.steps is None:
-            raise RooflineInputError(f"arch {arch!r} needs steps")
-        estimate = partial(estimate_dream, shape, work=work, fidelity=fidelity)
-        est = estimate(hardware)
-        assert isinstance(est, DreamEstimate)
-        memory = dream_memory(shape, work)
-        # Each forward below the floor is raised to it (at the mean step: a lower bound where steps differ).
+    else:  # Dream: each forward below the floor is raised to it (at the mean step: a lower bound where steps differ)
         latency_s = est.total_s + est.forwards * max(floor_s - est.mean_step_s, 0.0)
-        source = forwards_source or "schedule"
+    source = forwards_source or ("schedule" if work.forwards is None else "measured")
     return _prediction(arch, est, memory, hardware, fidelity, latency_s=latency_s, ttft_s=None, itl_s=None,
                        step_s=latency_s / est.forwards, forwards=est.forwards, forwards_source=source,
-                       roofs_s=_roofs_s(estimate, est, hardware, floor_s), floor_s=floor_s)  # fmt: skip
+                       roofs_s=roofs_s, floor_s=floor_s)  # fmt: skip
+
+
+# Each family's estimate, its memory model, and the workload fields it cannot run without.
+_Model = tuple[Callable[..., Estimate], Callable[[ModelShape, Workload], MemoryFootprint], tuple[str, ...]]
+_MODELS: dict[str, _Model] = {
+    "autoregressive": (estimate_llama, llama_memory, ()),
+    "llada": (estimate_llada, llada_memory, ("steps", "block_length")),
+    "dream": (estimate_dream, dream_memory, ("steps",)),
+    "block_diffusion": (estimate_block_diffusion, block_diffusion_memory, ("block_length", "sub_block_length")),
+}
 
 
 def _roofs_s(
