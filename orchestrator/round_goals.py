@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from roofline.errors import RooflineInputError
 from roofline.llama import mean_decode_pass_bytes
 from roofline.measured import VIOLATION_FRACTION, predict_result, profile_from_roofs, run_profile
-from roofline.operators import element_bytes_of
+from roofline.workload import run_workload
 from specs.registry import family, preset_shape
 from specs.results import RunResult, RunStatus
 
@@ -81,9 +81,7 @@ def decode_roof_share(result: RunResult) -> float | None:
         return None
     shape = result.model_shape or config.model.shape() or preset_shape("llama", "8b")
     try:
-        roof_bytes = mean_decode_pass_bytes(shape, batch=config.batch_size, prompt_len=config.prompt_length,
-                                            gen_len=config.generation_length,
-                                            element_bytes=element_bytes_of(config.controls.dtype))  # fmt: skip
+        roof_bytes = mean_decode_pass_bytes(shape, run_workload(config))
     except RooflineInputError:
         return None
     return roof_bytes / roofs.memory_bandwidth_bytes_per_s / statistics.median(steps)

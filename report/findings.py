@@ -26,6 +26,7 @@ from roofline.crossover import diffusion_keywords, predicted_crossover
 from roofline.hardware import HardwareProfile
 from roofline.operators import element_bytes_of
 from roofline.predict import predict
+from roofline.workload import Workload
 from specs.registry import family
 from specs.shapes import ModelShape
 
@@ -166,8 +167,9 @@ def predicted_throughput(
         sampler = ({**diffusion_keywords(arch, steps=steps, block_length=block), **roofline_sampling(alg, forwards)}
                    if family(arch).is_diffusion else {})
         for batch in grid:
-            p = predict(arch, shapes.get(arch), batch=batch, prompt_len=prompt, gen_len=gen, hardware=profile,
-                        element_bytes=element_bytes_of(dtype), **sampler)
+            work = Workload(prompt_len=prompt, gen_len=gen, batch=batch, element_bytes=element_bytes_of(dtype),
+                            **sampler)
+            p = predict(arch, shapes.get(arch), work, hardware=profile)
             rows.append((hardware, prompt, gen, arch, model, steps, block, batch, p.tokens_per_s, profile.name, alg,
                          profile.floor_note()))
     return pl.DataFrame(rows, schema=PREDICTED_THROUGHPUT_SCHEMA, orient="row")

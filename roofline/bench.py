@@ -8,23 +8,22 @@ from collections.abc import Callable
 
 from roofline.hardware import get_hardware
 from roofline.predict import predict
+from roofline.workload import Workload
 
 _HW = get_hardware("a100-sxm4-80gb")
 
 # LLaDA's case: 128 + 512 tokens, 256 steps over blocks of 32.
-_LLADA_RUN = {"batch": 1, "prompt_len": 128, "gen_len": 512, "steps": 256, "block_length": 32, "hardware": _HW}
+_LLADA_RUN = Workload(prompt_len=128, gen_len=512, steps=256, block_length=32)
 
 CASES: dict[str, Callable[[], object]] = {
-    "llama 128+512 faithful": lambda: predict(
-        "llama", None, batch=1, prompt_len=128, gen_len=512, hardware=_HW
-    ),
+    "llama 128+512 faithful": lambda: predict("llama", None, Workload(prompt_len=128, gen_len=512), hardware=_HW),
     "llama 2048+2048 b8 faithful": lambda: predict(
-        "llama", None, batch=8, prompt_len=2048, gen_len=2048, hardware=_HW
+        "llama", None, Workload(prompt_len=2048, gen_len=2048, batch=8), hardware=_HW
     ),
-    "llada 128+512 s256 k32 faithful": lambda: predict("llada", None, **_LLADA_RUN),
-    "llada 128+512 s256 k32 study": lambda: predict("llada", None, **_LLADA_RUN, fidelity="study"),
+    "llada 128+512 s256 k32 faithful": lambda: predict("llada", None, _LLADA_RUN, hardware=_HW),
+    "llada 128+512 s256 k32 study": lambda: predict("llada", None, _LLADA_RUN, hardware=_HW, fidelity="study"),
     "dream 128+512 s256 faithful": lambda: predict(
-        "dream", None, batch=1, prompt_len=128, gen_len=512, steps=256, hardware=_HW
+        "dream", None, Workload(prompt_len=128, gen_len=512, steps=256), hardware=_HW
     ),
 }
 

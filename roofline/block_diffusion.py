@@ -24,12 +24,13 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
-from roofline.estimate import Estimate
+from roofline.estimate import DiffusionEstimate
 from roofline.fidelity import Fidelity
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.operators import BYTES_PER_ELEMENT, Operator, elementwise
+from roofline.operators import Operator, elementwise
 from roofline.phase import PhaseCost, cost_of, empty_cost
+from roofline.workload import Workload
 from specs.block_diffusion import Schedule, schedule
 from specs.shapes import ModelShape
 
@@ -48,36 +49,28 @@ class BlockCost(BaseModel):
     complete_s: float
 
 
-class BlockDiffusionEstimate(Estimate):
-    """Predicted cost of one block-diffusion generation."""
+class BlockDiffusionEstimate(DiffusionEstimate):
+    """Predicted cost of one block-diffusion generation; `forwards`: every forward costed (the prefill, the
+    in-block ones, the completing ones)."""
 
     block_length: int
     sub_block_length: int
     sub_block_cache: bool
     temperature: float
-    forwards: int  # every forward costed: the prefill, the in-block ones, the completing ones
     max_forwards: int  # K: the fixed schedule's (threshold 1)
     prefill_length: int
     prefill_s: float
     blocks: list[BlockCost]
-    aggregate_ai: float
-
-    @property
-    def mean_step_s(self) -> float:
-        """Mean time of one forward (a step that ran)."""
-        return self.total_s / self.forwards
 
 
-def token_choice_operators(
-    shape: ModelShape, *, rows: int, temperature: float = 0.0, element_bytes: int = BYTES_PER_ELEMENT
-) -> tuple[Operator, ...]:
+def token_choice_operators(shape: ModelShape, work: Workload, *, rows: int) -> tuple[Operator, ...]:
     """The token choice of one in-block forward over `rows` (batch x sub-block) logit rows: the division by the
     temperature (> 0), the softmax, and the argmax (or the draw) reading the probabilities."""
-    unary, read = 2 * element_bytes, element_bytes
+    unary, read, hot = 2 * work.element_bytes, work.element_bytes, work.temperature > 0
     vocab = shape.vocab_size
     ops = [elementwise("softmax", "sampler", rows, vocab, bytes_per_element=unary),
-           elementwise("categorical" if temperature > 0 else "max", "sampler", rows, vocab, bytes_per_element=read)]
-    if temperature > 0:
+           elementwise("categorical" if hot else "max", "sampler", rows, vocab, bytes_per_element=read)]
+    if hot:
         ops.insert(0, elementwise("temperature_div", "sampler", rows, vocab, bytes_per_element=unary))
     return tuple(ops)
 
@@ -103,35 +96,33 @@ def forwards_per_block(plan: Schedule, forwards: int | None) -> list[int]:
     return per_block
 
 
-def estimate_block_diffusion(
-    shape: ModelShape,
-    hardware: HardwareProfile,
-    *,
-    prompt_len: int,
-    gen_len: int,
-    block_length: int,
-    sub_block_length: int,
-    batch: int = 1,
-    fidelity: Fidelity = "faithful",
-    temperature: float = 0.0,
-    forwards: int | None = None,
-    sub_block_cache: bool = False,
-    prefill_one_block_prompt: bool = False,
-    element_bytes: int = BYTES_PER_ELEMENT,
-) -> BlockDiffusionEstimate:
-    """Cost of a block-diffusion generation of `gen_len` tokens (module docstring); `forwards`: what the run measured,
-    None the fixed schedule's K. Only `faithful`: the study modelled no block diffusion."""
-    if fidelity != "faithful":
-        raise RooflineInputError(f"fidelity {fidelity!r}: the study has no block-diffusion model; use 'faithful'")
-    if batch < 1 or temperature < 0:
-        raise RooflineInputError(f"need batch >= 1 and temperature >= 0 (got {batch}, {temperature})")
+def block_plan(work: Workload) -> Schedule:
+    """The forwards of `work`'s generation (`specs.block_diffusion.schedule`); a schedule it cannot run is a
+    `RooflineInputError` that says why."""
+    if work.block_length is None or work.sub_block_length is None:
+        raise RooflineInputError(
+            f"need block_length and sub_block_length (got {work.block_length}, {work.sub_block_length})"
+        )
     try:
-        plan = schedule(prompt_len, gen_len, block_length, sub_block_length, prefill_one_block_prompt)
+        return schedule(work.prompt_len, work.gen_len, work.block_length, work.sub_block_length,
+                        work.prefill_one_block_prompt)  # fmt: skip
     except ValueError as exc:
         raise RooflineInputError(str(exc)) from None
-    eb = element_bytes
-    choose = cost_of(token_choice_operators(shape, rows=batch * sub_block_length, temperature=temperature,
-                                            element_bytes=eb), hardware)  # fmt: skip
+
+
+def estimate_block_diffusion(
+    shape: ModelShape, hardware: HardwareProfile, work: Workload, fidelity: Fidelity = "faithful"
+) -> BlockDiffusionEstimate:
+    """Cost of a block-diffusion generation of `gen_len` tokens (module docstring); `work.forwards`: what the run
+    measured, None the fixed schedule's K. Only `faithful`: the study modelled no block diffusion."""
+    if fidelity != "faithful":
+        raise RooflineInputError(f"fidelity {fidelity!r}: the study has no block-diffusion model; use 'faithful'")
+    batch, eb = work.batch, work.element_bytes
+    if batch < 1 or work.temperature < 0:
+        raise RooflineInputError(f"need batch >= 1 and temperature >= 0 (got {batch}, {work.temperature})")
+    plan = block_plan(work)
+    block_length, sub_block_length = plan.block_length, plan.sub_block_length
+    choose = cost_of(token_choice_operators(shape, work, rows=batch * sub_block_length), hardware)
 
     def forward(fed: int, kv: int, head: int, mask: str = "none") -> PhaseCost:
         return cost_of(forward_operators(shape, ForwardPass(batch, fed, kv, mask, head), element_bytes=eb), hardware)  # type: ignore[arg-type]
@@ -142,12 +133,12 @@ def estimate_block_diffusion(
         prefill = forward(plan.prefill_length, plan.prefill_length, 1, "causal")
         total, prefill_s = total + prefill, prefill.total_time_s
     blocks: list[BlockCost] = []
-    for block, runs in zip(plan.blocks, forwards_per_block(plan, forwards), strict=True):
+    for block, runs in zip(plan.blocks, forwards_per_block(plan, work.forwards), strict=True):
         keys = block.cache_start + block_length
         full = forward(block_length, keys, sub_block_length) + choose
         sub = forward(sub_block_length, keys, sub_block_length) + choose
         complete = forward(block_length, keys, 1)
-        subs = max(runs - 1, 0) if sub_block_cache else 0
+        subs = max(runs - 1, 0) if work.sub_block_cache else 0
         total = total + full.repeated(runs - subs) + sub.repeated(subs) + complete.repeated(int(block.completes))
         blocks.append(BlockCost(
             cache_start=block.cache_start, block_forwards=runs - subs, sub_forwards=subs, completes=block.completes,
@@ -155,8 +146,8 @@ def estimate_block_diffusion(
         ))  # fmt: skip
     costed = (plan.prefill_length > 0) + sum(b.block_forwards + b.sub_forwards + b.completes for b in blocks)
     return BlockDiffusionEstimate.of(
-        total, hardware, fidelity=fidelity, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-        block_length=block_length, sub_block_length=sub_block_length, sub_block_cache=sub_block_cache,
-        temperature=temperature, forwards=costed, max_forwards=plan.max_forwards, prefill_length=plan.prefill_length,
+        total, hardware, work, fidelity=fidelity, block_length=block_length, sub_block_length=sub_block_length,
+        sub_block_cache=work.sub_block_cache, temperature=work.temperature, forwards=costed,
+        max_forwards=plan.max_forwards, prefill_length=plan.prefill_length,
         prefill_s=prefill_s, blocks=blocks, aggregate_ai=total.aggregate_ai,
     )  # fmt: skip

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 
 from roofline.block_diffusion import estimate_block_diffusion
 from roofline.dream import DREAM_ALGS, estimate_dream
@@ -25,6 +26,7 @@ from roofline.render import (
     llama_json,
     llama_text,
 )
+from roofline.workload import Workload
 from specs.block_diffusion import OFFICIAL_BLOCK_LENGTH, OFFICIAL_SUB_BLOCK_LENGTH
 from specs.options import nonnegative_number
 from specs.registry import FAMILIES, Family, family, preset_shape
@@ -176,46 +178,34 @@ def _run(args: argparse.Namespace) -> str:
     hardware: HardwareProfile = get_hardware(args.hardware or DEFAULT_HARDWARE[args.fidelity])
     shape = preset_shape(args.arch, args.preset)
     fam = family(args.arch)
-    run = {"prompt_len": args.prompt_len, "gen_len": args.gen_len, "batch": args.batch}
+    base = Workload(prompt_len=args.prompt_len, gen_len=args.gen_len, batch=args.batch)
     if fam.sampler == "autoregressive":
-        ar = estimate_llama(shape, hardware, **run, fidelity=args.fidelity, compiled_decode=args.compile)
-        memory = llama_memory(shape, **run)
-        if args.json:
-            return _json(llama_json(ar, memory))
-        return llama_text(ar, memory, hardware)
+        work = replace(base, compiled_decode=args.compile)
+        ar, memory = estimate_llama(shape, hardware, work, args.fidelity), llama_memory(shape, work)
+        return _json(llama_json(ar, memory)) if args.json else llama_text(ar, memory, hardware)
     if fam.sampler == "dream":
-        sampler = {"temperature": args.temperature, "alg": args.alg, "top_p": args.top_p, "top_k": args.top_k,
-                   "logits_positions": args.logits_positions}
-        dream = estimate_dream(shape, hardware, **run, **sampler, steps=args.steps, fidelity=args.fidelity)
-        memory = dream_memory(shape, **run, **sampler)
-        if args.json:
-            return _json(dream_json(dream, memory))
-        return dream_text(dream, memory, hardware, title=fam.title)
+        work = replace(base, steps=args.steps, temperature=args.temperature, alg=args.alg, top_p=args.top_p,
+                       top_k=args.top_k, logits_positions=args.logits_positions)  # fmt: skip
+        dream, memory = estimate_dream(shape, hardware, work, args.fidelity), dream_memory(shape, work)
+        return _json(dream_json(dream, memory)) if args.json else dream_text(dream, memory, hardware, title=fam.title)
     if fam.sampler == "block_diffusion":
-        blocks = estimate_block_diffusion(
-            shape, hardware, **run, block_length=args.block_length, sub_block_length=args.sub_block_length,
-            temperature=args.temperature, forwards=args.forwards, sub_block_cache=args.sub_block_cache,
-            prefill_one_block_prompt=args.prefill_one_block_prompt, fidelity=args.fidelity,
+        work = replace(
+            base, block_length=args.block_length, sub_block_length=args.sub_block_length, temperature=args.temperature,
+            forwards=args.forwards, sub_block_cache=args.sub_block_cache,
+            prefill_one_block_prompt=args.prefill_one_block_prompt,
         )  # fmt: skip
-        memory = block_diffusion_memory(
-            shape, batch=args.batch, prefill_length=blocks.prefill_length, block_length=blocks.block_length,
-            cache_length=blocks.prefill_length + len(blocks.blocks) * blocks.block_length,
-            sub_block_length=blocks.sub_block_length, temperature=args.temperature,
-        )  # fmt: skip
+        blocks = estimate_block_diffusion(shape, hardware, work, args.fidelity)
+        memory = block_diffusion_memory(shape, work)
         if args.json:
             return _json(block_diffusion_json(blocks, memory))
         return block_diffusion_text(blocks, memory, hardware, title=fam.title)
     # What the sampler does with the logits sets both its time and its memory.
-    sampler = {"cfg_scale": args.cfg_scale, "temperature": args.temperature, "remasking": args.remasking,
-               "cache": args.cache}
-    llada = estimate_llada(
-        shape, hardware, **run, **sampler, block_length=args.block_length, steps=args.steps,
-        fidelity=args.fidelity, truncate_blocks=args.truncate_blocks, forwards=args.forwards,
-    )
-    memory = llada_memory(shape, **run, **sampler)
-    if args.json:
-        return _json(llada_json(llada, memory))
-    return llada_text(llada, memory, hardware)
+    work = replace(
+        base, cfg_scale=args.cfg_scale, temperature=args.temperature, remasking=args.remasking, cache=args.cache,
+        block_length=args.block_length, steps=args.steps, truncate_blocks=args.truncate_blocks, forwards=args.forwards,
+    )  # fmt: skip
+    llada, memory = estimate_llada(shape, hardware, work, args.fidelity), llada_memory(shape, work)
+    return _json(llada_json(llada, memory)) if args.json else llada_text(llada, memory, hardware)
 
 
 def _json(document: dict[str, object]) -> str:

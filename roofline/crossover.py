@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
 from roofline.operators import BYTES_PER_ELEMENT
 from roofline.predict import predict
+from roofline.workload import Workload
 from specs.block_diffusion import OFFICIAL_SUB_BLOCK_LENGTH
 from specs.registry import family
 from specs.shapes import ModelShape
@@ -22,7 +24,7 @@ MAX_BATCH = 4096
 def diffusion_keywords(
     arch: str, *, steps: int, block_length: int | None, sub_block_length: int | None = None
 ) -> dict[str, Any]:
-    """`predict`'s keywords for a diffusion family's run as the workers generate: LLaDA's sampler in blocks with
+    """The workload's sampler fields (`roofline.workload.Workload`) for a diffusion family's run as the workers generate: LLaDA's sampler in blocks with
     logits over the current block only, Dream's whole-sequence steps (its logits over the generation), block
     diffusion's blocks and sub-blocks at its fixed schedule (its `steps` are that schedule's K; a run's measured
     forwards go in `forwards`), the sub-block the official default where none is given."""
@@ -73,13 +75,11 @@ def throughput_ratio(
     `diffusion_sampling` adds or replaces its sampler's settings (Dream's `alg`, `top_p`, `top_k`; block diffusion's
     `sub_block_length`, `forwards`, `sub_block_cache`); both at temperature 0."""
     check_pair(ar, diffusion)
-    ar_prediction = predict(ar, ar_shape or llama_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-                            hardware=hardware, element_bytes=element_bytes)
-    diffusion_prediction = predict(
-        diffusion, diffusion_shape or llada_shape, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-        hardware=hardware, element_bytes=element_bytes,
-        **(diffusion_keywords(diffusion, steps=steps, block_length=block_length) | dict(diffusion_sampling or {})),
-    )
+    work = Workload(prompt_len=prompt_len, gen_len=gen_len, batch=batch, element_bytes=element_bytes)
+    ar_prediction = predict(ar, ar_shape or llama_shape, work, hardware=hardware)
+    sampling = diffusion_keywords(diffusion, steps=steps, block_length=block_length) | dict(diffusion_sampling or {})
+    diffusion_prediction = predict(diffusion, diffusion_shape or llada_shape, replace(work, **sampling),
+                                   hardware=hardware)
     return ar_prediction.tokens_per_s / diffusion_prediction.tokens_per_s
 
 

@@ -1,4 +1,4 @@
-"""What the estimates of both architectures share: the generation they cost and its totals."""
+"""What the estimates of every family share: the generation they cost and its totals."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from roofline.fidelity import Fidelity
 from roofline.hardware import HardwareProfile
 from roofline.operators import OpClass
 from roofline.phase import PhaseCost
+from roofline.workload import Workload
 
 
 class Estimate(BaseModel):
@@ -29,13 +30,25 @@ class Estimate(BaseModel):
 
     @classmethod
     def of(
-        cls, total: PhaseCost, hardware: HardwareProfile, *, fidelity: Fidelity, batch: int, prompt_len: int,
-        gen_len: int, **fields: Any,
+        cls, total: PhaseCost, hardware: HardwareProfile, work: Workload, *, fidelity: Fidelity, **fields: Any
     ) -> Self:
-        """The estimate of a generation whose cost sums to `total` on `hardware`; `fields`: the subclass's own."""
+        """The estimate of `work` whose cost sums to `total` on `hardware`; `fields`: the subclass's own."""
         return cls(
-            fidelity=fidelity, hardware=hardware.name, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
+            fidelity=fidelity, hardware=hardware.name, batch=work.batch, prompt_len=work.prompt_len,
+            gen_len=work.gen_len,
             total_s=total.total_time_s, breakdown_s=total.time_s, flops=total.total_flops, bytes_=total.total_bytes,
             **fields,
         )
 
+
+
+class DiffusionEstimate(Estimate):
+    """An estimate of a diffusion family: its generation runs as forwards, each one step of the sampler."""
+
+    forwards: int  # model forwards costed
+    aggregate_ai: float
+
+    @property
+    def mean_step_s(self) -> float:
+        """Mean time of one forward (a step that ran), the sampler's work on its logits included."""
+        return self.total_s / self.forwards

@@ -7,18 +7,15 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from roofline.errors import RooflineInputError
-from roofline.estimate import Estimate
+from roofline.estimate import DiffusionEstimate
 from roofline.fidelity import Fidelity, modelling, require_study_scope
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
-from roofline.operators import BYTES_PER_ELEMENT, Operator
+from roofline.operators import Operator
 from roofline.phase import PhaseCost, cost_of, empty_cost
-from roofline.sampler import Remasking, sampler_operators
+from roofline.sampler import sampler_operators
+from roofline.workload import LladaCache, Remasking, Workload
 from specs.shapes import ModelShape
-
-# The KV cache of an accelerated variant (specs.schema.LladaImpl.cache): none, the prefix left of the block, or
-# the whole sequence (refreshed at each block's first step).
-LladaCache = Literal["none", "prefix", "dual"]
 
 
 class BlockEstimate(BaseModel):
@@ -36,12 +33,12 @@ class BlockEstimate(BaseModel):
     cached_step_s: float | None = None
 
 
-class LladaEstimate(Estimate):
-    """Predicted cost of one LLaDA generation, per the chosen fidelity."""
+class LladaEstimate(DiffusionEstimate):
+    """Predicted cost of one LLaDA generation, per the chosen fidelity; `forwards`: `steps`, or fewer where a
+    confidence rule ends blocks early."""
 
     block_length: int
     steps: int
-    forwards: int  # model forwards costed: `steps`, or fewer where a confidence rule ends blocks early
     cache: LladaCache
     cfg_scale: float
     temperature: float
@@ -51,16 +48,16 @@ class LladaEstimate(Estimate):
     num_blocks: int
     steps_per_block: int
     blocks: list[BlockEstimate]
-    aggregate_ai: float
-
-    @property
-    def mean_step_s(self) -> float:
-        """Mean time of one forward (a step that ran)."""
-        return self.total_s / self.forwards
 
 
-def check_llada_schedule(*, prompt_len: int, gen_len: int, block_length: int, steps: int, batch: int) -> None:
-    """The official sampler's preconditions (generate.py asserts them), as errors that say what is allowed."""
+def llada_schedule(work: Workload) -> tuple[int, int]:
+    """(block_length, steps) of `work`, checked against the official sampler's preconditions (generate.py asserts
+    them), as errors that say what is allowed."""
+    prompt_len, gen_len, block_length, steps, batch = (
+        work.prompt_len, work.gen_len, work.block_length, work.steps, work.batch
+    )
+    if block_length is None or steps is None:
+        raise RooflineInputError(f"need block_length and steps (got {block_length}, {steps})")
     if prompt_len < 1 or gen_len < 1 or block_length < 1 or steps < 1 or batch < 1:
         raise RooflineInputError(
             "need prompt_len, gen_len, block_length, steps and batch >= 1 "
@@ -71,49 +68,33 @@ def check_llada_schedule(*, prompt_len: int, gen_len: int, block_length: int, st
     num_blocks = gen_len // block_length
     if steps % num_blocks:
         raise RooflineInputError(f"steps {steps} must be a multiple of the number of blocks {num_blocks}")
+    return block_length, steps
 
 
 def step_operators(
-    shape: ModelShape,
-    *,
-    seq_len: int,
-    batch: int,
-    cfg_scale: float,
-    fidelity: Fidelity,
-    temperature: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    logits_positions: int | None = None,
-    element_bytes: int = BYTES_PER_ELEMENT,
-    query_len: int | None = None,
+    shape: ModelShape, work: Workload, fidelity: Fidelity, *, seq_len: int, query_len: int | None = None,
     llada_sampler: bool = True,
 ) -> tuple[Operator, ...]:
     """One diffusion step over `seq_len` positions: a bidirectional pass and, in `faithful`, the LM head plus the
-    sampler's work on the logits. CFG doubles the pass's batch.
+    sampler's work on the logits (`work`'s settings). CFG doubles the pass's batch.
 
     `query_len` (a cached step) feeds only that many positions, which attend all `seq_len` keys: the rest of the
     K and V are read from the cache, so the weights are read for fewer tokens' work and the step slides back
     under the memory roof. None feeds every position (no cache).
-    The official sampler takes logits at every position (`logits_positions=None`); a sampler that projects
+    The official sampler takes logits at every position (`work.logits_positions` None); a sampler that projects
     only the positions it can commit (this project's, `workers/samplers/llada.py`: the current block) passes
     their count. `llada_sampler=False` leaves out LLaDA's sampler ops: the denoising forward alone, which another
     diffusion sampler (roofline/dream.py) adds its own work to."""
-    cfg = cfg_scale > 0.0
+    batch, eb = work.batch, work.element_bytes
     fed = seq_len if query_len is None else query_len
     if not modelling(fidelity).llada_lm_head_and_sampler:
-        return forward_operators(
-            shape, ForwardPass(batch, fed, seq_len, "none", 0), element_bytes=element_bytes
-        )
-    model_batch = 2 * batch if cfg else batch
-    head = fed if logits_positions is None else min(logits_positions, fed)
-    forward = forward_operators(
-        shape, ForwardPass(model_batch, fed, seq_len, "none", head), element_bytes=element_bytes
-    )
+        return forward_operators(shape, ForwardPass(batch, fed, seq_len, "none", 0), element_bytes=eb)
+    model_batch = 2 * batch if work.cfg_scale > 0.0 else batch
+    head = fed if work.logits_positions is None else min(work.logits_positions, fed)
+    forward = forward_operators(shape, ForwardPass(model_batch, fed, seq_len, "none", head), element_bytes=eb)
     if not llada_sampler:
         return forward
-    return forward + sampler_operators(
-        shape, batch=batch, seq_len=head, cfg=cfg, temperature=temperature, remasking=remasking,
-        element_bytes=element_bytes,
-    )
+    return forward + sampler_operators(shape, work, seq_len=head)
 
 
 def cached_query_len(cache: LladaCache, *, seq_len: int, prefix_len: int, block_length: int) -> int:
@@ -150,34 +131,18 @@ def block_seq_lens(*, prompt_len: int, gen_len: int, block_length: int, truncate
 
 
 def estimate_llada(
-    shape: ModelShape,
-    hardware: HardwareProfile,
-    *,
-    prompt_len: int,
-    gen_len: int,
-    block_length: int,
-    steps: int,
-    batch: int = 1,
-    cfg_scale: float = 0.0,
-    fidelity: Fidelity = "faithful",
-    truncate_blocks: bool = False,
-    temperature: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    logits_positions: int | None = None,
-    element_bytes: int = BYTES_PER_ELEMENT,
-    cache: LladaCache = "none",
-    forwards: int | None = None,
+    shape: ModelShape, hardware: HardwareProfile, work: Workload, fidelity: Fidelity = "faithful"
 ) -> LladaEstimate:
     """Cost of a LLaDA generation: per block, its forwards x the cost of one step.
 
-    `cache` (an accelerated variant): each block's first step is a full forward that fills the cache, its later
-    steps are cached steps (`cached_query_len`). `forwards`: the forwards a confidence rule (threshold, factor)
-    actually ran, fewer than `steps`; None runs the schedule."""
-    choices = modelling(fidelity, truncate_blocks=truncate_blocks)
-    require_study_scope(choices, batch=batch, cfg_scale=cfg_scale)
-    check_llada_schedule(
-        prompt_len=prompt_len, gen_len=gen_len, block_length=block_length, steps=steps, batch=batch
-    )
+    `work.cache` (an accelerated variant): each block's first step is a full forward that fills the cache, its
+    later steps are cached steps (`cached_query_len`). `work.forwards`: the forwards a confidence rule (threshold,
+    factor) actually ran, fewer than `steps`; None runs the schedule."""
+    prompt_len, gen_len, cache, forwards = work.prompt_len, work.gen_len, work.cache, work.forwards
+    cfg_scale, temperature, remasking = work.cfg_scale, work.temperature, work.remasking
+    choices = modelling(fidelity, truncate_blocks=work.truncate_blocks)
+    require_study_scope(choices, batch=work.batch, cfg_scale=cfg_scale)
+    block_length, steps = llada_schedule(work)
     if cfg_scale < 0 or temperature < 0:
         raise RooflineInputError(f"cfg_scale and temperature must be >= 0 (got {cfg_scale}, {temperature})")
     if remasking not in ("low_confidence", "random"):
@@ -193,11 +158,9 @@ def estimate_llada(
 
     def step(seq_len: int, query_len: int) -> PhaseCost:
         if (seq_len, query_len) not in costs:
-            costs[seq_len, query_len] = cost_of(step_operators(
-                shape, seq_len=seq_len, batch=batch, cfg_scale=cfg_scale, fidelity=fidelity,
-                temperature=temperature, remasking=remasking, logits_positions=logits_positions,
-                element_bytes=element_bytes, query_len=query_len,
-            ), hardware)
+            costs[seq_len, query_len] = cost_of(
+                step_operators(shape, work, fidelity, seq_len=seq_len, query_len=query_len), hardware
+            )
         return costs[seq_len, query_len]
 
     seq_lens = block_seq_lens(
@@ -218,9 +181,8 @@ def estimate_llada(
         blocks.append(BlockEstimate(seq_len=seq_len, time_per_step_s=full.total_time_s, steps=runs,
                                     cached_query_len=query, cached_step_s=cached.total_time_s))
     return LladaEstimate.of(
-        total, hardware, fidelity=fidelity, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-        block_length=block_length, steps=steps, forwards=sum(per_block), cache=cache, cfg_scale=cfg_scale,
-        temperature=temperature, remasking=remasking, truncate_blocks=choices.llada_truncate_blocks,
+        total, hardware, work, fidelity=fidelity, block_length=block_length, steps=steps, forwards=sum(per_block),
+        cache=cache, cfg_scale=cfg_scale, temperature=temperature, remasking=remasking, truncate_blocks=choices.llada_truncate_blocks,
         mode="Semi-Autoregressive" if num_blocks > 1 else "Non-Semi-Autoregressive", num_blocks=num_blocks,
         steps_per_block=steps // num_blocks, blocks=blocks, aggregate_ai=total.aggregate_ai,
     )

@@ -11,6 +11,7 @@ from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import HardwareProfile
 from roofline.operators import BYTES_PER_ELEMENT, OpClass
 from roofline.phase import PhaseCost, cost_of, cost_of_affine_passes
+from roofline.workload import Workload
 from specs.shapes import ModelShape
 
 
@@ -67,21 +68,14 @@ def decode_passes(gen_len: int, fidelity: Fidelity) -> int:
 
 
 def llama_phase_costs(
-    shape: ModelShape,
-    hardware: HardwareProfile,
-    *,
-    prompt_len: int,
-    gen_len: int,
-    batch: int,
-    fidelity: Fidelity,
-    element_bytes: int = BYTES_PER_ELEMENT,
-    compiled_decode: bool = False,
+    shape: ModelShape, hardware: HardwareProfile, work: Workload, fidelity: Fidelity
 ) -> tuple[PhaseCost, PhaseCost | None, int]:
     """(prefill cost, decode cost or None, number of decode passes).
 
-    `compiled_decode` (the `compile` variant): the decode step runs as one compiled graph (CUDA graphs on a
+    `work.compiled_decode` (the `compile` variant): the decode step runs as one compiled graph (CUDA graphs on a
     GPU), so its operators are costed on their roofs alone, without the profile's per-operator dispatch floor;
     the prefill stays eager and keeps it."""
+    batch, prompt_len, gen_len, eb = work.batch, work.prompt_len, work.gen_len, work.element_bytes
     choices = modelling(fidelity)
     require_study_scope(choices, batch=batch)
     if prompt_len < 1 or gen_len < 0 or batch < 1:
@@ -90,47 +84,29 @@ def llama_phase_costs(
         )
     mask = "study-causal" if choices.causal_rule == "study" else "causal"
     # The LM head maps only the last position to logits (what generate() does with logits_to_keep=1).
-    prefill = cost_of(
-        forward_operators(shape, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=element_bytes),
-        hardware,
-    )
+    prefill = cost_of(forward_operators(shape, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=eb),
+                      hardware)  # fmt: skip
     passes = decode_passes(gen_len, fidelity)
     if passes == 0:
         return prefill, None, 0
     # Decode pass i (1-based) feeds one token and attends the P + i cached positions, unmasked.
-    first = forward_operators(shape, ForwardPass(batch, 1, prompt_len + 1, "none", 1), element_bytes=element_bytes)
-    last = forward_operators(
-        shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1), element_bytes=element_bytes
-    )
-    decode_hardware = hardware.model_copy(update={"dispatch_s": 0.0}) if compiled_decode else hardware
+    first = forward_operators(shape, ForwardPass(batch, 1, prompt_len + 1, "none", 1), element_bytes=eb)
+    last = forward_operators(shape, ForwardPass(batch, 1, prompt_len + passes, "none", 1), element_bytes=eb)
+    decode_hardware = hardware.model_copy(update={"dispatch_s": 0.0}) if work.compiled_decode else hardware
     return prefill, cost_of_affine_passes(first, last, passes, decode_hardware), passes
 
 
 def estimate_llama(
-    shape: ModelShape,
-    hardware: HardwareProfile,
-    *,
-    prompt_len: int,
-    gen_len: int,
-    batch: int = 1,
-    fidelity: Fidelity = "faithful",
-    element_bytes: int = BYTES_PER_ELEMENT,
-    compiled_decode: bool = False,
+    shape: ModelShape, hardware: HardwareProfile, work: Workload, fidelity: Fidelity = "faithful"
 ) -> LlamaEstimate:
     """Cost of a LLaMA generation: prefill + decode, summed per operator class (`llama_phase_costs`)."""
-    if fidelity == "study" and compiled_decode:
+    if fidelity == "study" and work.compiled_decode:
         raise RooflineInputError("fidelity 'study' models the eager decode loop only; use 'faithful' for variants")
-    prefill, decode, passes = llama_phase_costs(
-        shape, hardware, prompt_len=prompt_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
-        element_bytes=element_bytes, compiled_decode=compiled_decode,
-    )
+    prefill, decode, passes = llama_phase_costs(shape, hardware, work, fidelity)
     total = prefill if decode is None else prefill + decode
     return LlamaEstimate.of(
-        total, hardware, fidelity=fidelity, batch=batch, prompt_len=prompt_len, gen_len=gen_len,
-        decode_passes=passes,
-        compiled_decode=compiled_decode,
-        prefill=PhaseSummary.of(prefill),
-        decode=None if decode is None else PhaseSummary.of(decode),
+        total, hardware, work, fidelity=fidelity, decode_passes=passes, compiled_decode=work.compiled_decode,
+        prefill=PhaseSummary.of(prefill), decode=None if decode is None else PhaseSummary.of(decode),
     )
 
 
@@ -143,14 +119,13 @@ def decode_pass_bytes(shape: ModelShape, *, batch: int, kv_len: int, element_byt
     return sum(op.count * op.bytes_ for op in ops)
 
 
-def mean_decode_pass_bytes(
-    shape: ModelShape, *, batch: int, prompt_len: int, gen_len: int, element_bytes: int = BYTES_PER_ELEMENT
-) -> float:
+def mean_decode_pass_bytes(shape: ModelShape, work: Workload) -> float:
     """The mean of `decode_pass_bytes` over a generation's decode passes (KV lengths P + 1 ... P + G - 1): the
     bytes are affine in the length, so the mean of the first and the last."""
-    passes = decode_passes(gen_len, "faithful")
+    passes = decode_passes(work.gen_len, "faithful")
     if passes == 0:
-        raise RooflineInputError(f"a generation of {gen_len} token(s) has no decode pass")
-    first = decode_pass_bytes(shape, batch=batch, kv_len=prompt_len + 1, element_bytes=element_bytes)
-    last = decode_pass_bytes(shape, batch=batch, kv_len=prompt_len + passes, element_bytes=element_bytes)
+        raise RooflineInputError(f"a generation of {work.gen_len} token(s) has no decode pass")
+    batch, eb = work.batch, work.element_bytes
+    first = decode_pass_bytes(shape, batch=batch, kv_len=work.prompt_len + 1, element_bytes=eb)
+    last = decode_pass_bytes(shape, batch=batch, kv_len=work.prompt_len + passes, element_bytes=eb)
     return (first + last) / 2

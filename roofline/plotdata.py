@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -16,6 +17,7 @@ from roofline.hardware import HardwareProfile
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import decode_passes, estimate_llama
 from roofline.operators import BYTES_PER_ELEMENT, OpClass, Operator, Unit
+from roofline.workload import Workload
 from specs.registry import Arch, family, full_shape
 from specs.shapes import ModelShape
 
@@ -123,14 +125,11 @@ def operator_points(
     eb = element_bytes
     prefill = forward_operators(ar_model, ForwardPass(batch, prompt_len, prompt_len, mask, 1), element_bytes=eb)
     decode = forward_operators(ar_model, ForwardPass(batch, 1, last_kv, "none", 1), element_bytes=eb)
-    seq_len = prompt_len + gen_len
+    work = Workload(prompt_len=prompt_len, gen_len=gen_len, batch=batch, element_bytes=eb)
     if family(diffusion).sampler == "dream":
-        step = dream_step_operators(diffusion_model, seq_len=seq_len, gen_len=gen_len, batch=batch, fidelity=fidelity,
-                                    element_bytes=eb)
+        step = dream_step_operators(diffusion_model, work, fidelity)
     else:
-        step = step_operators(
-            diffusion_model, seq_len=seq_len, batch=batch, cfg_scale=0.0, fidelity=fidelity, element_bytes=eb
-        )
+        step = step_operators(diffusion_model, work, fidelity, seq_len=work.seq_len)
     return (
         _points(prefill, f"{ar} prefill", "prefill", hardware)
         + _points(decode, f"{ar} decode", "decode", hardware)
@@ -173,22 +172,15 @@ def latency_vs_generation_length(
                 raise RooflineInputError(
                     f"generation length {gen_len} must be a multiple of block_length {block_length}"
                 )
-            ar_estimate = estimate_llama(ar_model, hardware, prompt_len=prompt_len, gen_len=gen_len, fidelity=fidelity)
+            work = Workload(prompt_len=prompt_len, gen_len=gen_len)
+            ar_estimate = estimate_llama(ar_model, hardware, work, fidelity)
             if whole_sequence:
                 steps = max(1, round(gen_len * steps_per_token))
-                diffusion_s = estimate_dream(
-                    diffusion_model, hardware, prompt_len=prompt_len, gen_len=gen_len, steps=steps, fidelity=fidelity
-                ).total_s
+                diffusion_s = estimate_dream(diffusion_model, hardware, replace(work, steps=steps), fidelity).total_s
             else:
                 steps = steps_per_block * (gen_len // block_length)
                 diffusion_s = estimate_llada(
-                    diffusion_model,
-                    hardware,
-                    prompt_len=prompt_len,
-                    gen_len=gen_len,
-                    block_length=block_length,
-                    steps=steps,
-                    fidelity=fidelity,
+                    diffusion_model, hardware, replace(work, block_length=block_length, steps=steps), fidelity
                 ).total_s
             points += [
                 LatencyPoint(arch=arch, fidelity=fidelity, prompt_len=prompt_len, gen_len=gen_len, steps=arch_steps,

@@ -9,43 +9,31 @@ work on [batch, seq] only and are not modelled.
 
 from __future__ import annotations
 
-from typing import Literal
-
-from roofline.operators import BYTES_PER_ELEMENT, Operator, elementwise
+from roofline.operators import Operator, elementwise
+from roofline.workload import Workload
 from specs.shapes import ModelShape
-
-Remasking = Literal["low_confidence", "random"]
 FLOAT64_BYTES = 8
 _F64_UNARY = 2 * FLOAT64_BYTES
 _F64_BINARY = 3 * FLOAT64_BYTES
 
 
-def sampler_operators(
-    shape: ModelShape,
-    *,
-    batch: int,
-    seq_len: int,
-    cfg: bool,
-    temperature: float = 0.0,
-    remasking: Remasking = "low_confidence",
-    element_bytes: int = BYTES_PER_ELEMENT,
-) -> tuple[Operator, ...]:
+def sampler_operators(shape: ModelShape, work: Workload, *, seq_len: int) -> tuple[Operator, ...]:
     """The sampler's ops over the [batch, seq_len, vocab] logits of one step, one op per element each; the
-    logits take `element_bytes` each (the run's dtype), the sampler's own buffers float64."""
-    rows, vocab = batch * seq_len, shape.vocab_size
+    logits take `work.element_bytes` each (the run's dtype), the sampler's own buffers float64."""
+    rows, vocab, element_bytes = work.batch * seq_len, shape.vocab_size, work.element_bytes
     unary, binary, cast_to_f64 = 2 * element_bytes, 3 * element_bytes, element_bytes + FLOAT64_BYTES
 
     def op(name: str, bytes_per_element: int) -> Operator:
         return elementwise(name, "sampler", rows, vocab, bytes_per_element=bytes_per_element)
 
     ops: list[Operator] = []
-    if cfg:
+    if work.cfg_scale > 0.0:
         ops += [
             op("cfg_sub", binary),
             op("cfg_scale", unary),
             op("cfg_add", binary),
         ]
-    if temperature > 0:
+    if work.temperature > 0:
         ops += [
             op("gumbel_cast", cast_to_f64),
             op("gumbel_rand", FLOAT64_BYTES),
@@ -58,22 +46,19 @@ def sampler_operators(
         ]
     else:
         ops.append(op("argmax", element_bytes))
-    if remasking == "low_confidence":
+    if work.remasking == "low_confidence":
         ops += [op("softmax_cast", cast_to_f64), op("softmax_float64", _F64_UNARY)]
     return tuple(ops)
 
 
-def sampler_buffer_bytes_per_element(
-    *, temperature: float = 0.0, remasking: Remasking = "low_confidence"
-) -> int:
+def sampler_buffer_bytes_per_element(work: Workload) -> int:
     """Peak bytes per logit element of the sampler's own float64 tensors (beyond the BF16 logits).
 
     Gumbel (temperature > 0): the float64 logits, the noise, the transformed noise, exp(logits) and the quotient
     can be alive together (5 x 8). Low-confidence: the float64 copy and its softmax (2 x 8), plus the noisy
     logits still alive when there are some.
     """
-    gumbel = 5 * FLOAT64_BYTES if temperature > 0 else 0
-    softmax = (
-        2 * FLOAT64_BYTES + (FLOAT64_BYTES if temperature > 0 else 0) if remasking == "low_confidence" else 0
-    )
+    hot = work.temperature > 0
+    gumbel = 5 * FLOAT64_BYTES if hot else 0
+    softmax = 2 * FLOAT64_BYTES + (FLOAT64_BYTES if hot else 0) if work.remasking == "low_confidence" else 0
     return max(gumbel, softmax)

@@ -36,6 +36,7 @@ from fixture_grid import (
     run_id_of,
 )
 from roofline.memory import llada_cache_bytes
+from roofline.workload import Workload
 from specs.artifacts import Manifest, SweepLayout, checksum_key, read_sweep_record, sha256_file
 from specs.chain import RecordWriter
 from specs.registry import family, preset_shape
@@ -187,8 +188,9 @@ def _cache_bytes(config: RunConfig) -> int | None:
     impl = config.llada_impl
     if impl is None or impl.cache == "none":
         return None
-    return llada_cache_bytes(preset_shape("llada", "8b"), cache=impl.cache, batch=config.batch_size,
-                             prompt_len=config.prompt_length, gen_len=config.generation_length)
+    work = Workload(prompt_len=config.prompt_length, gen_len=config.generation_length, batch=config.batch_size,
+                    cache=impl.cache)
+    return llada_cache_bytes(preset_shape("llada", "8b"), work)
 
 
 def _variant_factor(config: RunConfig) -> float:

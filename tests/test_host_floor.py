@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import time
+from dataclasses import replace
 
 import pytest
 import torch
@@ -14,6 +15,7 @@ from orchestrator.plan import plan_runs
 from report.predictions import profile_from_roofs, run_profile
 from roofline.hardware import get_hardware
 from roofline.predict import predict
+from roofline.workload import Workload
 from specs.registry import preset_shape
 from specs.results import MeasuredRoofs
 from specs.schema import LladaImpl, LlamaImpl
@@ -112,18 +114,18 @@ def test_a_gpu_calibration_streams_its_elementwise_operands() -> None:
 def test_every_eager_forward_costs_at_least_the_host_floor() -> None:
     h200 = get_hardware("h200")
     llada = preset_shape("llada", "8b")
-    common = {"batch": 1, "prompt_len": 256, "gen_len": 256, "steps": 64, "block_length": 64, "hardware": h200}
-    vanilla = predict("llada", llada, **common)
+    work = Workload(prompt_len=256, gen_len=256, steps=64, block_length=64)
+    vanilla = predict("llada", llada, work, hardware=h200)
     assert vanilla.latency_roofs_s < vanilla.latency_s == pytest.approx(64 * h200.host_floor_s)
-    dual = predict("llada", llada, llada_cache="dual", **common)
+    dual = predict("llada", llada, replace(work, cache="dual"), hardware=h200)
     assert dual.latency_s == pytest.approx(64 * h200.host_floor_s)  # host-bound: the cache cannot help at B = 1
-    captured = predict("llada", llada, llada_cache="dual", graph_forwards=True, **common)
+    captured = predict("llada", llada, replace(work, cache="dual"), hardware=h200, graph_forwards=True)
     assert captured.latency_s == captured.latency_roofs_s < dual.latency_s
     # Half the layers, half the floor.
-    half = predict("llada", llada.model_copy(update={"num_layers": 16}), **common)
+    half = predict("llada", llada.model_copy(update={"num_layers": 16}), work, hardware=h200)
     assert half.host_floor_s == pytest.approx(h200.host_floor_s / 2)
     # A large batch is above the floor: the floor changes nothing there.
-    big = predict("llada", llada, **{**common, "batch": 64})
+    big = predict("llada", llada, replace(work, batch=64), hardware=h200)
     assert big.latency_s == big.latency_roofs_s
 
 

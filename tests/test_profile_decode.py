@@ -8,6 +8,7 @@ import pytest
 
 from roofline.hardware import get_hardware
 from roofline.llama import decode_pass_bytes, estimate_llama, mean_decode_pass_bytes
+from roofline.workload import Workload
 from specs.registry import preset_shape
 from tests.gpu.profile_decode import kernel_extra_kv_bytes, roof_bytes
 
@@ -28,9 +29,10 @@ def test_the_roof_charges_every_weight_once_but_the_embedding_table_and_the_live
 
 def test_the_roof_is_the_roofline_s_decode_bytes() -> None:
     """A generation's mean pass is what the report's estimate charges its decode passes, pass for pass."""
-    estimate = estimate_llama(LLAMA, get_hardware("h200"), prompt_len=512, gen_len=256, batch=8)
+    work = Workload(prompt_len=512, gen_len=256, batch=8)
+    estimate = estimate_llama(LLAMA, get_hardware("h200"), work)
     assert estimate.decode is not None
-    mean = mean_decode_pass_bytes(LLAMA, batch=8, prompt_len=512, gen_len=256)
+    mean = mean_decode_pass_bytes(LLAMA, work)
     assert mean * estimate.decode_passes == pytest.approx(estimate.decode.bytes_, rel=1e-9)
     lens = list(range(513, 513 + estimate.decode_passes))
     assert roof_bytes(LLAMA, batch=8, kv_lens=lens, element_bytes=2) == pytest.approx(mean, rel=1e-9)

@@ -5,6 +5,7 @@ measured forwards split as a lower bound; the sub-block cache; memory; predictio
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -16,6 +17,7 @@ from roofline.errors import RooflineInputError
 from roofline.hardware import get_hardware
 from roofline.memory import block_diffusion_memory, kv_cache_bytes, weights_bytes
 from roofline.predict import predict, predict_run
+from roofline.workload import Workload
 from specs.block_diffusion import schedule
 from specs.registry import full_shape
 from tests.test_roofline_families import B, EB, QWEN25_7B, hand_forward
@@ -49,7 +51,8 @@ def test_a_prompt_shorter_than_a_block_by_hand() -> None:
     """Prompt 5, 4 new tokens, blocks of 8, sub-blocks of 4: no prefill; the block [0, 8) holds the prompt and 3
     masks, all in its second sub-block: 3 forwards of the block (8 positions, logits over the sub-block's 4) and the
     completing one (logits at the last position) that gives the 4th token."""
-    est = estimate_block_diffusion(SHAPE, H200, prompt_len=5, gen_len=4, block_length=8, sub_block_length=4, batch=B)
+    est = estimate_block_diffusion(SHAPE, H200, Workload(prompt_len=5, gen_len=4, block_length=8, sub_block_length=4,
+                                                         batch=B))
     step = _sum(hand_forward(**QWEN25_7B, tokens_fed=8, causal=False, head_rows=4), hand_choice(B * 4))
     complete = hand_forward(**QWEN25_7B, tokens_fed=8, causal=False, head_rows=1)
     assert (est.flops, est.bytes_) == _sum(step, step, step, complete)
@@ -60,7 +63,8 @@ def test_a_prefilled_prompt_and_its_cached_prefix_by_hand() -> None:
     """Prompt 16 (two whole blocks of 8), 9 new tokens, one sub-block per block: the causal prefill of 16 gives the
     first token; the block [16, 24) then decodes its 7 masks in 7 forwards, each of the 8 block positions against the
     16 cached ones, and completes (the 9th token)."""
-    est = estimate_block_diffusion(SHAPE, H200, prompt_len=16, gen_len=9, block_length=8, sub_block_length=8, batch=B)
+    est = estimate_block_diffusion(SHAPE, H200, Workload(prompt_len=16, gen_len=9, block_length=8, sub_block_length=8,
+                                                         batch=B))
     prefill = hand_forward(**QWEN25_7B, tokens_fed=16, causal=True, head_rows=1)
     cached = hand_prefix_attention(s=8, cached=16)
     step = _sum(hand_forward(**QWEN25_7B, tokens_fed=8, causal=False, head_rows=8), cached, hand_choice(B * 8))
@@ -92,34 +96,35 @@ def test_measured_forwards_are_split_as_a_lower_bound() -> None:
     assert forwards_per_block(plan, None) == [31] * 16
     assert forwards_per_block(plan, plan.min_forwards) == [4] * 16
     assert forwards_per_block(plan, plan.min_forwards + 30) == [31, 7] + [4] * 14
-    costs = [estimate_block_diffusion(SHAPE, H200, prompt_len=512, gen_len=512, block_length=32, sub_block_length=8,
-                                      batch=8, forwards=f).total_s for f in (80, 200, 400, 512)]  # fmt: skip
+    work = Workload(prompt_len=512, gen_len=512, block_length=32, sub_block_length=8)
+    costs = [estimate_block_diffusion(SHAPE, H200, replace(work, batch=8, forwards=f)).total_s
+             for f in (80, 200, 400, 512)]  # fmt: skip
     assert costs == sorted(costs) and len(set(costs)) == 4
     with pytest.raises(RooflineInputError, match="between"):
-        estimate_block_diffusion(SHAPE, H200, prompt_len=512, gen_len=512, block_length=32, sub_block_length=8,
-                                 forwards=79)  # fmt: skip
+        estimate_block_diffusion(SHAPE, H200, replace(work, forwards=79))
 
 
 def test_the_sub_block_cache_feeds_one_sub_block_after_each_blocks_first_forward() -> None:
-    args = {"prompt_len": 512, "gen_len": 256, "block_length": 32, "sub_block_length": 8, "batch": 16}
-    plain = estimate_block_diffusion(SHAPE, H200, **args)
-    cached = estimate_block_diffusion(SHAPE, H200, **args, sub_block_cache=True)
+    work = Workload(prompt_len=512, gen_len=256, block_length=32, sub_block_length=8, batch=16)
+    plain = estimate_block_diffusion(SHAPE, H200, work)
+    cached = estimate_block_diffusion(SHAPE, H200, replace(work, sub_block_cache=True))
     assert [(b.block_forwards, b.sub_forwards) for b in cached.blocks] == [(1, 30)] * 8
     assert cached.forwards == plain.forwards and cached.total_s < plain.total_s
     assert cached.blocks[0].sub_forward_s < cached.blocks[0].block_forward_s
 
 
 def test_memory_holds_the_cache_of_every_position_reached() -> None:
-    memory = block_diffusion_memory(SHAPE, batch=4, prefill_length=512, cache_length=1024, block_length=32,
-                                    sub_block_length=8)  # fmt: skip
+    # The prefill's 512 prompt positions and 16 blocks of 32: 1024 positions cached.
+    memory = block_diffusion_memory(SHAPE, Workload(prompt_len=512, gen_len=512, block_length=32, sub_block_length=8,
+                                                    batch=4))  # fmt: skip
     assert memory.kv_cache_bytes == kv_cache_bytes(SHAPE, batch=4, positions=1024) == 2 * 28 * 4 * 1024 * 4 * 128 * EB
     assert memory.logits_bytes == 4 * 8 * VOCAB * 3 * EB
     assert memory.peak_bytes == weights_bytes(SHAPE) + memory.kv_cache_bytes + memory.activation_bytes
 
 
 def test_predict_and_predict_run_of_a_block_diffusion_run() -> None:
-    p = predict("fast_dllm_v2", None, batch=2, prompt_len=512, gen_len=256, block_length=32, sub_block_length=8,
-                hardware=H200)  # fmt: skip
+    p = predict("fast_dllm_v2", None, Workload(prompt_len=512, gen_len=256, batch=2, block_length=32,
+                                               sub_block_length=8), hardware=H200)  # fmt: skip
     assert (p.forwards, p.forwards_source, p.ttft_s, p.itl_s) == (256, "schedule", None, None)
     assert p.latency_roofs_s < p.latency_s  # eager forwards at batch 2 sit under the H200's host floor
     run = SimpleNamespace(
@@ -132,9 +137,9 @@ def test_predict_and_predict_run_of_a_block_diffusion_run() -> None:
     measured = predict_run(run, H200, measured_forwards=100.4)
     assert (measured.forwards, measured.forwards_source, measured.host_floor_s) == (100, "measured", 0.0)
     with pytest.raises(RooflineInputError, match="needs block_length"):
-        predict("fast_dllm_v2", None, batch=1, prompt_len=8, gen_len=8, hardware=H200)
+        predict("fast_dllm_v2", None, Workload(prompt_len=8, gen_len=8), hardware=H200)
     with pytest.raises(RooflineInputError, match="steps"):
-        predict("fast_dllm_v2", None, batch=1, prompt_len=8, gen_len=8, block_length=8, sub_block_length=8, steps=8,
+        predict("fast_dllm_v2", None, Workload(prompt_len=8, gen_len=8, block_length=8, sub_block_length=8, steps=8),
                 hardware=H200)  # fmt: skip
 
 
@@ -143,9 +148,9 @@ def test_b_star_against_ar_from_the_same_machinery() -> None:
     fewer forwards (a threshold below 1, measured) the crossover moves to larger batches."""
     lengths = {"prompt_len": 512, "gen_len": 256, "steps": 256, "block_length": 32}
     ratio = throughput_ratio(4, H200, ar="qwen2", diffusion="fast_dllm_v2", **lengths)
-    qwen = predict("qwen2", None, batch=4, prompt_len=512, gen_len=256, hardware=H200)
-    blocks = predict("fast_dllm_v2", None, batch=4, prompt_len=512, gen_len=256, block_length=32, sub_block_length=8,
-                     hardware=H200)  # fmt: skip
+    work = Workload(prompt_len=512, gen_len=256, batch=4)
+    qwen = predict("qwen2", None, work, hardware=H200)
+    blocks = predict("fast_dllm_v2", None, replace(work, block_length=32, sub_block_length=8), hardware=H200)
     assert ratio == qwen.tokens_per_s / blocks.tokens_per_s
     at_k = predicted_crossover(H200, ar="qwen2", diffusion="fast_dllm_v2", **lengths)
     fewer = predicted_crossover(H200, ar="qwen2", diffusion="fast_dllm_v2", **lengths,

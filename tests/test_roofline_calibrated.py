@@ -13,6 +13,7 @@ from roofline.llama import estimate_llama
 from roofline.operators import element_bytes_of
 from roofline.phase import cost_of, cost_of_affine_passes, sum_max_lines
 from roofline.predict import predict
+from roofline.workload import Workload
 from specs.registry import preset_shape
 
 A100 = get_hardware("a100-sxm4-80gb")
@@ -29,8 +30,8 @@ def test_tensor_bytes_follow_the_runs_dtype() -> None:
     full = {op.name: op for op in forward_operators(TINY, fp, element_bytes=4)}
     assert full["down_proj"].bytes_ == 2 * half["down_proj"].bytes_ and full["down_proj"].flops == half["down_proj"].flops
     assert full["softmax"].bytes_ == half["softmax"].bytes_ == 0  # fused: no DRAM traffic in either dtype
-    bf16 = predict("llama", None, batch=1, prompt_len=128, gen_len=64, hardware=A100)
-    fp32 = predict("llama", None, batch=1, prompt_len=128, gen_len=64, hardware=A100, element_bytes=4)
+    bf16 = predict("llama", None, Workload(prompt_len=128, gen_len=64), hardware=A100)
+    fp32 = predict("llama", None, Workload(prompt_len=128, gen_len=64, element_bytes=4), hardware=A100)
     assert fp32.bytes_ == 2 * bf16.bytes_ and fp32.weights_bytes == 2 * bf16.weights_bytes
     # Batch-1 decode on the roofs alone is bandwidth-bound (A100's host floor would hide the dtype).
     assert fp32.latency_roofs_s == pytest.approx(2 * bf16.latency_roofs_s, rel=0.02)
@@ -59,8 +60,8 @@ def test_decode_passes_with_a_floor_sum_in_closed_form() -> None:
     each = sum(cost_of(forward_operators(TINY, ForwardPass(4, 1, 32 + i, "none", 1)), floor).total_time_s
                for i in range(1, passes + 1))
     assert closed == pytest.approx(each, rel=1e-9)
-    estimate = estimate_llama(TINY, floor, prompt_len=32, gen_len=passes + 1, batch=4)
-    assert estimate.total_s > estimate_llama(TINY, A100, prompt_len=32, gen_len=passes + 1, batch=4).total_s
+    work = Workload(prompt_len=32, gen_len=passes + 1, batch=4)
+    assert estimate_llama(TINY, floor, work).total_s > estimate_llama(TINY, A100, work).total_s
 
 
 def test_sum_of_the_max_of_lines_matches_the_direct_sum() -> None:

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roofline.errors import RooflineInputError
+from roofline.fidelity import Fidelity
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import get_hardware
 from roofline.llada import estimate_llada, step_operators
 from roofline.llama import estimate_llama
+from roofline.operators import Operator
 from roofline.phase import cost_of
+from roofline.workload import Workload
 from specs.registry import preset_shape
 from specs.shapes import ModelShape
 
@@ -22,6 +28,11 @@ TINY = ModelShape(
     hidden_size=8, num_layers=2, num_heads=2, num_kv_heads=1, intermediate_size=16, vocab_size=10
 )
 
+
+
+def _ops(shape: ModelShape, seq_len: int, fidelity: Fidelity, **settings: Any) -> tuple[Operator, ...]:
+    """One LLaDA step over `seq_len` positions (a prompt of that length), the workload's other fields `settings`."""
+    return step_operators(shape, Workload(prompt_len=seq_len, gen_len=0, **settings), fidelity, seq_len=seq_len)
 
 def _attention(shape: ModelShape, s: int, mask: str):
     return cost_of(forward_operators(shape, ForwardPass(1, s, s, mask, 1)), STUDY_HW)  # type: ignore[arg-type]
@@ -61,9 +72,9 @@ def test_study_causal_correction_keeps_most_of_the_work() -> None:
 def test_faithful_llada_step_has_an_lm_head_over_every_position() -> None:
     seq = 640
     faithful = cost_of(
-        step_operators(LLADA, seq_len=seq, batch=1, cfg_scale=0.0, fidelity="faithful"), STUDY_HW
+        _ops(LLADA, seq, "faithful", batch=1), STUDY_HW
     )
-    study = cost_of(step_operators(LLADA, seq_len=seq, batch=1, cfg_scale=0.0, fidelity="study"), STUDY_HW)
+    study = cost_of(_ops(LLADA, seq, "study", batch=1), STUDY_HW)
     assert faithful.flops["classifier"] == 2 * 126464 * 4096 * 640
     assert study.flops["classifier"] == 0
     # 663 GFLOPs, 6.8% of the step's tensor FLOPs at S = 640 (roofline-model.md says "~10%").
@@ -72,47 +83,44 @@ def test_faithful_llada_step_has_an_lm_head_over_every_position() -> None:
 
 
 def test_faithful_llada_steps_run_over_the_full_length() -> None:
-    est = estimate_llada(LLADA, STUDY_HW, prompt_len=128, gen_len=512, block_length=128, steps=256)
+    est = estimate_llada(LLADA, STUDY_HW, Workload(prompt_len=128, gen_len=512, block_length=128, steps=256))
     assert [b.seq_len for b in est.blocks] == [640] * 4
     assert len({b.time_per_step_s for b in est.blocks}) == 1
     assert est.total_s == pytest.approx(256 * est.blocks[0].time_per_step_s)
 
 
 def test_truncated_faithful_steps_are_the_study_steps_plus_head_and_sampler() -> None:
-    study = estimate_llada(
-        LLADA, STUDY_HW, prompt_len=128, gen_len=512, block_length=128, steps=256, fidelity="study"
-    )
-    cut = estimate_llada(
-        LLADA, STUDY_HW, prompt_len=128, gen_len=512, block_length=128, steps=256, truncate_blocks=True
-    )
+    work = Workload(prompt_len=128, gen_len=512, block_length=128, steps=256)
+    study = estimate_llada(LLADA, STUDY_HW, work, fidelity="study")
+    cut = estimate_llada(LLADA, STUDY_HW, replace(work, truncate_blocks=True))
     assert [b.seq_len for b in cut.blocks] == [b.seq_len for b in study.blocks] == [256, 384, 512, 640]
     for s_block, f_block in zip(study.blocks, cut.blocks, strict=True):
-        ops = step_operators(LLADA, seq_len=f_block.seq_len, batch=1, cfg_scale=0.0, fidelity="faithful")
+        ops = _ops(LLADA, f_block.seq_len, "faithful", batch=1)
         extra = cost_of([op for op in ops if op.op_class in ("classifier", "sampler")], STUDY_HW).total_time_s
         assert f_block.time_per_step_s == pytest.approx(s_block.time_per_step_s + extra, rel=1e-12)
 
 
 def test_study_llada_ignores_truncate_blocks() -> None:
-    kwargs = {"prompt_len": 128, "gen_len": 64, "block_length": 32, "steps": 8, "fidelity": "study"}
-    assert estimate_llada(LLADA, STUDY_HW, **kwargs) == estimate_llada(
-        LLADA, STUDY_HW, truncate_blocks=True, **kwargs
+    work = Workload(prompt_len=128, gen_len=64, block_length=32, steps=8)
+    assert estimate_llada(LLADA, STUDY_HW, work, "study") == estimate_llada(
+        LLADA, STUDY_HW, replace(work, truncate_blocks=True), "study"
     ).model_copy(update={"truncate_blocks": True})
 
 
 def test_faithful_llama_runs_one_decode_pass_fewer() -> None:
     """G tokens: the prefill yields the first, then G - 1 passes attend P+1 .. P+G-1."""
-    faithful = estimate_llama(LLAMA, STUDY_HW, prompt_len=128, gen_len=10)
-    study = estimate_llama(LLAMA, STUDY_HW, prompt_len=128, gen_len=9, fidelity="study")
+    faithful = estimate_llama(LLAMA, STUDY_HW, Workload(prompt_len=128, gen_len=10))
+    study = estimate_llama(LLAMA, STUDY_HW, Workload(prompt_len=128, gen_len=9), fidelity="study")
     assert (faithful.decode_passes, study.decode_passes) == (9, 9)
     assert faithful.decode is not None and study.decode is not None
     assert faithful.decode.flops == study.decode.flops
     assert faithful.decode.total_s == pytest.approx(study.decode.total_s)
-    assert estimate_llama(LLAMA, STUDY_HW, prompt_len=128, gen_len=1).decode is None
+    assert estimate_llama(LLAMA, STUDY_HW, Workload(prompt_len=128, gen_len=1)).decode is None
 
 
 def test_batch_scales_activations_and_reads_weights_once() -> None:
-    one = cost_of(step_operators(LLADA, seq_len=640, batch=1, cfg_scale=0.0, fidelity="faithful"), STUDY_HW)
-    four = cost_of(step_operators(LLADA, seq_len=640, batch=4, cfg_scale=0.0, fidelity="faithful"), STUDY_HW)
+    one = cost_of(_ops(LLADA, 640, "faithful", batch=1), STUDY_HW)
+    four = cost_of(_ops(LLADA, 640, "faithful", batch=4), STUDY_HW)
     d, f, v, layers = 4096, 12288, 126464, 32
     # Weights read per step: q, k, v, o (d x d each, 32 KV heads), gate, up, down, the norms' parameter
     # vectors (the study's rule: 2 per norm), and the LM head.
@@ -122,10 +130,10 @@ def test_batch_scales_activations_and_reads_weights_once() -> None:
 
 
 def test_cfg_doubles_the_model_batch_and_adds_the_guidance_ops() -> None:
-    plain = cost_of(step_operators(LLADA, seq_len=640, batch=2, cfg_scale=0.0, fidelity="faithful"), STUDY_HW)
-    cfg = cost_of(step_operators(LLADA, seq_len=640, batch=2, cfg_scale=1.5, fidelity="faithful"), STUDY_HW)
+    plain = cost_of(_ops(LLADA, 640, "faithful", batch=2), STUDY_HW)
+    cfg = cost_of(_ops(LLADA, 640, "faithful", batch=2, cfg_scale=1.5), STUDY_HW)
     doubled = cost_of(
-        step_operators(LLADA, seq_len=640, batch=4, cfg_scale=0.0, fidelity="faithful"), STUDY_HW
+        _ops(LLADA, 640, "faithful", batch=4), STUDY_HW
     )
     for c in ("ffn_linear", "mha_linear", "mha_attention", "nonlinear", "classifier"):
         assert cfg.flops[c] == doubled.flops[c]
@@ -134,22 +142,22 @@ def test_cfg_doubles_the_model_batch_and_adds_the_guidance_ops() -> None:
 
 
 def test_sampler_work_by_hand() -> None:
-    ops = {op.name: op for op in step_operators(TINY, seq_len=3, batch=1, cfg_scale=0.0, fidelity="faithful")}
+    ops = {op.name: op for op in _ops(TINY, 3, "faithful", batch=1)}
     assert (ops["argmax"].flops, ops["argmax"].bytes_) == (30, 60)  # read BF16 logits
     assert ops["softmax_cast"].bytes_ == 30 * (2 + 8)  # read BF16, write float64
     assert ops["softmax_float64"].bytes_ == 30 * 16
-    random = step_operators(TINY, seq_len=3, batch=1, cfg_scale=0.0, fidelity="faithful", remasking="random")
+    random = _ops(TINY, 3, "faithful", batch=1, remasking="random")
     assert [op.name for op in random if op.op_class == "sampler"] == ["argmax"]
-    hot = step_operators(TINY, seq_len=3, batch=1, cfg_scale=0.0, fidelity="faithful", temperature=0.7)
+    hot = _ops(TINY, 3, "faithful", batch=1, temperature=0.7)
     assert sum(op.name.startswith("gumbel") for op in hot) == 7
 
 
 def test_study_fidelity_refuses_batches_and_cfg() -> None:
     with pytest.raises(RooflineInputError, match="faithful"):
-        estimate_llama(LLAMA, STUDY_HW, prompt_len=8, gen_len=8, batch=2, fidelity="study")
+        estimate_llama(LLAMA, STUDY_HW, Workload(prompt_len=8, gen_len=8, batch=2), fidelity="study")
     with pytest.raises(RooflineInputError, match="faithful"):
         estimate_llada(
-            LLADA, STUDY_HW, prompt_len=8, gen_len=8, block_length=8, steps=8, cfg_scale=1.0, fidelity="study"
+            LLADA, STUDY_HW, Workload(prompt_len=8, gen_len=8, block_length=8, steps=8, cfg_scale=1.0), "study"
         )
 
 
@@ -163,7 +171,7 @@ def test_study_fidelity_refuses_batches_and_cfg() -> None:
 )
 def test_llada_schedule_errors(kwargs: dict, message: str) -> None:
     with pytest.raises(RooflineInputError, match=message):
-        estimate_llada(LLADA, STUDY_HW, prompt_len=16, **kwargs)
+        estimate_llada(LLADA, STUDY_HW, Workload(prompt_len=16, **kwargs))
 
 
 # docs/roofline.md quotes these (LLaDA-8B, 128 + 512 tokens, 256 steps, block 32, batch 1).
@@ -180,10 +188,7 @@ def test_readme_figures(hardware: str, fidelity: str) -> None:
     est = estimate_llada(
         LLADA,
         get_hardware(hardware),
-        prompt_len=128,
-        gen_len=512,
-        block_length=32,
-        steps=256,
+        Workload(prompt_len=128, gen_len=512, block_length=32, steps=256),
         fidelity=fidelity,  # type: ignore[arg-type]
     )
     assert round(est.total_s * 1e3, 4) == README_FIGURES_MS[(hardware, fidelity)]
@@ -201,16 +206,13 @@ def test_faithful_llada_never_costs_less_than_the_study(
     prompt_len: int, blocks: int, block_length: int, steps_per_block: int, hardware: str
 ) -> None:
     """Full-length steps, an LM head and a sampler only add work to the study's step."""
-    kwargs = {
-        "prompt_len": prompt_len,
-        "gen_len": blocks * block_length,
-        "block_length": block_length,
-        "steps": blocks * steps_per_block,
-    }
+    work = Workload(
+        prompt_len=prompt_len, gen_len=blocks * block_length, block_length=block_length, steps=blocks * steps_per_block
+    )
     hw = get_hardware(hardware)
-    study = estimate_llada(LLADA, hw, fidelity="study", **kwargs)
-    truncated = estimate_llada(LLADA, hw, truncate_blocks=True, **kwargs)
-    full = estimate_llada(LLADA, hw, **kwargs)
+    study = estimate_llada(LLADA, hw, work, fidelity="study")
+    truncated = estimate_llada(LLADA, hw, replace(work, truncate_blocks=True))
+    full = estimate_llada(LLADA, hw, work)
     assert study.total_s < truncated.total_s <= full.total_s
     assert study.flops < truncated.flops <= full.flops
 
@@ -220,8 +222,9 @@ def test_faithful_llada_never_costs_less_than_the_study(
 def test_faithful_llama_never_costs_more_than_the_study(prompt_len: int, gen_len: int) -> None:
     """Exact causal masking and one decode pass fewer only remove work (from 2 prompt tokens: with one, the
     study's PV correction masks t(t-1)/2 MACs of a product that has nothing to mask)."""
-    study = estimate_llama(LLAMA, STUDY_HW, prompt_len=prompt_len, gen_len=gen_len, fidelity="study")
-    faithful = estimate_llama(LLAMA, STUDY_HW, prompt_len=prompt_len, gen_len=gen_len)
+    work = Workload(prompt_len=prompt_len, gen_len=gen_len)
+    study = estimate_llama(LLAMA, STUDY_HW, work, fidelity="study")
+    faithful = estimate_llama(LLAMA, STUDY_HW, work)
     assert faithful.total_s <= study.total_s
     assert faithful.flops <= study.flops
 
@@ -234,9 +237,9 @@ def test_logits_over_the_block_only_remove_the_rest_of_the_lm_head() -> None:
     from specs.registry import preset_shape
 
     shape, hardware = preset_shape("llada", "8b"), get_hardware("a100-sxm4-80gb")
-    args = dict(prompt_len=128, gen_len=512, block_length=32, steps=256)
-    full = estimate_llada(shape, hardware, **args)
-    window = estimate_llada(shape, hardware, **args, logits_positions=32)
+    work = Workload(prompt_len=128, gen_len=512, block_length=32, steps=256)
+    full = estimate_llada(shape, hardware, work)
+    window = estimate_llada(shape, hardware, replace(work, logits_positions=32))
     head_flops_per_position = 2 * shape.vocab_size * shape.hidden_size
     removed_positions = (128 + 512) - 32
     assert full.flops - window.flops >= 256 * removed_positions * head_flops_per_position

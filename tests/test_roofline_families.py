@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,7 @@ from roofline.memory import dream_memory, weights_bytes
 from roofline.phase import cost_of
 from roofline.plotdata import latency_vs_generation_length, operator_points
 from roofline.predict import predict, predict_run
+from roofline.workload import Workload
 from specs.registry import FAMILIES, full_shape
 
 H200 = get_hardware("h200")
@@ -93,17 +95,16 @@ def _model_classes(cost) -> tuple[int, int]:
 @pytest.mark.parametrize(("arch", "config"), [("llama", LLAMA_3_8B), ("qwen2", QWEN25_7B)])
 def test_autoregressive_prefill_of_the_full_shape_by_hand(arch: str, config: dict) -> None:
     """A generation of one token is its prefill alone: P causal positions, logits at the last one."""
-    est = estimate_llama(full_shape(arch), H200, prompt_len=P, gen_len=1, batch=B)
+    est = estimate_llama(full_shape(arch), H200, Workload(prompt_len=P, gen_len=1, batch=B))
     assert est.decode is None
     assert (est.flops, est.bytes_) == hand_forward(**config, tokens_fed=P, causal=True, head_rows=1)
 
 
 def test_llada_step_of_the_full_shape_by_hand() -> None:
     """One step over prompt + generation, bidirectional, logits over the block (the workers' sampler)."""
-    est = estimate_llada(full_shape("llada"), H200, prompt_len=P, gen_len=N, block_length=N, steps=1, batch=B,
-                         logits_positions=N)
-    step = cost_of(step_operators(full_shape("llada"), seq_len=S, batch=B, cfg_scale=0.0, fidelity="faithful",
-                                  logits_positions=N), H200)
+    work = Workload(prompt_len=P, gen_len=N, block_length=N, steps=1, batch=B, logits_positions=N)
+    est = estimate_llada(full_shape("llada"), H200, work)
+    step = cost_of(step_operators(full_shape("llada"), work, "faithful", seq_len=S), H200)
     assert (est.flops, est.bytes_) == (step.total_flops, step.total_bytes)
     assert _model_classes(step) == hand_forward(**LLADA_8B, tokens_fed=S, causal=False, head_rows=N)
 
@@ -113,7 +114,7 @@ def test_dream_step_of_the_full_shape_by_hand() -> None:
     positions that predict the generation; then the sampler over the N masked positions (entropy, temperature 0):
     gather (read + write), softmax (read + write), max (read), probs + eps, log (read + write each), the product
     (two reads, one write) and the sum (read): 7 ops and 13 element-bytes per logit."""
-    est = estimate_dream(full_shape("dream"), H200, prompt_len=P, gen_len=N, steps=1, batch=B)
+    est = estimate_dream(full_shape("dream"), H200, Workload(prompt_len=P, gen_len=N, steps=1, batch=B))
     flops, bytes_ = hand_forward(**QWEN25_7B, tokens_fed=S, causal=False, head_rows=N)
     logits = B * N * 152064
     assert (est.flops, est.bytes_) == (flops + 7 * logits, bytes_ + 13 * EB * logits)
@@ -171,7 +172,7 @@ def test_dream_at_n_steps_is_n_whole_sequence_forwards() -> None:
     positions (7 ops and 13 element-bytes per logit, as in the one-step case)."""
     shape = full_shape("dream")
     n = 64
-    est = estimate_dream(shape, H200, prompt_len=128, gen_len=n, steps=n, batch=4)
+    est = estimate_dream(shape, H200, Workload(prompt_len=128, gen_len=n, steps=n, batch=4))
     forward = cost_of(forward_operators(shape, ForwardPass(4, 128 + n, 128 + n, "none", n)), H200)
     for c in ("ffn_linear", "mha_linear", "mha_attention", "nonlinear", "classifier"):
         assert est.breakdown_s[c] == pytest.approx(n * forward.time_s[c], rel=1e-12)
@@ -185,19 +186,23 @@ def test_dream_at_n_steps_is_n_whole_sequence_forwards() -> None:
 def test_dream_sampler_follows_the_alg_and_the_temperature() -> None:
     shape = full_shape("dream")
     rows = {"masked_rows": 10, "sampled_rows": 10}
-    names = {alg: [op.name for op in dream_sampler_operators(shape, **rows, alg=alg)] for alg in
-             ("entropy", "maskgit_plus", "topk_margin")}
+
+    def names_of(rows: dict[str, int], **settings: Any) -> list[str]:
+        work = Workload(prompt_len=1, gen_len=10, **settings)
+        return [op.name for op in dream_sampler_operators(shape, work, **rows)]
+
+    names = {alg: names_of(rows, alg=alg) for alg in ("entropy", "maskgit_plus", "topk_margin")}
     assert names["entropy"] == ["gather_masked", "softmax", "max", "entropy_add_eps", "entropy_log", "entropy_mul",
                                 "entropy_sum"]
     assert names["maskgit_plus"] == names["topk_margin"] == ["gather_masked", "softmax", "max"]
-    hot = [op.name for op in dream_sampler_operators(shape, **rows, alg="maskgit_plus", temperature=0.5)]
+    hot = names_of(rows, alg="maskgit_plus", temperature=0.5)
     assert hot == ["gather_masked", "temperature_div", "softmax", "categorical"]
-    origin = [op.name for op in dream_sampler_operators(shape, masked_rows=10, sampled_rows=2, alg="origin")]
+    origin = names_of({"masked_rows": 10, "sampled_rows": 2}, alg="origin")
     assert origin == ["gather_masked", "gather_committed", "softmax", "max"]
 
 
 def test_dream_memory_has_no_cache_and_its_logits_over_the_generation() -> None:
-    memory = dream_memory(full_shape("dream"), batch=2, prompt_len=512, gen_len=256)
+    memory = dream_memory(full_shape("dream"), Workload(prompt_len=512, gen_len=256, batch=2))
     assert memory.kv_cache_bytes == 0
     # logits [2, 256, V], gathered masked logits, probabilities, log-probabilities and their product: 5 x BF16
     assert memory.logits_bytes == 2 * 256 * 152064 * 5 * EB
@@ -208,15 +213,15 @@ def test_dream_memory_has_no_cache_and_its_logits_over_the_generation() -> None:
 def test_predict_falls_back_to_the_published_shape(arch: str) -> None:
     keywords = {"llada": {"steps": 8, "block_length": 8}, "dream": {"steps": 8},
                 "fast_dllm_v2": {"block_length": 8, "sub_block_length": 4}}.get(arch, {})
-    p = predict(arch, None, batch=1, prompt_len=16, gen_len=8, hardware=H200, **keywords)
+    p = predict(arch, None, Workload(prompt_len=16, gen_len=8, **keywords), hardware=H200)
     assert p.arch == arch
     assert p.weights_bytes == weights_bytes(full_shape(arch))
 
 
 def test_a_dream_prediction_fills_steps_and_forwards() -> None:
-    p = predict("dream", None, batch=2, prompt_len=512, gen_len=256, steps=64, hardware=H200)
-    est = estimate_dream(full_shape("dream"), H200.model_copy(update={"dispatch_s": 0.0}), prompt_len=512,
-                         gen_len=256, steps=64, batch=2)
+    work = Workload(prompt_len=512, gen_len=256, steps=64, batch=2)
+    p = predict("dream", None, work, hardware=H200)
+    est = estimate_dream(full_shape("dream"), H200.model_copy(update={"dispatch_s": 0.0}), work)
     floor_s = H200.host_floor_of(28)
     assert (p.forwards, p.forwards_source, p.ttft_s, p.itl_s) == (64, "schedule", None, None)
     assert p.latency_roofs_s == pytest.approx(est.total_s)
@@ -226,16 +231,16 @@ def test_a_dream_prediction_fills_steps_and_forwards() -> None:
 
 def test_predict_refuses_another_samplers_settings() -> None:
     with pytest.raises(RooflineInputError, match="block_length"):
-        predict("dream", None, batch=1, prompt_len=8, gen_len=8, steps=8, block_length=8, hardware=H200)
+        predict("dream", None, Workload(prompt_len=8, gen_len=8, steps=8, block_length=8), hardware=H200)
     with pytest.raises(RooflineInputError, match="steps"):
-        predict("qwen2", None, batch=1, prompt_len=8, gen_len=8, steps=8, hardware=H200)
+        predict("qwen2", None, Workload(prompt_len=8, gen_len=8, steps=8), hardware=H200)
     with pytest.raises(RooflineInputError, match="alg"):
-        predict("llada", None, batch=1, prompt_len=8, gen_len=8, steps=8, block_length=8, alg="entropy",
+        predict("llada", None, Workload(prompt_len=8, gen_len=8, steps=8, block_length=8, alg="entropy"),
                 hardware=H200)
     with pytest.raises(RooflineInputError, match="needs steps"):
-        predict("dream", None, batch=1, prompt_len=8, gen_len=8, hardware=H200)
+        predict("dream", None, Workload(prompt_len=8, gen_len=8), hardware=H200)
     with pytest.raises(RooflineInputError, match="unknown arch"):
-        predict("gpt2", None, batch=1, prompt_len=8, gen_len=8, hardware=H200)  # type: ignore[arg-type]
+        predict("gpt2", None, Workload(prompt_len=8, gen_len=8), hardware=H200)  # type: ignore[arg-type]
 
 
 def test_predict_run_of_a_dream_run_config() -> None:
@@ -247,8 +252,8 @@ def test_predict_run_of_a_dream_run_config() -> None:
         controls=schema.Controls(), prompts=schema.Prompts(), prompt_ids=[0], quality=schema.QualitySpec(),
     )
     p = predict_run(run, H200)
-    assert p == predict("dream", full_shape("dream"), batch=2, prompt_len=64, gen_len=32, steps=16,
-                        alg="maskgit_plus", top_k=50, hardware=H200)
+    work = Workload(prompt_len=64, gen_len=32, batch=2, steps=16, alg="maskgit_plus", top_k=50)
+    assert p == predict("dream", full_shape("dream"), work, hardware=H200)
     assert p.forwards == 16 and p.step_s is not None
     stand_in = SimpleNamespace(
         model=SimpleNamespace(arch="qwen2", shape=lambda: None), batch_size=1, prompt_length=64,
@@ -296,8 +301,8 @@ def test_crossover_of_any_pair_and_the_old_call_form() -> None:
                            ar_shape=full_shape("llama"))
     assert old == new
     dream = throughput_ratio(4, H200, **lengths, ar="qwen2", diffusion="dream")
-    qwen = predict("qwen2", None, batch=4, prompt_len=512, gen_len=256, hardware=H200)
-    diffusion = predict("dream", None, batch=4, prompt_len=512, gen_len=256, steps=64, hardware=H200)
+    qwen = predict("qwen2", None, Workload(prompt_len=512, gen_len=256, batch=4), hardware=H200)
+    diffusion = predict("dream", None, Workload(prompt_len=512, gen_len=256, batch=4, steps=64), hardware=H200)
     assert dream == qwen.tokens_per_s / diffusion.tokens_per_s
     b_star = predicted_crossover(H200, ar="qwen2", diffusion="dream", **lengths)
     assert b_star is not None and 1.0 < b_star < 64
@@ -316,7 +321,7 @@ def test_plot_data_for_the_dream_qwen_pair() -> None:
     assert step_head.flops == 2 * 152064 * 3584 * 2 * 32  # logits over the generation's 32 positions
     curves = latency_vs_generation_length(H200, [32, 64], ar="qwen2", diffusion="dream", fidelities=["faithful"])
     assert [(p.arch, p.steps) for p in curves] == [("qwen2", None), ("dream", 32), ("qwen2", None), ("dream", 64)]
-    dream_64 = estimate_dream(full_shape("dream"), H200, prompt_len=128, gen_len=64, steps=64)
+    dream_64 = estimate_dream(full_shape("dream"), H200, Workload(prompt_len=128, gen_len=64, steps=64))
     assert curves[-1].latency_s == dream_64.total_s
     with pytest.raises(RooflineInputError):
         operator_points(H200, prompt_len=8, gen_len=8, ar="llada", diffusion="dream")

@@ -3,6 +3,8 @@ LLaMA's compiled decode step; each collapses to vanilla with its features switch
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from roofline.errors import RooflineInputError
@@ -12,6 +14,7 @@ from roofline.llama import estimate_llama
 from roofline.memory import kv_cache_bytes, llada_memory
 from roofline.phase import cost_of
 from roofline.predict import predict, predict_run
+from roofline.workload import Workload
 from specs import schema
 from specs.registry import preset_shape
 
@@ -20,12 +23,12 @@ LLADA = preset_shape("llada", "8b")
 LLAMA = preset_shape("llama", "8b")
 # A profile with a dispatch floor (what a worker measures on an eager decoder), to see the compiled step lose it.
 FLOORED = H100.model_copy(update={"name": "h100 + dispatch", "dispatch_s": 5e-6, "host_floor_s": 0.0})
-RUN = {"prompt_len": 512, "gen_len": 512, "block_length": 32, "steps": 256}
+RUN = Workload(prompt_len=512, gen_len=512, block_length=32, steps=256)
 
 
 def _step(query_len: int | None, seq_len: int = 1024, batch: int = 1):
-    return cost_of(step_operators(LLADA, seq_len=seq_len, batch=batch, cfg_scale=0.0, fidelity="faithful",
-                                  logits_positions=32, query_len=query_len), H100)
+    work = Workload(prompt_len=seq_len - 32, gen_len=32, batch=batch, logits_positions=32)
+    return cost_of(step_operators(LLADA, work, "faithful", seq_len=seq_len, query_len=query_len), H100)
 
 
 def test_a_cached_step_over_one_block_is_memory_bound_again() -> None:
@@ -53,16 +56,16 @@ def test_cached_query_lengths() -> None:
 @pytest.mark.parametrize("cache", ["prefix", "dual"])
 def test_one_block_of_one_step_is_vanilla(cache: str) -> None:
     # Block = the whole generation, one step: the only forward is the full one that fills the cache.
-    common = {"prompt_len": 128, "gen_len": 64, "block_length": 64, "steps": 1, "batch": 2}
-    vanilla = estimate_llada(LLADA, FLOORED, **common)
-    cached = estimate_llada(LLADA, FLOORED, cache=cache, **common)
+    work = Workload(prompt_len=128, gen_len=64, block_length=64, steps=1, batch=2)
+    vanilla = estimate_llada(LLADA, FLOORED, work)
+    cached = estimate_llada(LLADA, FLOORED, replace(work, cache=cache))
     assert (cached.total_s, cached.flops, cached.bytes_) == (vanilla.total_s, vanilla.flops, vanilla.bytes_)
 
 
 def test_caches_order_the_latency_and_keep_the_full_first_step() -> None:
-    vanilla = estimate_llada(LLADA, H100, **RUN)
-    prefix = estimate_llada(LLADA, H100, cache="prefix", **RUN)
-    dual = estimate_llada(LLADA, H100, cache="dual", **RUN)
+    vanilla = estimate_llada(LLADA, H100, RUN)
+    prefix = estimate_llada(LLADA, H100, replace(RUN, cache="prefix"))
+    dual = estimate_llada(LLADA, H100, replace(RUN, cache="dual"))
     assert vanilla.total_s > prefix.total_s > dual.total_s
     per_block = 256 // 16
     first = dual.blocks[0]
@@ -85,11 +88,12 @@ def test_block_forwards_spread_a_measured_count() -> None:
 
 @pytest.mark.parametrize("cache", ["none", "prefix", "dual"])
 def test_latency_grows_with_the_forwards_and_the_batch(cache: str) -> None:
-    times = [estimate_llada(LLADA, H100, cache=cache, forwards=f, **RUN).total_s for f in (16, 64, 128, 256)]
+    cached = replace(RUN, cache=cache)
+    times = [estimate_llada(LLADA, H100, replace(cached, forwards=f)).total_s for f in (16, 64, 128, 256)]
     assert times == sorted(times) and len(set(times)) == 4
-    assert estimate_llada(LLADA, H100, cache=cache, forwards=256, **RUN).total_s == pytest.approx(
-        estimate_llada(LLADA, H100, cache=cache, **RUN).total_s)
-    batches = [estimate_llada(LLADA, H100, cache=cache, batch=b, **RUN).total_s for b in (1, 4, 16, 64)]
+    assert estimate_llada(LLADA, H100, replace(cached, forwards=256)).total_s == pytest.approx(
+        estimate_llada(LLADA, H100, cached).total_s)
+    batches = [estimate_llada(LLADA, H100, replace(cached, batch=b)).total_s for b in (1, 4, 16, 64)]
     assert batches == sorted(batches)
 
 
@@ -97,8 +101,8 @@ def test_a_cached_step_pays_its_flop_ratio_only_once_the_batch_fills_it() -> Non
     # At batch 1 the dual step over one block is memory-bound (the weights' read), so the cache saves far less
     # than its FLOPs suggest; a larger batch fills the cached step and the speedup climbs toward the FLOP ratio.
     def ratio(batch: int, what: str) -> float:
-        vanilla = estimate_llada(LLADA, H100, batch=batch, **RUN)
-        dual = estimate_llada(LLADA, H100, batch=batch, cache="dual", **RUN)
+        vanilla = estimate_llada(LLADA, H100, replace(RUN, batch=batch))
+        dual = estimate_llada(LLADA, H100, replace(RUN, batch=batch, cache="dual"))
         return vanilla.total_s / dual.total_s if what == "time" else vanilla.flops / dual.flops
 
     speedups = [ratio(b, "time") for b in (1, 8, 64)]
@@ -107,28 +111,28 @@ def test_a_cached_step_pays_its_flop_ratio_only_once_the_batch_fills_it() -> Non
 
 
 def test_compiled_decode_drops_the_dispatch_floor_of_the_decode_passes_only() -> None:
-    common = {"prompt_len": 128, "gen_len": 64, "batch": 1}
-    eager = estimate_llama(LLAMA, FLOORED, **common)
-    compiled = estimate_llama(LLAMA, FLOORED, compiled_decode=True, **common)
-    bare = estimate_llama(LLAMA, FLOORED.model_copy(update={"dispatch_s": 0.0}), **common)
+    work = Workload(prompt_len=128, gen_len=64)
+    eager = estimate_llama(LLAMA, FLOORED, work)
+    compiled = estimate_llama(LLAMA, FLOORED, replace(work, compiled_decode=True))
+    bare = estimate_llama(LLAMA, FLOORED.model_copy(update={"dispatch_s": 0.0}), work)
     assert compiled.prefill == eager.prefill  # the prefill stays eager
     assert compiled.decode.total_s == bare.decode.total_s < eager.decode.total_s
     assert (compiled.flops, compiled.bytes_) == (eager.flops, eager.bytes_)  # the same operators
     # Without a floor (a datasheet profile) compiling changes nothing the roofline sees.
-    assert estimate_llama(LLAMA, H100, compiled_decode=True, **common).total_s == \
-        estimate_llama(LLAMA, H100, **common).total_s
+    assert estimate_llama(LLAMA, H100, replace(work, compiled_decode=True)).total_s == \
+        estimate_llama(LLAMA, H100, work).total_s
 
 
 def test_cache_memory() -> None:
-    common = {"batch": 2, "prompt_len": 128, "gen_len": 64}
-    vanilla = llada_memory(LLADA, **common)
-    dual = llada_memory(LLADA, cache="dual", **common)
-    prefix = llada_memory(LLADA, cache="prefix", **common)
+    work = Workload(prompt_len=128, gen_len=64, batch=2)
+    vanilla = llada_memory(LLADA, work)
+    dual = llada_memory(LLADA, replace(work, cache="dual"))
+    prefix = llada_memory(LLADA, replace(work, cache="prefix"))
     assert dual.kv_cache_bytes == kv_cache_bytes(LLADA, batch=2, positions=192)
     # The workers' BlockCache holds every position for either cache (a prefix is overwritten right of the block).
     assert prefix.kv_cache_bytes == dual.kv_cache_bytes
     assert dual.peak_bytes == vanilla.peak_bytes + dual.kv_cache_bytes
-    cfg = llada_memory(LLADA, cache="dual", cfg_scale=1.0, **common)
+    cfg = llada_memory(LLADA, replace(work, cache="dual", cfg_scale=1.0))
     assert cfg.kv_cache_bytes == 2 * dual.kv_cache_bytes  # the unconditional pass has its own cache
 
 
@@ -149,9 +153,8 @@ def test_predict_run_reads_the_variant_and_says_where_the_forwards_come_from() -
     assert (capped.forwards, capped.forwards_source) == (64, "step cap")
     measured = predict_run(_run(llada, llada_impl=fast, **grid), FLOORED, measured_forwards=9.5)
     assert (measured.forwards, measured.forwards_source) == (10, "measured")
-    assert measured.latency_s == predict(
-        "llada", LLADA, batch=1, prompt_len=128, gen_len=64, hardware=FLOORED, logits_positions=32,
-        llada_cache="dual", forwards=10, **grid).latency_s
+    work = Workload(prompt_len=128, gen_len=64, logits_positions=32, cache="dual", forwards=10, **grid)
+    assert measured.latency_s == predict("llada", LLADA, work, hardware=FLOORED).latency_s
     assert vanilla.latency_s > capped.latency_s > measured.latency_s
     assert capped.kv_cache_bytes == kv_cache_bytes(LLADA, batch=1, positions=192) > vanilla.kv_cache_bytes == 0
     # A measured count outside what the schedule allows is kept inside it: one forward per block at least.
@@ -171,7 +174,7 @@ def test_the_cli_costs_a_variant(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["llada", "--prompt-len", "512", "--gen-len", "512", "--block-length", "32", "--steps", "256"]
     assert main([*args, "--cache", "dual", "--forwards", "64", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    expected = estimate_llada(LLADA, get_hardware("a100-sxm4-80gb"), cache="dual", forwards=64, **RUN)
+    expected = estimate_llada(LLADA, get_hardware("a100-sxm4-80gb"), replace(RUN, cache="dual", forwards=64))
     assert (doc["cache"], doc["forwards"], doc["total_s"]) == ("dual", 64, expected.total_s)
     assert doc["memory"]["kv_cache_bytes"] == kv_cache_bytes(LLADA, batch=1, positions=1024)
     assert main([*args, "--cache", "prefix"]) == 0
