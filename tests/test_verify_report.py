@@ -317,3 +317,19 @@ def test_a_record_rewritten_whole_is_caught_by_the_head_kept_elsewhere(
     assert verify(sweep, capsys)[0] == 0  # a whole rewrite is consistent with itself: only the head tells
     code, out, _ = verify(sweep, capsys, "--head", head)
     assert code == 1 and f"does not hold the state {head} you kept" in out
+
+
+def test_a_kept_head_is_read_in_either_case_and_as_a_unique_prefix_and_a_bad_one_is_named_as_such(
+    sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = verify(sweep, capsys)[1].split("checksums.jsonl head: ")[1].split()[0]
+    for given in (head.upper(), head[:12], head[:20].upper()):
+        code, out, _ = verify(sweep, capsys, "--head", given)
+        assert code == 0, (given, out)
+    for given, says in ((head[:6], "6 hex digits; give the whole head (64) or at least its first 12"),
+                        ("not-a-head", "not a sha256 (64 hex digits"), (head + "0", "not a sha256")):  # fmt: skip
+        code, _, err = verify(sweep, capsys, "--head", given)
+        assert code == 2 and err.count("\n") == 1 and says in err, (given, err)
+    other = ("0" if head[0] != "0" else "1") + head[1:12]
+    code, out, _ = verify(sweep, capsys, "--head", other)
+    assert code == 1 and f"does not hold the state {other} you kept: the record was rewritten since" in out
