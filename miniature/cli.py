@@ -10,6 +10,7 @@ from pathlib import Path
 from miniature.block_diffusion_stage import DEFAULT_FINE_TUNE_TOKENS, BlockDiffusionStage
 from miniature.corpus import CorpusError
 from miniature.pipeline import (
+    CONTEXT,
     DEFAULT_OUT_DIR,
     DEFAULT_WORK_DIR,
     TOKEN_BUDGET,
@@ -17,6 +18,7 @@ from miniature.pipeline import (
     default_configs,
     run_pipeline,
 )
+from miniature.train_args import check_arguments
 
 # Retraining on the same corpus, seed and thread count repeats the run; float reductions may still
 # differ across CPUs and thread counts, which moves the final held-out loss by far less than this.
@@ -59,14 +61,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--bd-tokens: must be at least 1")
     block_diffusion = BlockDiffusionStage(base=args.bd_base, fine_tune_tokens=args.bd_tokens)
     try:
+        check_arguments(deb=args.deb, tokens=args.tokens, fine_tune_tokens=args.bd_tokens, bd_base=args.bd_base,
+                        ar_config=configs["llama"], context=CONTEXT, work_dir=args.work_dir, out=args.out)
         provenance = run_pipeline(args.work_dir, args.out, configs, deb=args.deb, deb_version=args.deb_version,
-                                  block_diffusion=block_diffusion)
-    except CorpusError as exc:
+                                  block_diffusion=block_diffusion, tokens=args.tokens)
+    except (CorpusError, ValueError) as exc:  # ValueError: an argument, or a checkpoint of another configuration
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except ValueError as exc:  # a checkpoint of another configuration in the work folder
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: run the same command again to resume from the last checkpoint in {args.work_dir} "
+              f"(--out {args.out} is written only at the end)", file=sys.stderr)
+        return 130
     print(f"wrote the pair to {args.out}")
     for arch, summary in provenance["models"].items():
         print(f"  {arch}: {summary['parameters'] / 1e6:.2f}M parameters, {summary['tokens_seen'] / 1e6:.2f}M tokens, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import torch
 from miniature.architecture import Arch, MiniatureShape, miniature_shape
 from miniature.block_diffusion_stage import BlockDiffusionStage
 from miniature.corpus import Corpus, corpus_from_deb, download_deb, read_corpus, write_corpus
+from miniature.pair_folder import publish
 from miniature.tokenizer import special_ids, train_tokenizer, unigram_entropy_nats
 from miniature.trainer import (
     TrainConfig,
@@ -41,8 +43,14 @@ HIDDEN_SIZE = 256
 # the unigram entropy for the first ~1.2M tokens), and 1600 of its steps (30% of them cropped) hold exactly
 # this many tokens. The AR member reaches it in 1394 steps of 32 × 128 tokens.
 TOKEN_BUDGET = 5_707_904
-TRAINING_RULE = (f"every member sees the same {TOKEN_BUDGET:,} training tokens and ships the weights of its "
-                 "held-out evaluation with the best loss; a member adapted from another counts its base's tokens")
+
+
+def training_rule(tokens: int = TOKEN_BUDGET) -> str:
+    return (f"every member sees the same {tokens:,} training tokens and ships the weights of its held-out "
+            "evaluation with the best loss; a member adapted from another counts its base's tokens")
+
+
+TRAINING_RULE = training_rule()
 
 # How each member trains, but for its step count, which the budget sets (`default_configs`).
 BASE_CONFIGS: dict[str, TrainConfig] = {
@@ -174,12 +182,24 @@ def run_pipeline(
     deb_version: str | None = None,
     quiet: bool = False,
     block_diffusion: BlockDiffusionStage | None = BlockDiffusionStage(),
+    tokens: int = TOKEN_BUDGET,
 ) -> dict:
-    """Corpus → tokenizer → AR model → LLaDA model → block-diffusion model (None: not this stage) → `out_dir`;
-    returns the provenance written there."""
+    """Corpus → tokenizer → AR model → LLaDA model → block-diffusion model (None: not this stage) → `out_dir`,
+    each member trained to `tokens` (`configs`' step counts hold them); returns the provenance written there.
+
+    The pair is staged in the work folder and published whole at the end (miniature/pair_folder.py)."""
+    configs = configs or default_configs(tokens)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="pair-", dir=work_dir) as staging:
+        provenance = _train_into(work_dir, Path(staging), configs, deb, deb_version, quiet, block_diffusion, tokens)
+        publish(Path(staging), out_dir)
+    return provenance
+
+
+def _train_into(work_dir: Path, out_dir: Path, configs: dict[str, TrainConfig], deb: Path | None,
+                deb_version: str | None, quiet: bool, block_diffusion: BlockDiffusionStage | None, tokens: int) -> dict:
     from miniature.export import save_llada, save_llama, write_checksums, write_training_log
 
-    configs = configs or default_configs()
     corpus = ensure_corpus(work_dir, deb, deb_version)
     tokenizer = ensure_tokenizer(work_dir, corpus)
     data = token_data(work_dir, corpus, tokenizer)
@@ -191,10 +211,9 @@ def run_pipeline(
         "train_tokens": int(data.train.numel()),
         "heldout_tokens": int(data.heldout.numel()),
         "unigram_entropy_nats": data.unigram_entropy_nats,
-        "training_rule": TRAINING_RULE,
+        "training_rule": training_rule(tokens),
         "models": {},
     }
-    out_dir.mkdir(parents=True, exist_ok=True)
     for arch in ("llama", "llada"):
         model, log = train_member(arch, work_dir, tokenizer, data, configs[arch], quiet=quiet)
         model = load_evaluation_weights(model, work_dir / arch, best_evaluation(log.evaluations)["step"])
@@ -211,7 +230,7 @@ def run_pipeline(
         from miniature.block_diffusion_train import ARCH
 
         provenance["models"][ARCH] = run_block_diffusion_stage(
-            with_rule_base(block_diffusion, work_dir), work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
+            with_rule_base(block_diffusion, work_dir, tokens), work_dir, out_dir, tokenizer, data, shape_for("llama", len(tokenizer)),
             corpus_info["sha256"], quiet=quiet)
     write_json(out_dir / "provenance.json", provenance)
     write_checksums(out_dir)
@@ -233,7 +252,7 @@ def member_summary(log: dict, provenance: dict) -> dict:
         "heldout_measure": "next-token cross-entropy" if log["arch"] == "llama" else "masked-diffusion bound (upper bound on NLL)",
         "unigram_entropy_nats": provenance["unigram_entropy_nats"],
         "seed": log["config"]["seed"],
-        "training_rule": TRAINING_RULE,
+        "training_rule": provenance["training_rule"],
     }
 
 

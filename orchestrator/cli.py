@@ -26,6 +26,7 @@ from orchestrator.plan_size import refuse_oversized
 from orchestrator.progress import Progress
 from orchestrator.store import ArtifactStore, already_done
 from orchestrator.sweepdir import SweepDirError, check_writable, claim, vanishing
+from orchestrator.leave_out import add_parser as add_leave_out_parser
 from orchestrator.verify_command import add_parser as add_verify_parser
 from specs.artifacts import SweepLayout, load_results
 from specs.loader import DEFAULT_SPEC, SpecError, load_spec, read_spec_text
@@ -122,6 +123,7 @@ def _parser() -> argparse.ArgumentParser:
     sweep.set_defaults(handler=_sweep)
 
     add_verify_parser(commands)
+    add_leave_out_parser(commands)
 
     for name, (_, text) in DELEGATED.items():
         commands.add_parser(name, help=text, add_help=False)

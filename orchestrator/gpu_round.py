@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
-from orchestrator.round_args import parse
+from orchestrator.round_args import OUT_NAMED, parse
 from orchestrator.round_format import format_plan
 from orchestrator.round_gate import piece_in_call, spec_argument
 from orchestrator.round_goals import read_results
@@ -311,6 +311,8 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
     if args.dry_run:
         print(format_plan(plan))
         return EXIT_OK if plan.first else EXIT_FAILED
+    if args.export_named == OUT_NAMED:
+        print(f"exporting each piece to {args.export}, from $OUT (give --export to choose the folder)", file=sys.stderr)
     machine = machine or Machine()
     started = args.since if args.since is not None else machine.clock()
     layout = RoundLayout(args.round)
@@ -333,8 +335,8 @@ def main(argv: list[str] | None = None, machine: Machine | None = None) -> int:
         return 130
     except OSError as error:
         where = error.filename or args.round
-        print(f"error: {where}: cannot write ({error.strerror or error}); give --round (or --export) a folder you "
-              "can write", file=sys.stderr)  # fmt: skip
+        print(f"error: {where}: cannot write ({error.strerror or error}); give --round (or {args.export_named}) a "
+              "folder you can write", file=sys.stderr)  # fmt: skip
         return EXIT_USAGE
 
 

@@ -16,6 +16,13 @@ COMMAND_LIMIT_S = 600.0  # a lease's command runs 10 minutes at most
 FIRST_CALL_S = 540.0  # the first call's deadline: a minute under the limit, for the machine's own start of it
 DEFAULT_ROUND = "artifacts/gpu-round"
 DEFAULT_TOY_ROUND = "artifacts/gpu-round-toy"  # a toy round never shares a GPU round's folder
+OUT_NAMED = "$OUT (the environment variable --export defaults to)"
+GOALS_FILE = "gpu-round.json"  # beside the pieces' tarballs in every export (orchestrator/round_state.py)
+
+
+def is_export(folder: Path) -> bool:
+    """Whether `folder` holds what a call exports: a piece's tarball or the goals' file."""
+    return (folder / GOALS_FILE).is_file() or any(folder.glob("*.tar.gz"))
 
 
 def call_budget(text: str) -> float:
@@ -53,8 +60,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     base = (args.cwd or Path.cwd()).absolute()
     if args.round is None:
         args.round = Path(DEFAULT_TOY_ROUND if args.toy else DEFAULT_ROUND)
+    args.export_named = "--export"  # what the user gave: errors and the call's first line name it
     if args.export is None and os.environ.get("OUT"):
-        args.export = Path(os.environ["OUT"])
+        args.export, args.export_named = Path(os.environ["OUT"]), OUT_NAMED
     for name in ("round", "bundle", "export", "resume"):
         value = getattr(args, name)
         if value is not None:
@@ -63,12 +71,16 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"argument --bundle: {args.bundle} holds no wheels/; make one with container/gpu-bundle.sh DIR")
     if args.resume is not None and not args.resume.is_dir():
         p.error(f"argument --resume: {args.resume} is not a folder; give one an earlier call's --export filled")
-    for name in ("round", "export"):
+    if args.resume is not None and not is_export(args.resume):
+        p.error(f"argument --resume: {args.resume} holds no round's export (no <piece>.tar.gz, no {GOALS_FILE}); "
+                "give the folder an earlier call's --export filled")
+    for name, named in (("round", "--round"), ("export", args.export_named)):
         value = getattr(args, name)
         if value is not None and value.exists() and not value.is_dir():
-            p.error(f"argument --{name}: {value} exists and is not a folder")
+            p.error(f"argument {named}: {value} exists and is not a folder")
     if args.export is not None and args.export.resolve().is_relative_to(args.round.resolve()):
-        p.error(f"argument --export: {args.export} lies inside the round folder {args.round}; export beside it")
+        p.error(f"argument {args.export_named}: {args.export} lies inside the round folder {args.round}; export "
+                "beside it")
     return args
 
 

@@ -11,13 +11,11 @@ folder this made, and nothing is written at all unless every sweep verifies.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from orchestrator.round_gate import gate_reason
 from orchestrator.round_plan import GRAPH_TESTS, PIECES
@@ -25,10 +23,20 @@ from orchestrator.round_state import RoundError, RoundLayout, RoundState, take_i
 from roofline.hardware import hardware_for_gpu_name
 from specs.artifacts import MANIFEST_FILE, SweepLayout, load_results, verify
 from specs.options import OneLineParser
+from specs.round_record import (
+    ROUND_RECORD_FILE,
+    GraphGate,
+    HeadlineSweepRecord,
+    RoundRecord,
+    RoundRecordError,
+    dumps,
+    models_of,
+    read_round_record,
+)
 from specs.safefile import atomic_write
 
 HEADLINE_DIR = "headline"
-RECORD_FILE = "round.json"
+RECORD_FILE = ROUND_RECORD_FILE
 EXIT_OK, EXIT_USAGE = 0, 2
 
 
@@ -71,29 +79,36 @@ def import_headline(export: Path, results: Path, *, replace: bool = False) -> li
                                  "was written")  # fmt: skip
         written = []
         for name, sweep in found:
-            target = results / gpu_folder(_device(sweep)) / HEADLINE_DIR
-            written.append(_place(sweep, target, _record(state, name), replace=replace))
+            device = _device(sweep)
+            record = _record(state, name, device, models_of(load_results(SweepLayout(sweep))))
+            written.append(_place(sweep, results / gpu_folder(device) / HEADLINE_DIR, record, replace=replace))
     return written
 
 
-def _record(state: RoundState, piece: str) -> dict[str, Any]:
+def _record(state: RoundState, piece: str, device: str, models: str) -> HeadlineSweepRecord:
+    """What round.json keeps of a sweep: its piece's record, the graph gate, and the device and models its runs
+    name, which report/headline.py admits into the README only as a GPU's at the 8B shapes."""
     record = state.pieces[piece]
     gate = next(p.gate for p in PIECES if p.name == piece)
     tests = state.pieces[GRAPH_TESTS].tests if GRAPH_TESTS in state.pieces else {}
-    return {"piece": piece, "status": record.status, "attempts": record.attempts, "wall_s": round(record.wall_s, 1),
-            "graph_gate": None if gate is None else {
-                "piece": gate, "reason": gate_reason(state, gate),
-                "tests": {k: v.outcome for k, v in tests.items()}}}  # fmt: skip
+    return HeadlineSweepRecord(
+        piece=piece, status=record.status, attempts=record.attempts, wall_s=round(record.wall_s, 1),
+        graph_gate=None if gate is None else GraphGate(
+            piece=gate, reason=gate_reason(state, gate), tests={k: v.outcome for k, v in tests.items()}),
+        device=device, models=models)  # fmt: skip
 
 
-def _place(sweep: Path, target: Path, record: dict[str, Any], *, replace: bool) -> Path:
+def _place(sweep: Path, target: Path, record: HeadlineSweepRecord, *, replace: bool) -> Path:
     """The sweep copied into `target` (a new folder, or one this made: it holds round.json) and its record merged
     into round.json."""
     record_file = target / RECORD_FILE
     if target.exists() and not record_file.is_file():
         raise RoundError(f"{target}: exists and holds no {RECORD_FILE}, so it is not a headline folder this made; "
                          "move it away")  # fmt: skip
-    records = json.loads(record_file.read_text(encoding="utf-8")) if record_file.is_file() else {"sweeps": {}}
+    try:
+        records = dict(read_round_record(record_file).sweeps) if record_file.is_file() else {}
+    except RoundRecordError as exc:
+        raise RoundError(str(exc)) from None
     destination = target / sweep.name
     if destination.exists() and not replace:
         raise RoundError(f"{destination}: already holds that sweep; give --replace to replace it")
@@ -104,8 +119,8 @@ def _place(sweep: Path, target: Path, record: dict[str, Any], *, replace: bool) 
         shutil.rmtree(destination)
     (staged / sweep.name).rename(destination)
     staged.rmdir()
-    records["sweeps"][sweep.name] = record
-    atomic_write(record_file, (json.dumps(records, indent=1, sort_keys=True) + "\n").encode("utf-8"))
+    records[sweep.name] = record
+    atomic_write(record_file, dumps(RoundRecord(sweeps=records)).encode("utf-8"))
     return destination
 
 

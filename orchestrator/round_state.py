@@ -21,6 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from orchestrator.round_args import GOALS_FILE
 from specs.safefile import MIB, UnsafeFileError, atomic_write, lstat_or_none, read_text
 
 PieceStatus = Literal["running", "done", "stopped", "timed-out", "failed"]
@@ -101,7 +102,7 @@ class RoundLayout:
 
     @property
     def goals(self) -> Path:
-        return self.root / "gpu-round.json"
+        return self.root / GOALS_FILE
 
     def piece(self, name: str) -> Path:
         return self.root / name

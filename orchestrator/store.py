@@ -62,13 +62,13 @@ class ArtifactStore:
         self.root.mkdir(parents=True, exist_ok=True)
         if planned is None:  # the caller's plan, else the spec's own
             planned = [run.run_id for run in plan_runs(spec)]
+        frozen = read_text(self.layout.spec, SPEC_MAX_BYTES) if self.layout.spec.is_file() else None
+        if frozen is not None and not _same_spec(frozen, spec):  # refused before the record names this process
+            self._refuse_other_spec(frozen, spec, force, planned)
         writer = self._open_record(spec.name)
         for temp in self.layout.temporaries(writer.record):  # an interrupted write's, by a writer it names
             temp.unlink(missing_ok=True)
-        if self.layout.spec.is_file():
-            frozen = read_text(self.layout.spec, SPEC_MAX_BYTES)
-            if not _same_spec(frozen, spec):
-                self._refuse_other_spec(frozen, spec, force, planned)
+        if frozen is not None:
             if frozen != spec_text:
                 refuse_unowned(self.layout, writer.record, [self.layout.spec], "freezing the spec")
                 writer.write(self.layout.spec, spec_text.encode("utf-8"))

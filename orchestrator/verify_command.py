@@ -17,6 +17,7 @@ from specs.artifacts import (
     read_sweep_record,
     verify,
 )
+from specs.chain import Record
 from specs.ownership import sweep_entries, sweep_refusal
 from specs.report_record import (
     interrupted_warning,
@@ -29,6 +30,32 @@ from specs.report_record import (
 from specs.safefile import lstat_or_none
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MIN_HEAD_PREFIX = 12  # hex digits of an abbreviated head, as the headline abbreviates a commit
+HEX = frozenset("0123456789abcdef")
+
+
+def head_refusal(kept: str) -> str | None:
+    """What is wrong with a `--head` argument itself (None: it is a head, or a prefix of one long enough)."""
+    head = kept.strip().lower()
+    if not head or not set(head) <= HEX or len(head) > 64:
+        return (f"--head {kept}: not a sha256 (64 hex digits, as `verify` prints after '{CHECKSUMS_FILE} head:'), "
+                "nor a prefix of one")
+    if len(head) < MIN_HEAD_PREFIX:
+        return f"--head {kept}: {len(head)} hex digits; give the whole head (64) or at least its first {MIN_HEAD_PREFIX}"
+    return None
+
+
+def head_problems(layout: SweepLayout, record: Record | None, kept: str) -> list[Problem]:
+    """`--head`: the record must hold the state `kept` names, given whole or as a unique prefix (head_refusal),
+    in either case."""
+    head = kept.strip().lower()
+    held = sorted(h for h in (record.heads if record is not None else ()) if h.startswith(head))
+    if len(held) == 1:
+        return []
+    why = (f"{len(held)} states of the record start with {head}: give more of the head" if held else
+           "the record was rewritten since (or that head is another sweep's)")
+    return [Problem(str(layout.checksums), f"does not hold the state {kept} you kept: {why}")]
+
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -47,6 +74,10 @@ def verify_command(args: argparse.Namespace) -> int:
     if not root.is_dir():
         print(f"error: {root}: no such sweep directory", file=sys.stderr)
         return EXIT_USAGE
+    refusal = head_refusal(args.head) if args.head is not None else None
+    if refusal is not None:
+        print(f"error: {refusal}", file=sys.stderr)
+        return EXIT_USAGE
     layout = SweepLayout(root)
     if lstat_or_none(layout.checksums) is None and not sweep_entries(root):  # nothing of a sweep: nothing looked at
         print(f"error: {root}: {sweep_refusal(root)}: nothing to verify; give a sweep's folder, e.g. artifacts/smoke",
@@ -63,9 +94,8 @@ def verify_command(args: argparse.Namespace) -> int:
     problems += report.problems
     if not args.allow_missing_report:
         problems += missing_problems(layout, report.missing)
-    if args.head is not None and (record is None or args.head not in record.heads):
-        problems.append(Problem(str(layout.checksums), f"does not hold the state {args.head} you kept: the record "
-                                "was rewritten since (or that head is another sweep's)"))
+    if args.head is not None:
+        problems += head_problems(layout, record, args.head)
     for problem in problems:
         print(problem)
     for path in report.uncovered:

@@ -13,27 +13,36 @@ folder with no headline leaves the README's block empty.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from report.findings_file import FindingsFile
 from report.intervals import Speedup, crossover, crossover_text
 from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, Pairing, PairingPoint
 from report.parity import bracket
 from specs.artifacts import SweepLayout, load_results
+from specs.model_spec import CheckpointSource
 from specs.options import OneLineParser
 from specs.registry import family
 from specs.results import RunResult
+from specs.round_record import (
+    EIGHT_B,
+    ROUND_RECORD_FILE,
+    HeadlineSweepRecord,
+    RoundRecord,
+    RoundRecordError,
+    headline_refusal,
+    models_of,
+    read_round_record,
+)
 from specs.safefile import atomic_write
 
 HEADLINE_BEGIN = "<!-- headline:begin (filled by `just headline-results` from results/<gpu>/headline/) -->"
 HEADLINE_END = "<!-- headline:end -->"
 HEADLINE_FILE = "headline.md"
-RECORD_FILE = "round.json"  # orchestrator.round_results writes it beside the sweeps
+RECORD_FILE = ROUND_RECORD_FILE  # orchestrator.round_results writes it beside the sweeps
 CHECK_TIMED_STEPS = 4  # campaign-h100's rule: time the first 4 steps, give every other step their mean
 PAIRING_NAME = {BEST_PAIRING: "fast (each at its fastest)",
                 AR_BEST_PAIRING: "LLaMA at its fastest, LLaDA vanilla"}
@@ -124,7 +133,7 @@ def not_interleaved(results: Sequence[RunResult]) -> str | None:
     return None
 
 
-def provenance(results: Sequence[RunResult], record: dict[str, Any] | None) -> list[str]:
+def provenance(results: Sequence[RunResult], record: HeadlineSweepRecord | None) -> list[str]:
     """What a reader checks before the numbers, read from the runs: commit, device, sessions x repetitions,
     warm-ups, interleaving, extrapolation, and the graph tests' gate."""
     commits = sorted({(r.environment.git_commit or "unknown")[:12] for r in results if r.environment})
@@ -142,23 +151,37 @@ def provenance(results: Sequence[RunResult], record: dict[str, Any] | None) -> l
                                 "order drawn from the seed" if interleave is None else f"no: {interleave}"),
              "no extrapolation: every latency is a full run" if not extrapolated
              else f"{extrapolated} run(s) extrapolated from their first steps"]  # fmt: skip
-    gate = (record or {}).get("graph_gate")
+    gate = record.graph_gate if record is not None else None
     if gate is not None:
-        tests = gate.get("tests", {})
-        passed = sum(1 for outcome in tests.values() if outcome == "passed")
-        lines.append(f"graph rows: left out, {gate['reason']}" if gate.get("reason")
-                     else f"graph rows: admitted by {gate['piece']} ({passed} of {len(tests)} tests passed)")
+        passed = sum(1 for outcome in gate.tests.values() if outcome == "passed")
+        lines.append(f"graph rows: left out, {gate.reason}" if gate.reason
+                     else f"graph rows: admitted by {gate.piece} ({passed} of {len(gate.tests)} tests passed)")
     return lines
+
+
+def admitted(folder: Path, *, readme: bool) -> tuple[list[Path], RoundRecord]:
+    """The folder's sweeps and its round.json, each sweep one the record names as its runs say (for the README:
+    a GPU round's at the 8B shapes); HeadlineError (one line) otherwise."""
+    sweeps = _sweeps(folder)
+    if not sweeps:
+        raise HeadlineError(f"{folder}: holds no sweep; import a round's export (just headline-results EXPORT)")
+    try:
+        record = read_round_record(folder / RECORD_FILE)
+    except RoundRecordError as exc:
+        raise HeadlineError(str(exc)) from None
+    for sweep in sweeps:
+        refusal = headline_refusal(sweep.name, record.sweeps.get(sweep.name), load_results(SweepLayout(sweep)),
+                                   readme=readme)
+        if refusal is not None:
+            raise HeadlineError(f"{folder}/{refusal}")
+    return sweeps, record
 
 
 def render_folder(folder: Path) -> str:
     """One GPU's headline: the table over every sweep in `folder`, B* across them, the B = 64 extrapolation
     check, and each sweep's provenance."""
-    record_file = folder / RECORD_FILE
-    records = json.loads(record_file.read_text(encoding="utf-8"))["sweeps"] if record_file.is_file() else {}
-    sweeps = _sweeps(folder)
-    if not sweeps:
-        raise HeadlineError(f"{folder}: holds no sweep; import a round's export (just headline-results EXPORT)")
+    sweeps, record = admitted(folder, readme=False)
+    records = record.sweeps
     findings = [(s.name, _findings(s)) for s in sweeps]
     rows = [_row(p, q, name) for name, record in findings for p in record.findings
             for q in p.speedups]  # fmt: skip
@@ -180,13 +203,21 @@ def render_folder(folder: Path) -> str:
         lines.append(f"- `{sweep.name}`: " + "; ".join(provenance(results, records.get(sweep.name))))
     every = [r for sweep in sweeps for r in load_results(SweepLayout(sweep))]
     devices = ", ".join(sorted({r.environment.device for r in every if r.environment}))
-    presets = {getattr(r.config.model.source, "synthetic", None) for r in every}
-    shapes = ("LLaMA-3-8B's and LLaDA-8B's shapes, random weights" if presets == {"8b"}
-              else f"toy shapes ({', '.join(sorted(map(str, presets)))} presets), random weights")
+    shapes = _models_title(every)
     title = (f"**The 8B headline, measured on {devices}** (`{folder.parent.parent.name}/{folder.parent.name}/"
              f"{folder.name}/`; {shapes}; speedup = L_e2e(LLaMA) / L_e2e(LLaDA) at the same batch and lengths, "
              "> 1: LLaDA faster; each interval as the report computes it)")
     return "\n".join([title, "", *lines]) + "\n"
+
+
+def _models_title(results: Sequence[RunResult]) -> str:
+    """What the models are, as the title says it: the 8B shapes (random weights, or the published checkpoints),
+    else each model as round.json names it."""
+    models = models_of(results)
+    if models != EIGHT_B:
+        return f"models {models}"
+    synthetic = all(not isinstance(r.config.model.source, CheckpointSource) for r in results)
+    return "LLaMA-3-8B's and LLaDA-8B's shapes, " + ("random weights" if synthetic else "their published checkpoints")
 
 
 def fill_block(text: str, block: str, where: str) -> str:
@@ -200,7 +231,13 @@ def fill_block(text: str, block: str, where: str) -> str:
 
 def render(results: Path, readme: Path | None) -> list[Path]:
     """Every `results/*/headline/` into its headline.md, and all of them, in order, into the README's block."""
+    if readme is not None and not readme.is_file():
+        raise HeadlineError(f"--readme {readme}: no such file; give the README whose headline block to fill "
+                            "(README.md)")
     folders = sorted(f for f in results.glob("*/headline") if f.is_dir())
+    if readme is not None:  # every sweep admitted before anything is written
+        for folder in folders:
+            admitted(folder, readme=True)
     blocks = []
     for folder in folders:
         text = render_folder(folder)

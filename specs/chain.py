@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from specs.safefile import CHECKSUMS_MAX_BYTES, WRITER_TOKEN, append_line, atomic_write, read_bytes
+from specs.safefile import CHECKSUMS_MAX_BYTES, WRITER_TOKEN, append_line, atomic_write, read_bytes, unshare
 
 LINK = "prev"  # each linked line: the sha256 of every byte of the record before it
 GENESIS = hashlib.sha256(b"").hexdigest()  # the link of a record's first line
@@ -137,6 +137,7 @@ class RecordWriter:
         self.root = root
         self.notes: list[str] = []
         if record.torn:  # a writer killed mid-append left part of a line: never a line, and never linked
+            unshare(record.path)
             os.truncate(record.path, record._whole_bytes)
             self.notes.append(f"{record.path}: dropped the {record.torn} bytes of a line a killed writer left unfinished")
             record.torn = 0

@@ -180,8 +180,21 @@ def open_own(path: Path, flags: int, mode: int = SHARED_MODE) -> int:
     return fd
 
 
+def unshare(path: Path) -> None:
+    """Replace a regular file that has other hard links (a `cp -al` snapshot of its folder) by a copy of itself, so
+    that writing into it in place (an append, a truncation) leaves what the other names hold as it was."""
+    status = lstat_or_none(path)
+    if status is None or not stat.S_ISREG(status.st_mode) or status.st_nlink <= 1:
+        return
+    with open_binary(path) as handle:
+        data = handle.read()
+    atomic_write(path, data)
+
+
 def append_line(path: Path, line: str) -> None:
-    """Append one line and fsync it (O_APPEND: a line is never interleaved with another writer's)."""
+    """Append one line and fsync it (O_APPEND: a line is never interleaved with another writer's), into this name's
+    own copy of the file (unshare)."""
+    unshare(path)
     fd = open_own(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, (line + "\n").encode("utf-8"))

@@ -207,7 +207,11 @@ class ExperimentSpec(Frozen):
             )
         steps = sorted({k for m in self.models if (axes := self.llada_axes(m) or self.dream_axes(m)) for k in axes.steps})
         if not steps:
-            raise ValueError("controls.extrapolation: applies to diffusion models, and this spec has none")
+            others = [f"{m.name} ({family(m.arch).title})" for m in self.models if family(m.arch).is_diffusion]
+            raise ValueError(
+                "controls.extrapolation: times the first steps of LLaDA's or Dream's sampler and extrapolates the "
+                "rest, and this spec has neither" + (f": {', '.join(others)} decodes block by block, a sampler "
+                "that is not extrapolated" if others else " (no diffusion model)") + "; remove controls.extrapolation")
         unknown = [k for k in extrapolation.check_steps if k not in steps]
         if unknown:
             raise ValueError(

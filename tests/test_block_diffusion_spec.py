@@ -156,3 +156,16 @@ def test_the_7b_three_way_spec_is_predicted_on_h100_and_h200(capsys: pytest.Capt
         last = capsys.readouterr().out.splitlines()[-1]
         assert last.startswith(f"predicted wall time on {profile}: ") and " min (" in last
         assert 10 < float(last.split(": ")[1].split(" min")[0]) < 30
+
+
+def test_extrapolation_with_fast_dllm_and_no_step_sampler_names_the_model_and_why() -> None:
+    def only_blocks(d: dict) -> None:
+        _with_blocks(d)
+        d["models"] = [m for m in d["models"] if m["arch"] != "llada"]
+        d["grid"].pop("llada", None)
+        d.pop("quality", None)
+        d["controls"]["extrapolation"] = {"timed_steps": 2}
+
+    with pytest.raises(SpecError, match=r"controls.extrapolation: times the first steps of LLaDA's or Dream's "
+                       r"sampler .* this spec has neither: fd-tiny \(Fast-dLLM v2\) decodes block by block"):
+        spec_from(mutated(only_blocks))

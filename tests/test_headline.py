@@ -1,8 +1,8 @@
 """The headline end to end on this CPU, at toy shapes: a toy round's first call (`just gpu-round --toy`), stopped
 before its third session as at a deadline, keeps both finished sessions; the next call, on a fresh folder given
 only the export, runs the third alone; the export goes into results/<device>/headline/ (`just headline-results`),
-whose report renders into a README-ready table with provenance, filled into the README's block. The sweeps run
-for real (orchestrator.cli, the inline executor, a fresh process per session); only the worker in those
+whose report renders into a table with provenance; the README's block refuses it, a CPU's being no GPU's headline.
+The sweeps run for real (orchestrator.cli, the inline executor, a fresh process per session); only the worker in those
 processes is a stand-in (tests/toy_worker.py), since a CPU compiles for minutes what a GPU compiles in seconds."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from orchestrator import cli, inline
 from orchestrator.gpu_round import EXIT_AGAIN, EXIT_OK, Machine, main
 from orchestrator.round_results import import_headline
 from report import cli as report_cli
-from report.headline import HEADLINE_BEGIN, HEADLINE_END, render
+from report.headline import HeadlineError, render
 from specs.loader import PACKAGE_ROOT
 from tests.toy_worker import COMMIT, LOG_ENV
 
@@ -77,7 +77,10 @@ def test_a_toy_round_resumes_by_session_and_renders_the_readme_headline_with_pro
     readme = tmp_path / "README.md"
     shutil.copy(PACKAGE_ROOT / "README.md", readme)
     before = readme.read_text()
-    assert render(results, readme) == [results / "cpu" / "headline" / "headline.md"]
+    with pytest.raises(HeadlineError, match="headline-8b-toy: ran on the CPU"):  # the README's headline is a GPU's
+        render(results, readme)
+    assert readme.read_text() == before and not (results / "cpu" / "headline" / "headline.md").exists()
+    assert render(results, None) == [results / "cpu" / "headline" / "headline.md"]
     table = (results / "cpu" / "headline" / "headline.md").read_text()
     fast = next(line for line in table.splitlines() if line.startswith("| fast") and "| 8 |" in line)
     assert "static-compile (compiled)" in fast and "dual-cache-graph (graph-captured)" in fast
@@ -88,9 +91,6 @@ def test_a_toy_round_resumes_by_session_and_renders_the_readme_headline_with_pro
     assert f"commit {COMMIT[:12]}" in table and "3 sessions × 3 repetitions, 3 warm-ups per run" in table
     assert "interleaved: yes: in every session" in table and "no extrapolation: every latency is a full run" in table
     assert "graph rows: admitted by graph-tests (1 of 1 tests passed)" in table
-    text = readme.read_text()
-    assert text.split(HEADLINE_BEGIN)[0] == before.split(HEADLINE_BEGIN)[0]
-    assert text.split(HEADLINE_END)[1] == before.split(HEADLINE_END)[1]
-    assert table in text
-    render(tmp_path / "none", readme)  # no headline anywhere: the block is empty again
+    assert "models llada-8b-synthetic: the tiny preset, random weights" in table.splitlines()[0]
+    render(tmp_path / "none", readme)  # no headline anywhere: the block is empty
     assert readme.read_text() == before

@@ -24,8 +24,11 @@ from report.headline import (
     fill_block,
     render,
 )
+from report.headline import main as headline_main
 from specs.artifacts import SweepLayout, load_results
 from specs.loader import PACKAGE_ROOT
+from specs.model_spec import CheckpointSource
+from specs.round_record import HeadlineSweepRecord, headline_refusal, models_of
 
 DATA = Path(__file__).parent / "data" / "h200"
 
@@ -89,9 +92,15 @@ def test_the_four_step_rule_on_a_full_run_s_own_steps() -> None:
     assert extrapolation_check(llama) is None  # no steps to extrapolate from
 
 
+def _imported(tmp_path: Path) -> Path:
+    """accel-8b imported as a GPU round's headline, with the report's findings.json beside its runs."""
+    (sweep,) = import_headline(_export(tmp_path), tmp_path / "results")
+    shutil.copy(PACKAGE_ROOT / "results" / "h200" / "accel-8b" / "findings.json", sweep / "findings.json")
+    return sweep
+
+
 def test_the_headline_table_reads_the_report_s_pairings_and_the_runs_provenance(tmp_path: Path) -> None:
-    folder = tmp_path / "results" / "h200" / "headline"
-    shutil.copytree(PACKAGE_ROOT / "results" / "h200" / "accel-8b", folder / "accel-8b")  # findings.json rendered
+    _imported(tmp_path)
     (path,) = render(tmp_path / "results", None)
     table = path.read_text()
     assert table.startswith("**The 8B headline, measured on NVIDIA H200**") and "LLaMA-3-8B's and LLaDA-8B's shapes" in table
@@ -114,3 +123,52 @@ def test_the_block_is_filled_between_its_markers_alone() -> None:
     readme = (PACKAGE_ROOT / "README.md").read_text()
     section = readme.split("## The answer, as measured on an NVIDIA H200\n", 1)[1]
     assert section.startswith(f"{HEADLINE_BEGIN}\n{HEADLINE_END}\n")  # empty until a headline is committed
+
+
+def test_the_readme_takes_only_sweeps_round_json_names_as_a_gpu_round_s_at_the_8b_shapes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    sweep = _imported(tmp_path)
+    record = json.loads((sweep.parent / "round.json").read_text())["sweeps"]["accel-8b"]
+    assert (record["device"], record["models"]) == ("NVIDIA H200", "8b")  # what its runs say, kept by the import
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# R\n{HEADLINE_BEGIN}\n{HEADLINE_END}\n")
+    render(tmp_path / "results", readme)
+    assert "LLaMA-3-8B's and LLaDA-8B's shapes, random weights" in readme.read_text()
+    filled = readme.read_text()
+    # A sweep dropped in beside it that round.json does not name: refused in one line, nothing written.
+    shutil.copytree(sweep, sweep.parent / "foreign")
+    assert headline_main(["--results", str(tmp_path / "results"), "--readme", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "foreign: not a sweep round.json records" in err and readme.read_text() == filled
+    shutil.rmtree(sweep.parent / "foreign")
+    # round.json gone, not JSON, or not a record: one line each.
+    for text, says in ((None, "missing"), ("not json", "not a headline record"), ("{}", "sweeps: Field required"),
+                       ("[]", "not a headline record")):  # fmt: skip
+        saved = (sweep.parent / "round.json").read_text()
+        (sweep.parent / "round.json").unlink()
+        if text is not None:
+            (sweep.parent / "round.json").write_text(text)
+        assert headline_main(["--results", str(tmp_path / "results"), "--readme", str(readme)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err and says in err, err
+        (sweep.parent / "round.json").write_text(saved)
+    assert headline_main(["--results", str(tmp_path / "results"), "--readme", str(tmp_path / "nope.md")]) == 2
+    assert "--readme" in capsys.readouterr().err and not (tmp_path / "nope.md").exists()
+
+
+def test_a_cpu_sweep_or_the_miniature_s_checkpoints_are_refused_and_named_for_what_they_are() -> None:
+    results = load_results(SweepLayout(PACKAGE_ROOT / "results" / "h200" / "accel-8b"))
+    on_cpu = [r.model_copy(update={"environment": r.environment.model_copy(update={"device": "cpu"})})
+              for r in results]  # fmt: skip
+    entry = HeadlineSweepRecord(piece="headline", status="done", attempts=1, wall_s=1.0, graph_gate=None,
+                                device="cpu", models="8b")  # fmt: skip
+    assert headline_refusal("s", entry, on_cpu, readme=False) is None  # its own headline.md: it is what it says
+    assert "ran on the CPU" in headline_refusal("s", entry, on_cpu, readme=True)
+    assert "round.json says it ran on cpu" in headline_refusal("s", entry, results, readme=True)
+    trained = [r.model_copy(update={"config": r.config.model_copy(update={"model": r.config.model.model_copy(
+        update={"source": CheckpointSource(checkpoint=f"models/miniature/{r.config.model.arch}")})})})
+        for r in results]  # fmt: skip
+    models = models_of(trained)
+    assert "checkpoint models/miniature/llama" in models and "None" not in models and "preset" not in models
+    gpu = entry.model_copy(update={"device": "NVIDIA H200", "models": models})
+    assert "not LLaMA-3-8B's and LLaDA-8B's shapes" in headline_refusal("s", gpu, trained, readme=True)

@@ -107,14 +107,38 @@ def test_a_folder_rendered_before_the_record_verifies_and_names_every_file_it_ca
 
 @pytest.mark.parametrize("name", ["accel-8b", "campaign-h100"])
 def test_the_committed_h200_sweeps_verify_with_every_report_file_covered(
-    name: str, capsys: pytest.CaptureFixture[str]
+    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    root = PACKAGE_ROOT / "results" / "h200" / name
-    code, out, _ = verify(root, capsys, "--allow-missing-report")  # results.parquet and report.html: not committed
+    root = as_committed(PACKAGE_ROOT / "results" / "h200" / name, tmp_path)
+    code, out, _ = verify(root, capsys)  # as the README says to verify it: results.parquet and report.html left out
     assert code == 0, out
     written = len(report_outputs(SweepLayout(root)))
     assert f"the report's {written} files match" in out, out
     assert "not covered" not in out
+
+
+def as_committed(folder: Path, tmp_path: Path) -> Path:
+    """A copy of `folder` without what .gitignore keeps out of git (results/*/*/<name>): what a clone holds."""
+    ignored = [line.rsplit("/", 1)[1] for line in (PACKAGE_ROOT / ".gitignore").read_text().splitlines()
+               if line.startswith("/results/*/*/")]  # fmt: skip
+    assert ignored == ["results.parquet", "report.html"]
+    return Path(shutil.copytree(folder, tmp_path / folder.name, ignore=shutil.ignore_patterns(*ignored)))
+
+
+def test_leave_out_records_the_removal_so_the_folder_verifies_without_them(
+    sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["leave-out", str(sweep)]) == 0
+    assert not (sweep / "report.html").exists() and not (sweep / "results.parquet").exists()
+    code, out, err = verify(sweep, capsys)
+    assert code == 0 and "warning" not in err, out + err
+    assert main(["leave-out", str(sweep)]) == 0 and "nothing to leave out" in capsys.readouterr().out
+    render_report(sweep, echo=False)  # rendered again: the record says they are there, and they verify
+    assert verify(sweep, capsys)[0] == 0 and (sweep / "report.html").is_file()
+    (sweep / "report.html").write_text("<p>mine</p>")  # an edited one is refused by name and kept
+    assert main(["leave-out", str(sweep)]) == 2
+    assert "report.html: not as the report wrote it" in capsys.readouterr().err
+    assert (sweep / "report.html").read_text() == "<p>mine</p>" and (sweep / "results.parquet").is_file()
 
 
 def test_what_the_report_did_not_write_is_named_and_a_gone_file_fails_unless_allowed(
@@ -293,3 +317,19 @@ def test_a_record_rewritten_whole_is_caught_by_the_head_kept_elsewhere(
     assert verify(sweep, capsys)[0] == 0  # a whole rewrite is consistent with itself: only the head tells
     code, out, _ = verify(sweep, capsys, "--head", head)
     assert code == 1 and f"does not hold the state {head} you kept" in out
+
+
+def test_a_kept_head_is_read_in_either_case_and_as_a_unique_prefix_and_a_bad_one_is_named_as_such(
+    sweep: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = verify(sweep, capsys)[1].split("checksums.jsonl head: ")[1].split()[0]
+    for given in (head.upper(), head[:12], head[:20].upper()):
+        code, out, _ = verify(sweep, capsys, "--head", given)
+        assert code == 0, (given, out)
+    for given, says in ((head[:6], "6 hex digits; give the whole head (64) or at least its first 12"),
+                        ("not-a-head", "not a sha256 (64 hex digits"), (head + "0", "not a sha256")):  # fmt: skip
+        code, _, err = verify(sweep, capsys, "--head", given)
+        assert code == 2 and err.count("\n") == 1 and says in err, (given, err)
+    other = ("0" if head[0] != "0" else "1") + head[1:12]
+    code, out, _ = verify(sweep, capsys, "--head", other)
+    assert code == 1 and f"does not hold the state {other} you kept: the record was rewritten since" in out
