@@ -106,6 +106,8 @@ class ArtifactStore:
         if record is not None and record.broken is not None:
             raise SpecError(f"{self.layout.checksums}: not whole ({record.broken}); nothing is added to it: "
                             "sweep into a new --out")
+        if record is not None and record.refuses_sweep(sweep):
+            raise DifferentSpecError(str(record.refuses_sweep(sweep)))
         self._writer = RecordWriter.open(self.layout.checksums, self.root, sweep, "sweep")
         self.notes += self._writer.notes
         return self._writer
