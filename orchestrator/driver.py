@@ -48,11 +48,16 @@ class SweepSummary:
 
     @property
     def statuses(self) -> Counter[str]:
-        return Counter(r.status.value for r in self.results)
+        return Counter(r.outcome for r in self.results)
 
     @property
     def failed(self) -> int:
         return sum(1 for r in self.results if r.status in (RunStatus.ERROR, RunStatus.CRASHED))
+
+    @property
+    def unscored(self) -> list[RunResult]:
+        """Runs measured whose quality could not be scored (RunResult.unscored)."""
+        return [r for r in self.results if r.unscored]
 
     @property
     def run_seconds(self) -> float:

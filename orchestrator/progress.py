@@ -28,7 +28,9 @@ def describe_run(result: RunResult) -> str:
         outcome = (result.error or "").splitlines()[0][:80] if result.error else ""
     if result.samples and result.samples.forwards and c.llada_impl is not None and c.llada_impl.parallel:
         outcome += f", {statistics.median(result.samples.forwards):g} forwards"
-    return f"{result.status.value:<8} {c.model.name:<14} {point:<36} {outcome}  ({result.run_id})"
+    if result.unscored:
+        outcome += f", quality not scored: {(result.quality_error or '').splitlines()[0][:80]}"
+    return f"{result.outcome:<8} {c.model.name:<14} {point:<36} {outcome}  ({result.run_id})"
 
 
 class Progress:

@@ -45,6 +45,7 @@ class ArtifactStore:
         self._manifest: Manifest | None = None
         self._writer: RecordWriter | None = None
         self.notes: list[str] = []  # what open() found and did, for the user to read
+        self.unscored: list[str] = []  # runs completed() counts as done though their quality was not scored
 
     @property
     def root(self) -> Path:
@@ -82,7 +83,7 @@ class ArtifactStore:
     def completed(self, run_ids: list[str], *, retry_failed: bool = False) -> set[str]:
         """Runs whose artifact is present and verifies, so a resumed sweep skips them."""
         return _verified_runs(self.layout, self._require_manifest(), self.record, run_ids,
-                              retry_failed=retry_failed, notes=self.notes)
+                              retry_failed=retry_failed, notes=self.notes, unscored=self.unscored)
 
     def refuse_unowned_runs(self, run_ids: list[str]) -> None:
         """Before any run is computed: NotOursError naming each run file it would replace that the record does not
@@ -105,6 +106,8 @@ class ArtifactStore:
         if record is not None and record.broken is not None:
             raise SpecError(f"{self.layout.checksums}: not whole ({record.broken}); nothing is added to it: "
                             "sweep into a new --out")
+        if record is not None and record.refuses_sweep(sweep):
+            raise DifferentSpecError(str(record.refuses_sweep(sweep)))
         self._writer = RecordWriter.open(self.layout.checksums, self.root, sweep, "sweep")
         self.notes += self._writer.notes
         return self._writer
@@ -186,8 +189,9 @@ def already_done(root: Path, run_ids: list[str], *, retry_failed: bool = False) 
 
 
 def _verified_runs(layout: SweepLayout, manifest: Manifest, record: Record, run_ids: list[str], *,
-                   retry_failed: bool, notes: list[str] | None = None) -> set[str]:
-    """The runs whose file is present, matches the manifest and is a checksum the sweep recorded writing."""
+                   retry_failed: bool, notes: list[str] | None = None, unscored: list[str] | None = None) -> set[str]:
+    """The runs whose file is present, matches the manifest and is a checksum the sweep recorded writing; those
+    kept though their quality was not scored are added to `unscored`."""
     done = set()
     for run_id in run_ids:
         path = layout.run_file(run_id)
@@ -202,22 +206,29 @@ def _verified_runs(layout: SweepLayout, manifest: Manifest, record: Record, run_
                     f"({CHECKSUMS_FILE}); not trusted, it will be recomputed"
                 )
             continue
-        if _to_rerun(path, retry_failed):
+        result = _read_result(path)
+        if result is not None and _to_rerun(result, retry_failed):
             continue
+        if result is not None and result.unscored and unscored is not None:
+            unscored.append(run_id)
         done.add(run_id)
     return done
 
 
-def _to_rerun(path: Path, retry_failed: bool) -> bool:
-    """A failed run that a resume computes again: one that failed on its model's files (`input_error`: nothing was
-    measured, and a fixed file must be picked up) always; any error or crash with --retry-failed."""
+def _read_result(path: Path) -> RunResult | None:
     try:
-        result = RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
+        return RunResult.model_validate_json(read_bytes(path, RUN_MAX_BYTES))
     except (ValidationError, ValueError, OSError):
-        return False
+        return None
+
+
+def _to_rerun(result: RunResult, retry_failed: bool) -> bool:
+    """A failed run that a resume computes again: one that failed on its model's files (`input_error`: nothing was
+    measured, and a fixed file must be picked up) always; any error or crash, and a run measured but not scored for
+    quality (a judge that could not be had), with --retry-failed."""
     if result.status is RunStatus.ERROR and result.input_error:
         return True
-    return retry_failed and result.status in FAILED_STATUSES
+    return retry_failed and (result.status in FAILED_STATUSES or result.unscored)
 
 
 def rescue_result(result: RunResult, sweep: str) -> Path | None:

@@ -58,6 +58,8 @@ class ReportWriter:
             why = "is missing" if record is None else f"is not whole ({record.broken})"
             raise ReportError(f"{layout.checksums}: {why}, so the report cannot record what it writes and writes "
                               "nothing: sweep into a new --out")
+        if record.refuses_sweep(sweep):
+            raise ReportError(str(record.refuses_sweep(sweep)))
         self.layout = layout
         self._writer = RecordWriter.open(layout.checksums, layout.root, sweep, "report")
         self._legacy = legacy_report_files(layout, record)  # an older version's report-manifest.json

@@ -69,6 +69,13 @@ class Record:
     def is_empty(self) -> bool:
         return self.legacy + self.chained == 0
 
+    def refuses_sweep(self, sweep: str) -> str | None:
+        """Why a writer of `sweep` may not join this record (a record names one sweep), or None."""
+        if not self.sweeps or sweep in self.sweeps:
+            return None
+        return (f"{self.path}: is the record of sweep {sorted(self.sweeps)[0]!r}, and a record names one sweep, "
+                f"so nothing of sweep {sweep!r} is added to it: use another --out directory")
+
 
 def read_record(path: Path) -> Record | None:
     """The record at `path`; None when there is none. UnsafeFileError (one line) for a FIFO, a device, a symlink or
@@ -119,6 +126,9 @@ def _apply(record: Record, raw: bytes, before: str) -> str | None:
     elif isinstance(entry.get("plan"), list) and all(isinstance(i, str) for i in entry["plan"]):
         record.plan, record.plan_spec = tuple(entry["plan"]), entry.get("spec_sha256")
     elif isinstance(entry.get("writer"), str) and isinstance(entry.get("sweep"), str):
+        if record.sweeps and entry["sweep"] not in record.sweeps:
+            return (f"names sweep {entry['sweep']!r}, but the lines before it are sweep {sorted(record.sweeps)[0]!r}'s, "
+                    "and a record names one sweep")
         record.writers.add(entry["writer"])
         record.sweeps.add(entry["sweep"])
     else:
@@ -146,6 +156,7 @@ class RecordWriter:
     def open(cls, path: Path, root: Path, sweep: str, role: str) -> RecordWriter:
         """The record at `path` (started when there is none), with this process named as one of its writers."""
         record = read_record(path) or Record(path)
+        assert record.refuses_sweep(sweep) is None, record.refuses_sweep(sweep)  # callers refuse it in their words
         writer = cls(record, root)
         if WRITER_TOKEN not in record.writers:
             writer._append({"open": role, "sweep": sweep, "writer": WRITER_TOKEN, "at": _now()})

