@@ -25,7 +25,8 @@ from specs.controls import (
     Prompts,
     QualitySpec,
 )
-from specs.engines import PYTORCH, engine
+from specs.combinations import check_block_diffusion, check_dream_combination, check_engines, check_llada_combination
+from specs.engines import PYTORCH
 from specs.frozen import SAFE_NAME, Attention, Device, Dtype, Frozen, Remasking, safe_name
 from specs.grid import Grid, LengthPair
 from specs.model_spec import (
@@ -50,75 +51,6 @@ from specs.registry import PRESET_NAMES, family
 from specs.study import ControlKey
 
 # ---------------------------------------------------------------- the spec
-
-
-def _check_llada_combination(field: str, generation: int, axes: LladaAxes) -> None:
-    """The official sampler's preconditions, checked for every combination the grid makes."""
-    for block in axes.block_lengths:
-        if generation % block:
-            raise ValueError(
-                f"{field}.block_lengths: generation length {generation} is not divisible by block length "
-                f"{block}; allowed: divisors of {generation}"
-            )
-        blocks = generation // block
-        for steps in axes.steps:
-            if steps > generation:
-                raise ValueError(
-                    f"{field}.steps: {steps} steps exceed generation length {generation}; "
-                    f"allowed: at most {generation}"
-                )
-            if steps % blocks:
-                raise ValueError(
-                    f"{field}.steps: {steps} steps are not divisible by the {blocks} blocks of generation "
-                    f"{generation} / block {block}; allowed: multiples of {blocks}"
-                )
-
-
-def _check_block_diffusion(field: str, index: int, controls: Controls, batches: list[int]) -> None:
-    """What block diffusion cannot run: a sampled draw over more than one row (the official draw takes row 0 only),
-    and a kernel that takes no 4-D mask (the prefill is block-causal)."""
-    if controls.temperature > 0 and max(batches) > 1:
-        raise ValueError(
-            f"controls.temperature: {controls.temperature} samples, and block diffusion (models.{index}) samples one "
-            f"row only (the official draw takes row 0); use temperature 0, or grid.batch_sizes [1] ({field})"
-        )
-    if controls.attention == "flash_attention_2":
-        raise ValueError(
-            f"controls.attention: 'flash_attention_2' takes no block-causal mask, which block diffusion's prefill "
-            f"needs (models.{index}); allowed: sdpa, eager"
-        )
-
-
-def _check_engines(field: str, model: ModelSpec, impls: list[LladaImpl | LlamaImpl], temperature: float) -> None:
-    """Every engine a model's variants name runs its family, from weights it can convert; an engine's own decode
-    loop here is greedy (a diffusion model's sampler, the package's, samples in any engine)."""
-    for impl in impls:
-        entry = engine(impl.engine)
-        if impl.engine != PYTORCH and temperature > 0 and not family(model.arch).is_diffusion:
-            raise ValueError(
-                f"{field}: {impl.name!r} decodes model {model.name!r} with {entry.title}'s greedy loop, and "
-                f"controls.temperature is {temperature:g}; set it to 0 or drop the variant"
-            )
-        if model.arch not in entry.families:
-            raise ValueError(
-                f"{field}: {impl.name!r} runs in {entry.title}, which does not run model {model.name!r} (arch "
-                f"{model.arch}); {entry.title} runs: {', '.join(entry.families)}"
-            )
-        if entry.needs_checkpoint and model.is_synthetic:
-            raise ValueError(
-                f"{field}: {impl.name!r} runs in {entry.title}, which converts a checkpoint folder, and model "
-                f"{model.name!r} has synthetic weights; give it a checkpoint (source.checkpoint)"
-            )
-
-
-def _check_dream_combination(field: str, generation: int, axes: DreamAxes) -> None:
-    """More Dream steps than generated tokens would spend forwards on steps that commit nothing (refused, as
-    LLaDA's are)."""
-    for steps in axes.steps:
-        if steps > generation:
-            raise ValueError(
-                f"{field}.steps: {steps} steps exceed generation length {generation}; allowed: at most {generation}"
-            )
 
 
 class ExperimentSpec(Frozen):
@@ -172,14 +104,14 @@ class ExperimentSpec(Frozen):
                 )
             field = f"models.{index}.{axes_field}" if own is not None else f"grid.{axes_field}"
             llada, dream = self.llada_axes(m), self.dream_axes(m)
-            _check_engines(f"{field}.impl", m, self._impls(m), self.controls.temperature)
+            check_engines(f"{field}.impl", m, self._impls(m), self.controls.temperature)
             if self.block_diffusion_axes(m) is not None:
-                _check_block_diffusion(field, index, self.controls, self.grid.batch_sizes)
+                check_block_diffusion(field, index, self.controls, self.grid.batch_sizes)
             for pair in self.grid.length_pairs():
                 if llada is not None:
-                    _check_llada_combination(field, pair.generation, llada)
+                    check_llada_combination(field, pair.generation, llada)
                 if dream is not None:
-                    _check_dream_combination(field, pair.generation, dream)
+                    check_dream_combination(field, pair.generation, dream)
                 shape = m.shape()
                 if shape is not None and pair.prompt + pair.generation > shape.max_position_embeddings:
                     raise ValueError(

@@ -84,3 +84,17 @@ def check_hardware(
     if requirement.allow_mismatch:
         return HardwareVerdict(mismatch=mismatch, refusal=None)
     return HardwareVerdict(mismatch=mismatch, refusal=f"{mismatch} (set controls.hardware.allow_mismatch to measure anyway)")
+
+
+def device_unusable(device: torch.device) -> str | None:
+    """None when a tiny kernel still runs and synchronises on `device`; else why not. A sticky CUDA error
+    (illegal memory access, device-side assert, launch failure) makes every later call fail like this."""
+    try:
+        torch.cuda.synchronize(device)
+        probe = torch.ones(1, device=device).add_(1)
+        torch.cuda.synchronize(device)
+        if float(probe.item()) != 2.0:
+            return f"a probe kernel on {device} returned a wrong value"
+    except Exception as exc:
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None

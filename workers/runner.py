@@ -34,7 +34,7 @@ from specs.schema import Controls, ModelSpec, RunConfig
 from workers.engine import TORCH, RunEngine, open_engine
 from workers.environment import capture_environment
 from workers.errors import CheckpointFilesError, SpecMismatchError, WorkerError
-from workers.hardware import check_hardware, configure_threads, resolve_device
+from workers.hardware import check_hardware, configure_threads, device_unusable, resolve_device
 from workers.measure.calibrate import measured_roofs, with_host_floor
 from workers.measure.memory import free_device_memory, memory_at_failure
 from workers.measure.scenario import CompiledSteps, batch_seed, generate_untimed, measure
@@ -383,20 +383,6 @@ class Worker:
                 free_device_memory(progress.device)
             except Exception:
                 pass
-
-
-def device_unusable(device: torch.device) -> str | None:
-    """None when a tiny kernel still runs and synchronises on `device`; else why not. A sticky CUDA error
-    (illegal memory access, device-side assert, launch failure) makes every later call fail like this."""
-    try:
-        torch.cuda.synchronize(device)
-        probe = torch.ones(1, device=device).add_(1)
-        torch.cuda.synchronize(device)
-        if float(probe.item()) != 2.0:
-            return f"a probe kernel on {device} returned a wrong value"
-    except Exception as exc:
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-    return None
 
 
 def _check_positions(loaded: LoadedModel, total: int) -> None:

@@ -13,7 +13,6 @@ within float error (tests/test_engine_llama_cpp.py) and a token differs only whe
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from dataclasses import dataclass
 from pathlib import Path
