@@ -11,6 +11,7 @@ from report.document import Paragraph, Table
 from report.intervals import ABOVE, AT_OR_BELOW, crossover_text
 from report.pairings import (
     BEST_PAIRING,
+    ENGINE_PAIRING,
     NO_VARIANTS,
     PAIRING_ORDER,
     VANILLA_PAIRING,
@@ -23,6 +24,7 @@ from report.pairings import (
 )
 from report.pairs import Pair, sides_of
 from report.parity import bracket
+from specs.engines import LLAMA_CPP
 from specs.schema import VANILLA
 
 
@@ -89,8 +91,8 @@ def setting_text(p: Pairing) -> str:
 
 def heading(p: Pairing) -> str:
     parity = f" = S_parity ({', '.join(p.at_s_parity)})" if p.at_s_parity else ""
-    ar = "" if p.pairing != VANILLA_PAIRING else f" {VANILLA}"
-    dllm = "" if p.pairing == BEST_PAIRING else f" {VANILLA}"
+    ar = {VANILLA_PAIRING: f" {VANILLA}", ENGINE_PAIRING: f" ({LLAMA_CPP})"}.get(p.pairing, "")
+    dllm = {BEST_PAIRING: "", ENGINE_PAIRING: f" ({LLAMA_CPP})"}.get(p.pairing, f" {VANILLA}")
     return (f"N_out {p.generation_length} (prompt {p.prompt_length}), {p.steps} steps{parity}, {setting_text(p)}: "
             f"{p.llama_model}{ar} vs {p.llada_model}{dllm}")
 

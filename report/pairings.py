@@ -36,12 +36,13 @@ from report.sessions import row_speedup, shared_median
 from report.table import full_where_measured, with_sampler_setting
 from roofline.errors import RooflineInputError
 from roofline.hardware import HardwareProfile
+from specs.engines import LLAMA_CPP
 from specs.registry import family
 from specs.results import RunResult
 from specs.schema import VANILLA
 
-BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING = "best", "best-ar", "vanilla"
-PAIRING_ORDER = (BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING)
+ENGINE_PAIRING, BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING = "engine", "best", "best-ar", "vanilla"
+PAIRING_ORDER = (ENGINE_PAIRING, BEST_PAIRING, AR_BEST_PAIRING, VANILLA_PAIRING)
 NO_VARIANTS = ("no other implementation ran: every run is the vanilla implementation, so the best pairing is the "
                "vanilla pairing")
 # The diffusion curve a pairing follows over batch sizes (its implementation is the pairing's choice).
@@ -71,12 +72,15 @@ def pairing_meaning(sides: Sides, pairs: Sequence[Pair] = ()) -> dict[str, str]:
         (title, vanilla_is(arch)) for p in pairs for title, arch in ((p.ar_title, p.ar_arch),
                                                                       (p.dllm_title, p.dllm_arch))))
     return {
+        ENGINE_PAIRING: (f"{sides.ar} and {sides.dllm} both in llama.cpp, a production engine ({sides.ar} with its "
+                         f"own decode loop, {sides.dllm}'s forward under this package's sampler): the architectures "
+                         "at engine parity"),
         BEST_PAIRING: ("at each point, each model's fastest measured implementation, each side named compiled, "
                        "graph-captured or eager: the architectures as they would be deployed"),
         AR_BEST_PAIRING: f"{sides.ar} at its fastest measured implementation against the vanilla {sides.dllm}",
-        VANILLA_PAIRING: (f"vanilla {sides.ar} against vanilla {sides.dllm}, both eager (the protocol's pair): on a "
-                          "GPU it measures each side's host overhead per eager forward as much as the "
-                          f"architectures{vanilla}"),
+        VANILLA_PAIRING: (f"vanilla {sides.ar} against vanilla {sides.dllm}, both eager in PyTorch (the protocol's "
+                          f"pair): it measures each side's host overhead per eager forward as much as the "
+                          f"architectures, {sides.ar}'s once per token in this package's Python loop{vanilla}"),
     }
 
 
@@ -104,7 +108,8 @@ def pairing_table(
     by_id = {r.run_id: r for r in results}
     autoregressive, diffusion = ok.filter(is_ar()), ok.filter(is_dllm())
     ar_variants, dllm_variants = (autoregressive["impl"] != VANILLA).any(), (diffusion["impl"] != VANILLA).any()
-    pairings = ([BEST_PAIRING] if ar_variants or dllm_variants else []) + (
+    in_engine = (autoregressive["engine"] == LLAMA_CPP).any() and (diffusion["engine"] == LLAMA_CPP).any()
+    pairings = ([ENGINE_PAIRING] if in_engine else []) + ([BEST_PAIRING] if ar_variants or dllm_variants else []) + (
         [AR_BEST_PAIRING] if ar_variants and dllm_variants else []) + [VANILLA_PAIRING]
     modes = step_modes(table)
     out: list[Pairing] = []
@@ -119,9 +124,11 @@ def pairing_table(
                 pair = pair_of(pairs, ar_model, where["model"])
                 if not ar.height or pair is None:
                     continue
+                if pairing == ENGINE_PAIRING:
+                    ar, dllm = ar.filter(pl.col("engine") == LLAMA_CPP), dllm.filter(pl.col("engine") == LLAMA_CPP)
                 if pairing == VANILLA_PAIRING:
                     ar = ar.filter(pl.col("impl") == VANILLA)
-                if pairing != BEST_PAIRING:
+                if pairing not in (BEST_PAIRING, ENGINE_PAIRING):
                     dllm = dllm.filter(pl.col("impl") == VANILLA)
                 built = _pairing(pairing, where, pair, ar, dllm, parity, crossovers, profiles.get(where["hardware"]),
                                  by_id, lambda row: modes.get(shape_key(row, table)))

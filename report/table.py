@@ -20,6 +20,7 @@ from report.timing import (
     timing_summaries,
 )
 from specs.artifacts import canonical_json
+from specs.engines import PYTORCH, engine
 from specs.registry import family
 from specs.results import UNIGRAM_MARGIN_NATS, QualityRecord, RunResult
 from specs.schema import VANILLA, RunConfig
@@ -44,7 +45,8 @@ _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 
 SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "sweep": _STR, "config_key": _STR, "session": _I64, "started_at": _STR, "finished_at": _STR,
-    "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "execution": _STR, "weights": _STR,
+    "model": _STR, "arch": _STR, "paradigm": _STR, "impl": _STR, "execution": _STR, "engine": _STR,
+    "weights": _STR,
     "status": _STR, "error": _STR, "attempts": _I64,
     "hardware": _STR, "device_kind": _STR, "dtype": _STR, "attention": _STR, "timer": _STR,
     "torch_version": _STR, "cuda_version": _STR, "driver": _STR, "git_commit": _STR, "image_digest": _STR,
@@ -205,7 +207,8 @@ def _row(result: RunResult) -> dict[str, Any]:
         "sampler_setting": sampler_setting(config), "cfg_scale": config.cfg_scale,
         "temperature": config.controls.temperature, "warmup": config.controls.warmup,
         "repetitions": config.controls.repetitions, "planned_sessions": config.controls.sessions,
-        "impl": config.impl_name, "execution": execution_of(config), "timed_steps": config.timed_steps,
+        "impl": config.impl_name, "execution": execution_of(config), "engine": config.engine,
+        "timed_steps": config.timed_steps,
         "extrapolated": bool(samples and samples.extrapolated is not None),
         "nfe": result.nfe, "model_load_s": result.model_load_s,
         "cache_bytes": result.cache_bytes, "preparation_s": result.preparation_s,
@@ -247,8 +250,11 @@ EAGER, COMPILED, GRAPH_CAPTURED = "eager", "compiled", "graph-captured"
 
 
 def execution_of(config: RunConfig) -> str:
-    """How the run's implementation executes: graph-captured (CUDA graphs replay every step), compiled
-    (torch.compile) or eager (Python dispatches every operator: on a fast GPU, host-bound)."""
+    """How the run's implementation executes: in another engine (its name: llama.cpp's compiled C/C++), graph-captured
+    (CUDA graphs replay every step), compiled (torch.compile) or eager (Python dispatches every operator: on a fast
+    GPU, host-bound)."""
+    if config.engine != PYTORCH:
+        return engine(config.engine).title
     impl = config.llada_impl or config.llama_impl or config.dream_impl or config.block_diffusion_impl
     if getattr(impl, "graph", False):
         return GRAPH_CAPTURED

@@ -13,15 +13,27 @@ within float error (tests/test_engine_llama_cpp.py) and a token differs only whe
 
 from __future__ import annotations
 
-import logging
+import ctypes
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-# llama.cpp's own messages (every tensor it loads, every context it makes) would bury the sweep's progress lines.
-logging.getLogger("llama-cpp-python").setLevel(logging.ERROR)
-import llama_cpp  # noqa: E402  (after the logger is quietened: the import installs llama.cpp's log callback)
+import llama_cpp
+
+_GGML_LOG_ERROR = 4  # ggml.h: NONE 0, DEBUG 1, INFO 2, WARN 3, ERROR 4, CONT 5
+
+
+@llama_cpp.llama_log_callback
+def _errors_only(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """llama.cpp's own messages (every tensor it loads, every context it makes) would bury the sweep's progress
+    lines: only its errors reach stderr."""
+    if level == _GGML_LOG_ERROR:
+        sys.stderr.write(text.decode("utf-8", "replace"))
+
+
+llama_cpp.llama_log_set(_errors_only, ctypes.c_void_p(0))  # module-level: the callback must outlive every call
 
 # The KV cache's element type for each run dtype: the run's own precision (bf16 falls back to f16, which llama.cpp's
 # CPU attention supports everywhere; the record says which ran).
