@@ -49,7 +49,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.sessions import pool_sessions
+from report.sessions import disturbed_finding, disturbed_text, pool_sessions, session_loads
 from report.summary import summary_table
 from report.table import (
     UNKNOWN_HARDWARE,
@@ -165,7 +165,10 @@ def render_report(
     predicted = predicted_throughput(base, available, shapes)
     pairings = pairing_table(table, results, quality.parity, crossovers, available)
     missing = unanswered(table, pairings)
-    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base), missing),
+    loads = session_loads(results)
+    disturbed = disturbed_finding(loads)
+    warnings = [*unlearned_warnings(base), *([disturbed] if disturbed else [])]
+    findings = pl.concat([findings_table(quality.parity, crossovers, warnings, missing),
                           energy_findings(pairings, table), roofline_findings(table)]).sort(
         ["hardware", "generation_length", "prompt_length"], maintain_order=True)
     if has_variants(table):
@@ -184,7 +187,7 @@ def render_report(
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
         pairings=tuple(pairings), unanswered=tuple(missing), history=taken, pair_histories=taken_by_pair,
-        extrapolation=extrapolation_summary(runs, table_sides(table).dllm),
+        extrapolation=extrapolation_summary(runs, table_sides(table).dllm), sessions=tuple(loads),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -199,7 +202,8 @@ def render_report(
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
                                     sides=table_sides(table), missing=missing,
                                     notes=[inputs.extrapolation] if inputs.extrapolation else [],
-                                    provenance=history_text(taken), pair_provenance=taken_by_pair)
+                                    provenance=history_text(taken), pair_provenance=taken_by_pair,
+                                    disturbed=disturbed_text(loads))
     files = [(layout.results, parquet), (html_path, render_html(document).encode("utf-8")),
              (md_path, render_markdown(document).encode("utf-8")),
              (json_path, findings_json(findings_record).encode("utf-8"))]
