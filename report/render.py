@@ -60,7 +60,7 @@ from report.table import (
     vanilla_runs,
 )
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
-from report.verdict import verdict_text
+from report.verdict import verdict_text, with_verdict_steps
 from roofline.hardware import HARDWARE
 from specs.artifacts import (
     RESULTS_FILE,
@@ -176,7 +176,8 @@ def render_report(
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
     else:
         variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
-    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles, crossovers, predicted,
+    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles,
+                                                    with_verdict_steps(crossovers, pairings), predicted,
                                                     predictions, variants, variant_quality)
     blocks = figure_blocks(layout, written, skipped, table_sides(table))
     taken = history(results, runs)

@@ -17,6 +17,8 @@ import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+import polars as pl
+
 from report.document import printable
 from report.intervals import NO_B_STAR, b_star_value, bracket_ends
 from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, PAIRING_ORDER, VANILLA_PAIRING, Pairing, pairs_of
@@ -36,7 +38,7 @@ from report.verdict_full import (
 )
 from report.verdict_sure import brief_sure
 
-__all__ = ["NO_PAIRING", "ONLY_VANILLA", "verdict", "verdict_text"]
+__all__ = ["NO_PAIRING", "ONLY_VANILLA", "ONLY_VANILLA_BRIEF", "verdict", "verdict_text"]
 
 
 def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), disturbed: str | None = None) -> list[str]:
@@ -52,12 +54,16 @@ def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), disturb
     for pair in pairs:
         lead = f"{pair.heading}: " if headed else ""
         mine = [p for p in pairings if p.pair == pair]
-        sentences += [lead + s for s in _pair_sentences(mine, pair, sides_of([pair]))]
+        sentences += [lead + s for s in _pair_sentences(mine, pair, sides_of([pair]), _only_vanilla(pairings))]
     sentences.append(brief_sure(pairings, disturbed))
     return sentences + [f"{reason}." for reason in unanswered]
 
 
-def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides) -> list[str]:
+def _only_vanilla(pairings: Sequence[Pairing]) -> bool:
+    return all(p.pairing == VANILLA_PAIRING for p in pairings)
+
+
+def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides, only_vanilla: bool) -> list[str]:
     """One bullet per distinct pairing, the lines that say which pairings coincide, and the quality."""
     kinds = [k for k in PAIRING_ORDER if any(p.pairing == k for p in mine)]
     spoken = {k: chosen_clauses([p for p in mine if p.pairing == k]) for k in kinds}
@@ -77,11 +83,12 @@ def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides) -> list[str]:
             steps = " and ".join(dict.fromkeys(str(p.steps) for _, at in spoken[kind] for p in at))
             bullets.append(f"{names} {'is' if len(alike) == 1 else 'are'} the {_NAME[kind](t).lower()} pairing here: "
                            f"no variant ran faster at {steps} steps.")
-    if kinds == [VANILLA_PAIRING]:
-        bullets.append(ONLY_VANILLA)
+    if only_vanilla:  # no variant ran in the whole sweep
+        bullets.append(ONLY_VANILLA_BRIEF)
     return bullets + [quality_text(mine, pair, t)]
 
 
+ONLY_VANILLA_BRIEF = "Only vanilla ran, so it is also each at its best."
 _NAME = {
     BEST_PAIRING: lambda t: "Each at its best",
     AR_BEST_PAIRING: lambda t: f"{t.ar} at its best against vanilla {t.dllm}",
@@ -89,8 +96,10 @@ _NAME = {
 }
 
 
-def _runs(chosen: Chosen) -> frozenset[tuple[str, str]]:
-    return frozenset((q.llama_run_id, q.llada_run_id) for _, at in chosen for p in at for q in p.speedups)
+def _runs(chosen: Chosen) -> frozenset[tuple]:
+    """What a pairing's bullet would say: its runs (by id and implementation) and their speedups."""
+    return frozenset((p.steps, q.batch_size, q.llama_run_id, q.llada_run_id, q.llama_impl, q.llada_impl, q.speedup)
+                     for _, at in chosen for p in at for q in p.speedups)
 
 
 def _label(kind: str, chosen: Chosen, t: Sides) -> str:
@@ -108,7 +117,7 @@ def _speed(group: list[Pairing], t: Sides) -> str:
     """Who is faster at the smallest batch with its interval, and B* with its interval; over several settings, the
     ranges (report/verdict_full.py)."""
     if len(group) != 1:
-        return speed_clause(group, t)
+        return speed_clause(group, t, brief=True)
     q, c = group[0].speedups[0], group[0].b_star
     who = who_is_faster(q, f"B = {q.batch_size}", t) + speed_marks(q, t)
     if c is None:
@@ -119,7 +128,7 @@ def _speed(group: list[Pairing], t: Sides) -> str:
 # ---------------------------------------------------------------- the terminal
 
 TERMINAL_WIDTH = 110
-TERMINAL_LINES = 12  # for one pair, counted from the blank line before "Verdict" to the report's path
+TERMINAL_LINES = 12  # for one pair, counted from "Verdict" to the report's path
 TERMINAL_LINES_PER_PAIR = 6  # for each further pair
 QUALITY_LINES = 2  # of those, the quality bullet's budget (report/verdict_quality.py)
 
@@ -134,3 +143,22 @@ def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) 
     lines.append(f"In full, with every pairing, the roofline, the sessions and how the runs were taken: {markdown} "
                  f"and {findings_json.name}")
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- the figures
+
+VERDICT_COLUMN = "verdict_speaks_of"
+
+
+def with_verdict_steps(crossovers: pl.DataFrame, pairings: Sequence[Pairing]) -> pl.DataFrame:
+    """`crossovers` (report.findings.crossover_table) with VERDICT_COLUMN: whether the verdict's vanilla bullet
+    speaks of the row's step count, so the Findings figure marks the B* the verdict gives."""
+    spoken = {(p.hardware, p.prompt_length, p.generation_length, p.llama_model, p.llada_model, p.steps,
+               p.block_length, p.sampler_setting)
+              for pair in pairs_of(pairings)
+              for _, at in chosen_clauses([p for p in pairings if p.pair == pair and p.pairing == VANILLA_PAIRING])
+              for p in at}
+    keys = ["hardware", "prompt_length", "generation_length", "llama_model", "llada_model", "steps", "block_length",
+            "sampler_setting"]
+    flags = [tuple(row) in spoken for row in crossovers.select(keys).iter_rows()]
+    return crossovers.with_columns(pl.Series(VERDICT_COLUMN, flags, dtype=pl.Boolean))

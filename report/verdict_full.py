@@ -221,8 +221,9 @@ def _at_step_shares(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
     return chosen
 
 
-def speed_clause(group: list[Pairing], t: Sides) -> str:
-    """Who is faster at each pairing's smallest batch, with its interval, and B* with its interval."""
+def speed_clause(group: list[Pairing], t: Sides, brief: bool = False) -> str:
+    """Who is faster at each pairing's smallest batch, with its interval, and B* with its interval (`brief`: over
+    several settings, without saying where their intervals are)."""
     firsts = [p.speedups[0] for p in group]
     at = f"B = {batch_list(sorted({q.batch_size for q in firsts}))}"
     if len(group) == 1:
@@ -234,7 +235,8 @@ def speed_clause(group: list[Pairing], t: Sides) -> str:
     low, high = min(q.speedup for q in firsts), max(q.speedup for q in firsts)
     who = (f"{t.ar} is {1 / high:.3g}x–{1 / low:.3g}x faster than {t.dllm}" if high < 1
            else f"{t.dllm} is {low:.3g}x–{high:.3g}x faster than {t.ar}" if low >= 1
-           else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x (> 1: {t.dllm} faster)")
+           else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x"
+           + ("" if brief else f" (> 1: {t.dllm} faster)"))
     scaled = sum(1 for q in firsts if q.llada_extrapolated)
     note = f" ({scaled} of those {t.dllm} latencies timed from their first steps and scaled)" if scaled else ""
     stars = sorted((c.estimate, c.bound) for c in (p.b_star for p in group) if c is not None)
@@ -245,7 +247,8 @@ def speed_clause(group: list[Pairing], t: Sides) -> str:
     placed = f", where placed ({unplaced} with one batch size place none)" if unplaced else ""
     where = ("each with its interval in the Findings" if any(p.b_star_low is not None for p in group)
              else "none with an interval")
-    return f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star}{placed} ({where})"
+    return (f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star}{placed}"
+            + ("" if brief else f" ({where})"))
 
 
 def ahead_clause(q: PairingPoint, c: Crossover, t: Sides, b_star: str) -> str:
