@@ -81,6 +81,7 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         blocks = sub["block_length"].drop_nulls().unique().to_list()
         cross = at.of(crossovers).filter((pl.col("hardware") == hardware)
                                          & ((pl.col("b_star_bound") == "=") | _spoken(crossovers))
+                                         & pl.col("b_star").is_not_null()
                                          & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
         power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())  # before B*: its bar reads the edges
         placed: list[float] = []
