@@ -256,7 +256,7 @@ def ahead_clause(q: PairingPoint, c: Crossover, t: Sides, b_star: str) -> str:
     holds 1) while B* lies outside the batches measured, the two read different things and the words say which:
     B* the medians alone, the tie their interval."""
     equals = "= " if c.bound == INTERPOLATED else ""
-    if c.bound == INTERPOLATED or is_sure(q):
+    if c.bound == INTERPOLATED or is_sure(q) or q.speedup_low is None or q.speedup_high is None:
         return f", and {t.ar} stays ahead from B* {equals}{b_star}"
     leader = t.ar if c.bound == AT_OR_BELOW else t.dllm
     return (f"; on the medians alone {leader} is ahead at every batch measured (B* {b_star}), but at B = "
