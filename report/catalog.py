@@ -228,7 +228,7 @@ FIGURES: tuple[FigureEntry, ...] = (
                 lambda c: _per_metric("pareto_frontier", c, lambda m: pareto_frontier(c.table, c.quality.by_run, m))),
     FigureEntry(2, "quality_vs_steps", "Quality vs diffusion steps", "quality",
                 "{dllm}'s quality against its step count with its interval over prompts, {ar}'s levels (greedy as "
-                "a band, sampled dotted), and S_parity against the metric's headline reference with its CI.",
+                "a band, sampled dotted), and S_parity against the metric's headline reference where it is reached.",
                 lambda c: _per_metric("quality_vs_steps", c, lambda m: quality_vs_steps(
                     c.table, c.quality.by_setting, m, c.quality.parity_markers))),
     FigureEntry(11, "quality_vs_tokens_per_forward", "Quality vs tokens per forward pass", "quality",

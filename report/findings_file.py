@@ -24,7 +24,7 @@ class FindingsFile(_Record):
     # Only in a report rendered with --allow-unverified, above all else: each verification failure (absent when
     # verified, so the file of a verified sweep is unchanged).
     unverified: list[str] = []
-    verdict: list[str] = []  # report/verdict.py: the answer in a few sentences a pair, first in the file
+    verdict: list[str] = []  # report/verdict.py: the short answer, a bullet a sentence, first in the file
     sweep: str
     pairings: list[str]  # the pairings present
     # Only where a sweep has several pairs, or models beyond its one: each as 'dllm (family) vs ar (family)', in the
@@ -37,6 +37,9 @@ class FindingsFile(_Record):
     # `pairs`.
     provenance: str = ""
     pair_provenance: dict[str, str] = {}
+    # The sessions flagged as disturbed (report.sessions.disturbed_text), as the verdict's last bullet names them: ''
+    # where none was, absent where none could be judged (no CPU-timed run, or an older artifact).
+    disturbed: str | None = None
     meaning: dict[str, str]
     speedup: str
     notes: list[str]
@@ -46,7 +49,7 @@ class FindingsFile(_Record):
 def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[str] = (),
                   verdict: Sequence[str] = (), sides: Sides | None = None,
                   missing: Sequence[str] = (), notes: Sequence[str] = (), provenance: str = "",
-                  pair_provenance: Mapping[str, str] | None = None) -> FindingsFile:
+                  pair_provenance: Mapping[str, str] | None = None, disturbed: str | None = None) -> FindingsFile:
     """findings.json's record. `sides`: how the text names each side (report.pairs.table_sides of the sweep; by
     default the pairings' own); `missing`: `unanswered` of the sweep; `notes`: what was extrapolated
     (report.extrapolation), first among the notes; `provenance`: report.history.history_text."""
@@ -67,7 +70,7 @@ def findings_file(sweep: str, pairings: Sequence[Pairing], unverified: Sequence[
                      "whether a full run at its batch and shape checked it")
     meaning = pairing_meaning(sides, pairs_of(pairings))
     return FindingsFile(verdict=list(verdict), sweep=sweep, pairings=present, provenance=provenance,
-                        pair_provenance=dict(pair_provenance or {}),
+                        pair_provenance=dict(pair_provenance or {}), disturbed=disturbed,
                         pairs=[pair.heading for pair in pairs_of(pairings)], unanswered=list(missing),
                         meaning={k: meaning[k] for k in present}, speedup=speedup_meaning(sides), notes=notes,
                         findings=list(pairings), unverified=list(unverified))
@@ -77,7 +80,7 @@ def findings_json(record: FindingsFile) -> str:
     """findings.json's text. A field is written only where it says something: `unverified` when verification
     failed, `unanswered` when a pair has no answer, `pairs` and `pair_provenance` when the sweep has several pairs or
     models beyond its one, each finding's families when it has several pairs, `sampler_setting` where a finding has
-    one, a speedup's `sessions_left_out` where it left one out."""
+    one, a speedup's `sessions_left_out` where it left one out, `disturbed` where sessions could be judged."""
     several = len(record.pairs) > 1
     exclude: dict[str, Any] = {} if record.unverified else {"unverified": True}
     if not record.unanswered:
@@ -86,6 +89,8 @@ def findings_json(record: FindingsFile) -> str:
         exclude["pairs"] = True
     if not record.pair_provenance:
         exclude["pair_provenance"] = True
+    if record.disturbed is None:
+        exclude["disturbed"] = True
     per_finding: dict[int | str, Any] = {}
     for i, finding in enumerate(record.findings):
         drop: dict[str, Any] = dict.fromkeys(

@@ -49,7 +49,7 @@ from report.quality import (
     quality_long_table,
 )
 from report.sections import ReportInputs, build_document
-from report.sessions import pool_sessions
+from report.sessions import disturbed_finding, disturbed_text, pool_sessions, session_loads
 from report.summary import summary_table
 from report.table import (
     UNKNOWN_HARDWARE,
@@ -60,7 +60,7 @@ from report.table import (
     vanilla_runs,
 )
 from report.variants import VARIANT_SCHEMA, variant_table, variants_text
-from report.verdict import verdict_text
+from report.verdict import verdict_text, with_verdict_steps
 from roofline.hardware import HARDWARE
 from specs.artifacts import (
     RESULTS_FILE,
@@ -165,7 +165,10 @@ def render_report(
     predicted = predicted_throughput(base, available, shapes)
     pairings = pairing_table(table, results, quality.parity, crossovers, available)
     missing = unanswered(table, pairings)
-    findings = pl.concat([findings_table(quality.parity, crossovers, unlearned_warnings(base), missing),
+    loads = session_loads(results)
+    disturbed = disturbed_finding(loads)
+    warnings = [*unlearned_warnings(base), *([disturbed] if disturbed else [])]
+    findings = pl.concat([findings_table(quality.parity, crossovers, warnings, missing),
                           energy_findings(pairings, table), roofline_findings(table)]).sort(
         ["hardware", "generation_length", "prompt_length"], maintain_order=True)
     if has_variants(table):
@@ -173,7 +176,8 @@ def render_report(
         variants, variant_quality = variant_table(table, every_long, predictions), quality_by_run(every_long)
     else:
         variants, variant_quality = pl.DataFrame(schema=VARIANT_SCHEMA), quality.by_run
-    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles, crossovers, predicted,
+    written, skipped, roofline_notes = draw_figures(layout, table, results, quality, profiles,
+                                                    with_verdict_steps(crossovers, pairings), predicted,
                                                     predictions, variants, variant_quality)
     blocks = figure_blocks(layout, written, skipped, table_sides(table))
     taken = history(results, runs)
@@ -184,7 +188,7 @@ def render_report(
         figure_sections={e.number: e.section for e in FIGURES}, predictions=predictions,
         roofline_notes=roofline_notes, findings=findings, crossovers=crossovers, variants=variants,
         pairings=tuple(pairings), unanswered=tuple(missing), history=taken, pair_histories=taken_by_pair,
-        extrapolation=extrapolation_summary(runs, table_sides(table).dllm),
+        extrapolation=extrapolation_summary(runs, table_sides(table).dllm), sessions=tuple(loads),
     )
     document = build_document(inputs)
     if problems:  # above everything else in the report: these numbers may not be what was measured
@@ -199,7 +203,8 @@ def render_report(
     findings_record = findings_file(inputs.sweep, pairings, unverified=problems, verdict=document.verdict,
                                     sides=table_sides(table), missing=missing,
                                     notes=[inputs.extrapolation] if inputs.extrapolation else [],
-                                    provenance=history_text(taken), pair_provenance=taken_by_pair)
+                                    provenance=history_text(taken), pair_provenance=taken_by_pair,
+                                    disturbed=disturbed_text(loads))
     files = [(layout.results, parquet), (html_path, render_html(document).encode("utf-8")),
              (md_path, render_markdown(document).encode("utf-8")),
              (json_path, findings_json(findings_record).encode("utf-8"))]

@@ -3,11 +3,13 @@ is one grid point to every analysis: its successful runs pooled into one row, th
 (`latency_e2e_s_by_session`) for the intervals of report/intervals.py, which treat the session as the unit of
 replication; each row also says how its configuration fared in every planned session (`session_statuses`), so a
 speedup names the sessions it could not use and why. And whether the two paradigms' runs were interleaved in time,
-which the setup reports."""
+which the setup reports; and which sessions ran disturbed (`session_loads`): where the machine was busy, a
+session's samples measure its load as much as the models."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -16,6 +18,7 @@ from report import stats
 from report.intervals import Speedup, location_interval, speedup
 from report.table import SCHEMA
 from report.timing import SESSION_SUMMARISED, decoding_summaries, timing_summaries
+from specs.results import RunResult, RunStatus
 
 _OK = "ok"
 NOT_RUN = "not run"  # a planned session with no artifact of the configuration: the sweep stopped before it
@@ -179,3 +182,113 @@ def interleaved(table: pl.DataFrame) -> bool | None:
             if at[-1] - at[0] + 1 != len(at):
                 return False
     return True
+
+
+# ---------------------------------------------------------------- disturbed sessions
+
+# A session is flagged as disturbed where its CPU-timed runs had their cores for less than this share of their
+# measured wall time (CPU time / (wall time x torch threads), over all its repetitions): a single-threaded run on an
+# idle core has it for over 95% (the rest is the kernel's own bookkeeping), so below 80% the wall time is at least
+# a quarter longer than the work, a distortion as large as the differences the verdict reads. The share misses some
+# disturbance: spinning OpenMP threads keep burning CPU while they wait for a descheduled sibling, so with several
+# threads the CPU time grows with the wall time. Hence the second signal: the machine's 1-minute load average at
+# the runs' start and end (their median) above the CPUs the worker could use, i.e. more runnable tasks than cores.
+DISTURBED_CPU_SHARE = 0.8
+
+
+@dataclass(frozen=True)
+class SessionLoad:
+    """What the CPU-timed runs of one session say about the machine while they ran."""
+
+    session: int  # 0-based
+    planned: int
+    runs: int
+    cpu_share: float | None  # CPU time / (wall x threads) over every repetition; None: no run recorded CPU time
+    load: float | None  # median of the runs' 1-minute load averages at their start and end
+    cpus: int | None
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why the session is disturbed (empty: quiet, or nothing to judge by)."""
+        out = []
+        if self.cpu_share is not None and self.cpu_share < DISTURBED_CPU_SHARE:
+            out.append(f"CPU time {self.cpu_share:.0%} of wall time")
+        if self.load is not None and self.cpus is not None and self.load > self.cpus:
+            out.append(f"load {self.load:.1f} on {self.cpus} CPUs")
+        return out
+
+    @property
+    def name(self) -> str:
+        return f"session {self.session + 1} of {self.planned}"
+
+
+def session_loads(results: Sequence[RunResult]) -> list[SessionLoad]:
+    """One SessionLoad per session that has a successful CPU-timed run (perf_counter) recording its CPU time or the
+    machine's load (older artifacts record neither): a CUDA timer times the device, whose time the host's CPU time
+    and load do not describe, so GPU runs are never flagged here."""
+    by_session: dict[int, list[RunResult]] = {}
+    for r in results:
+        samples = r.samples
+        if (r.status == RunStatus.OK and samples is not None and samples.timer == "perf_counter"
+                and (samples.cpu_s is not None or samples.host_load is not None)):
+            by_session.setdefault(r.config.session or 0, []).append(r)
+    out = []
+    for session, runs in sorted(by_session.items()):
+        cpu = wall = 0.0
+        loads: list[float] = []
+        cpus = None
+        for r in runs:
+            samples = r.samples
+            assert samples is not None
+            if samples.cpu_s is not None:
+                measured = samples.extrapolated.measured_e2e_s if samples.extrapolated else samples.latency_e2e_s
+                threads = (r.environment.cpu_threads if r.environment else None) or 1
+                cpu += sum(samples.cpu_s)
+                wall += sum(measured) * threads
+            if samples.host_load is not None:
+                loads += [samples.host_load.start[0], samples.host_load.end[0]]
+                cpus = samples.host_load.cpus
+        out.append(SessionLoad(session, runs[0].config.controls.sessions, len(runs), cpu / wall if wall else None,
+                               stats.median(loads) if loads else None, cpus))
+    return out
+
+
+def disturbed_text(loads: Sequence[SessionLoad]) -> str | None:
+    """'sessions 2 and 3 of 3 (CPU time down to 61% of wall time; load up to 5.2 on 2 CPUs)': the flagged sessions
+    and the worst of their signs; '' where none is flagged, None where no session could be judged."""
+    if not loads:
+        return None
+    flagged = [s for s in loads if s.reasons]
+    if not flagged:
+        return ""
+    numbers = [str(s.session + 1) for s in flagged]
+    names = ", ".join(numbers[:-1]) + (" and " if len(numbers) > 1 else "") + numbers[-1]
+    signs = []
+    shares = [s.cpu_share for s in flagged if s.cpu_share is not None and s.cpu_share < DISTURBED_CPU_SHARE]
+    if shares:
+        signs.append(f"CPU time {'down to ' if len(flagged) > 1 else ''}{min(shares):.0%} of wall time")
+    busy = [s for s in flagged if s.load is not None and s.cpus is not None and s.load > s.cpus]
+    if busy:
+        worst = max(busy, key=lambda s: s.load or 0.0)
+        signs.append(f"load {'up to ' if len(flagged) > 1 else ''}{worst.load:.1f} on {worst.cpus} CPUs")
+    plural = "s" if len(flagged) > 1 else ""
+    return f"session{plural} {names} of {flagged[0].planned} ({'; '.join(signs)})"
+
+
+def disturbed_finding(loads: Sequence[SessionLoad]) -> str | None:
+    """The Findings' line on disturbed sessions, each with why (None where none is flagged)."""
+    flagged = [s for s in loads if s.reasons]
+    if not flagged:
+        return None
+    each = "; ".join(f"{s.name}: {', '.join(s.reasons)}" for s in flagged)
+    return (f"DISTURBED SESSIONS ({each}): the machine was busy while they ran (a run's CPU time under "
+            f"{DISTURBED_CPU_SHARE:.0%} of its wall time per thread, or more runnable tasks than CPUs), so their "
+            "timings, and every interval resting on them, measure its load as well as the models")
+
+
+def session_load_rows(loads: Sequence[SessionLoad]) -> list[tuple[str, ...]]:
+    """The Setup's sessions table: session, runs, CPU share, load, flagged."""
+    return [(s.name, str(s.runs), "–" if s.cpu_share is None else f"{s.cpu_share:.0%}",
+             "–" if s.load is None else f"{s.load:.2f} on {s.cpus} CPUs",
+             "DISTURBED: " + "; ".join(s.reasons) if s.reasons else "quiet")
+            for s in loads]

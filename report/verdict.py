@@ -1,352 +1,164 @@
-"""The verdict: a few plain sentences a pair that open report.md, report.html, findings.json and the terminal.
+"""The verdict: what a newcomer reads in thirty seconds, first in report.md, report.html, findings.json and the
+terminal; the report's Findings give it in full (report/verdict_full.py) with the tables behind it.
 
-A reader asks before any table: who is faster at the smallest batch, at how many diffusion steps and at what
-quality, from which batch the autoregressive model stays ahead (B*), and how sure we are. Every word is generated
-from the pairings (report/pairings.py), so the verdict changes when the measurements do, and it says only what was
-measured:
-- every speedup names its step count (and K / N_out), and whether quality was measured at that scale; where it was
-  not (synthetic weights), the answer is given at K = N_out/4, N_out/2 and N_out where swept, beside what the
-  family's authors published of its quality there (specs/registry.py);
-- "at equal quality" only where parity holds on every headline metric; otherwise the metrics that reached parity,
-  their judge, and whether the judge is the model under test;
-- the pairings in their order (report/pairings.py): each at its best first, naming how each side executes and
-  saying when the two are not like for like; then the autoregressive model at its best against the vanilla
-  diffusion model; then vanilla against vanilla, said to be eager against eager with the size of each side's
-  time per forward beside its roofs (host overhead);
-- every extrapolated diffusion latency says so, an unchecked one too, and a point whose shape's steps split into
-  modes gives its speedup at each;
-- B* always with its interval and what its inversion guarantees; the roofline's B* is a model's (roofs-only or
-  floor-calibrated), never a bound;
-- how sure: each interval's basis, and how the runs were taken (report/history.py: commit, processes,
-  interleaving, warm-ups), passed in as `context`.
-Each side is named by its family's title; where a sweep has several pairs, each pair's sentences open with its two
-models, and a pair without an answer is named with why.
+A pair's verdict is one bullet per distinct pairing (report/pairings.py): who is faster at the smallest batch at the
+step count it speaks of, with its interval, and from which batch the autoregressive model stays ahead (B*). A
+pairing whose runs are another's (each at its best where no variant ran faster than vanilla) is one line saying so,
+not a second bullet with the same numbers. Then the quality behind that step count (report/verdict_quality.py),
+and one bullet for the whole sweep on how sure it is: what the intervals rest on, and whether any session they rest
+on was flagged as disturbed (report/sessions.py). The roofline's B*, each side's host overhead, whether the two
+execute like for like, and how the runs were taken stay in the Findings. Budget: the terminal prints at most 12
+lines for one pair (the quality bullet 2 of them), at most 6 more for each further pair.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
-from fractions import Fraction
+from collections.abc import Sequence
 from pathlib import Path
 
+import polars as pl
+
 from report.document import printable
-from report.findings import SHORT_LABEL
-from report.intervals import INTERPOLATED, NO_B_STAR, bounded, crossover_text
-from report.pairing_text import modes_text
-from report.pairings import (
-    BEST_PAIRING,
-    PAIRING_ORDER,
-    VANILLA_PAIRING,
-    Pairing,
-    PairingPoint,
-    SParity,
-    pairs_of,
-)
+from report.intervals import NO_B_STAR, b_star_value, bracket_ends
+from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, PAIRING_ORDER, VANILLA_PAIRING, Pairing, pairs_of
 from report.pairs import Pair, Sides, sides_of
-from report.parity import bracket
-from report.verdict_quality import quality_sentence
-from report.verdict_sure import how_sure
-from specs.registry import family
+from report.verdict_full import (
+    NO_PAIRING,
+    ONLY_VANILLA,
+    Chosen,
+    ahead_clause,
+    chosen_clauses,
+    executions,
+    quality_text,
+    speed_clause,
+    speed_marks,
+    where_text,
+    who_is_faster,
+)
+from report.verdict_sure import brief_sure
 
-MAX_SENTENCES = 5  # a pair's
-NO_PAIRING = "No verdict: no autoregressive and diffusion model both ran successfully at the same lengths."
-ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its best is the vanilla pairing "
-                "(add variants to the spec's grid to compare them).")
-# Without quality at this scale, the answer is given at these shares of N_out (the study's step range ends at N_out).
-STEP_SHARES = (Fraction(1, 4), Fraction(1, 2), Fraction(1))
+__all__ = ["NO_PAIRING", "ONLY_VANILLA", "ONLY_VANILLA_BRIEF", "verdict", "verdict_text"]
 
 
-def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), context: str = "",
-            pair_contexts: Mapping[str, str] | None = None) -> list[str]:
-    """At most MAX_SENTENCES sentences a pair: one per pairing present (the vanilla-only note when no variant ran),
-    quality, and how sure (report/verdict_sure.py), ending with how the pair's runs were taken: its entry of
-    `pair_contexts` (by Pair.heading; report.history.pair_histories), else `context` (the sweep's history_text);
-    then one per pair of the sweep without an answer (`unanswered`: report.pairings.unanswered)."""
+def verdict(pairings: Sequence[Pairing], unanswered: Sequence[str] = (), disturbed: str | None = None) -> list[str]:
+    """Each pair's bullets (headed by its two models where the sweep has several pairs or an unanswered one), then
+    how sure, then each pair without an answer (`unanswered`: report.pairings.unanswered). `disturbed`:
+    report.sessions.disturbed_text of the sweep's sessions ('' where none was flagged, None where none could be
+    judged: no CPU-timed run)."""
     if not pairings:
         return [f"No verdict: {reason}." for reason in unanswered] or [NO_PAIRING]
     pairs = pairs_of(pairings)
     headed = len(pairs) + len(unanswered) > 1
-    kinds = [k for k in PAIRING_ORDER if any(p.pairing == k for p in pairings)]
     sentences: list[str] = []
     for pair in pairs:
         lead = f"{pair.heading}: " if headed else ""
-        sides = sides_of([pair])
         mine = [p for p in pairings if p.pair == pair]
-        chosen = {k: _chosen([p for p in mine if p.pairing == k]) for k in kinds if any(p.pairing == k for p in mine)}
-        own = [lead + _pairing_sentence(k, spoken, sides, mine) for k, spoken in chosen.items()]
-        if kinds == [VANILLA_PAIRING]:
-            own.append(lead + ONLY_VANILLA)
-        first = [p for _, at in next(iter(chosen.values())) for p in at]
-        taken = (pair_contexts or {}).get(pair.heading, context)
-        own += [lead + s for s in (_quality_sentence(mine, pair, sides), how_sure(mine, first, taken)) if s]
-        assert len(own) <= MAX_SENTENCES, own
-        sentences += own
+        sentences += [lead + s for s in _pair_sentences(mine, pair, sides_of([pair]), _only_vanilla(pairings))]
+    sentences.append(brief_sure(pairings, disturbed))
     return sentences + [f"{reason}." for reason in unanswered]
 
 
-# ---------------------------------------------------------------- one sentence per pairing
+def _only_vanilla(pairings: Sequence[Pairing]) -> bool:
+    return all(p.pairing == VANILLA_PAIRING for p in pairings)
 
 
-Chosen = list[tuple[str, list[Pairing]]]  # (where the clause speaks: step count and quality, its pairings)
+def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides, only_vanilla: bool) -> list[str]:
+    """One bullet per distinct pairing, the lines that say which pairings coincide, and the quality."""
+    kinds = [k for k in PAIRING_ORDER if any(p.pairing == k for p in mine)]
+    spoken = {k: chosen_clauses([p for p in mine if p.pairing == k]) for k in kinds}
+    # A pairing whose spoken runs are a later one's is said once, under the later (vanilla: the protocol's pair).
+    runs = {k: _runs(chosen) for k, chosen in spoken.items()}
+    same = {k: next(o for o in reversed(kinds) if runs[o] == runs[k]) for k in kinds}
+    bullets = []
+    for kind in kinds:
+        if same[kind] == kind:
+            where = where_text([p for _, at in spoken[kind] for p in at]) if not bullets else ""
+            bullets.append(f"{_label(kind, spoken[kind], t)}{where}, " + "; ".join(
+                f"{at}: {_speed(ps, t)}" for at, ps in spoken[kind]) + ".")
+    for kind in dict.fromkeys(same.values()):
+        alike = [k for k in kinds if same[k] == kind and k != kind]
+        if alike:
+            names = " and ".join(_NAME[k](t) for k in alike)
+            steps = " and ".join(dict.fromkeys(str(p.steps) for _, at in spoken[kind] for p in at))
+            bullets.append(f"{names} {'is' if len(alike) == 1 else 'are'} the {_NAME[kind](t).lower()} pairing here: "
+                           f"no variant ran faster at {steps} steps.")
+    if only_vanilla:  # no variant ran in the whole sweep
+        bullets.append(ONLY_VANILLA_BRIEF)
+    return bullets + [quality_text(mine, pair, t)]
 
 
-def _chosen(group: list[Pairing]) -> Chosen:
-    return _at_quality(group) if any(p.quality_measured for p in group) else _at_step_shares(group)
+ONLY_VANILLA_BRIEF = "Only vanilla ran, so it is also each at its best."
+_NAME = {
+    BEST_PAIRING: lambda t: "Each at its best",
+    AR_BEST_PAIRING: lambda t: f"{t.ar} at its best against vanilla {t.dllm}",
+    VANILLA_PAIRING: lambda t: "Vanilla",
+}
 
 
-def _pairing_sentence(kind: str, chosen: Chosen, t: Sides, every: list[Pairing]) -> str:
-    spoken = [p for _, at in chosen for p in at]
+def _runs(chosen: Chosen) -> frozenset[tuple]:
+    """What a pairing's bullet would say: its runs (by id and implementation) and their speedups."""
+    return frozenset((p.steps, q.batch_size, q.llama_run_id, q.llada_run_id, q.llama_impl, q.llada_impl, q.speedup)
+                     for _, at in chosen for p in at for q in p.speedups)
+
+
+def _label(kind: str, chosen: Chosen, t: Sides) -> str:
+    """'Vanilla against vanilla (both eager)', 'Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache
+    (eager))': the pairing and how each side executes."""
+    points = [q for _, at in chosen for p in at for q in p.speedups]
     if kind == VANILLA_PAIRING:
-        lead = _vanilla_lead(spoken, t, every)
-    else:
-        lead = _best_lead(spoken, t) if kind == BEST_PAIRING else _ar_best_lead(spoken, t)
-    clauses = [f"{where}: {_speed_clause(ps, t)}" for where, ps in chosen]
-    return f"{lead}{_where(spoken)}, " + "; ".join(clauses) + "."
+        return "Vanilla against vanilla (both eager)"
+    ar = executions([(q.llama_execution, q.llama_impl) for q in points])
+    dllm = executions([(q.llada_execution, q.llada_impl) for q in points])
+    return f"{_NAME[kind](t)} ({t.ar} {ar}; {t.dllm} {dllm})"
 
 
-def _ar_best_lead(group: list[Pairing], t: Sides) -> str:
-    """'LLaMA at its best against vanilla LLaDA (LLaMA static-compile (compiled); LLaDA vanilla (eager))'."""
-    points = [q for p in group for q in p.speedups]
-    ar = _executions([(q.llama_execution, q.llama_impl) for q in points])
-    dllm = _executions([(q.llada_execution, q.llada_impl) for q in points])
-    return f"{t.ar} at its best against vanilla {t.dllm} ({t.ar} {ar}; {t.dllm} {dllm})"
-
-
-def _vanilla_lead(group: list[Pairing], t: Sides, every: list[Pairing]) -> str:
-    """'Eager against eager (vanilla, the protocol's pair; it measures host overhead per forward as much as the
-    architectures: at B = 1 eager LLaMA's decode pass took 20.2 ms, 18% of its roofs, against 5.79 ms compiled;
-    vanilla LLaDA's step 27.3 ms, 55%)', each part where the runs recorded it."""
-    p = group[0]
-    q = p.speedups[0]
-    parts = []
-    if q.llama_forward_s is not None:
-        text = f"eager {t.ar}'s decode pass took {_ms(q.llama_forward_s)}{_roofs(q.llama_roofs_fraction, ' of its roofs')}"
-        compiled = [r.llama_forward_s for o in every if o.pairing != VANILLA_PAIRING and o.hardware == p.hardware
-                    and (o.prompt_length, o.generation_length) == (p.prompt_length, p.generation_length)
-                    for r in o.speedups if r.batch_size == q.batch_size and r.llama_execution != "eager"
-                    and r.llama_forward_s is not None]
-        if compiled:
-            text += f", against {_ms(compiled[0])} compiled"
-        parts.append(text)
-    if q.llada_forward_s is not None:
-        parts.append(f"vanilla {t.dllm}'s step {_ms(q.llada_forward_s)}{_roofs(q.llada_roofs_fraction, '')}")
-    size = f": at B = {q.batch_size} " + "; ".join(parts) if parts else ""
-    return ("Eager against eager (vanilla, the protocol's pair; it measures each side's host overhead per forward as "
-            f"much as the architectures{size})")
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms"
-
-
-def _roofs(fraction: float | None, what: str) -> str:
-    return "" if fraction is None else f", {fraction:.0%}{what}"
-
-
-def _best_lead(group: list[Pairing], t: Sides) -> str:
-    """'Each at its best (LLaMA static-compile, compiled; LLaDA dual-cache, eager: not like for like, ...)'."""
-    points = [q for p in group for q in p.speedups]
-    ar = _executions([(q.llama_execution, q.llama_impl) for q in points])
-    dllm = _executions([(q.llada_execution, q.llada_impl) for q in points])
-    kinds_ar = sorted({q.llama_execution for q in points})
-    kinds_dllm = sorted({q.llada_execution for q in points})
-    text = f"Each at its best ({t.ar} {ar}; {t.dllm} {dllm}"
-    if kinds_ar != kinds_dllm:
-        text += (f": not like for like, {_article('/'.join(kinds_ar))} {t.ar} against "
-                 f"{_article('/'.join(kinds_dllm))} {t.dllm}")
-    eager_only = [side for side, kinds in ((t.ar, kinds_ar), (t.dllm, kinds_dllm)) if kinds == ["eager"]]
-    if eager_only:  # an eager side's best is only the best of what ran
-        text += f"; no compiled or graph-captured {' or '.join(eager_only)} was measured"
-    return text + ")"
-
-
-def _executions(pairs: list[tuple[str, str]]) -> str:
-    """'static-compile (compiled)', 'vanilla or dual-cache (eager)': the implementations used, by execution."""
-    by_kind: dict[str, list[str]] = {}
-    for execution, impl in pairs:
-        names = by_kind.setdefault(execution, [])
-        if impl not in names:
-            names.append(impl)
-    return ", ".join(f"{' or '.join(names)} ({execution})" for execution, names in by_kind.items())
-
-
-def _article(word: str) -> str:
-    return f"an {word}" if word[:1] in "aeiou" else f"a {word}"
-
-
-def _at_quality(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
-    """One clause per sampler setting (Dream's alg, block diffusion's threshold), at the fewest steps from which all
-    headline metrics hold parity ("at equal quality"), else those that reach it do, else the most swept."""
-    settings = list(dict.fromkeys(p.sampler_setting for p in group))
-    return [_at_setting([p for p in group if p.sampler_setting == setting], len(settings) > 1) for setting in settings]
-
-
-def _at_setting(group: list[Pairing], named: bool) -> tuple[str, list[Pairing]]:
-    s_parity = next((p.s_parity for p in group if p.quality_measured), group[0].s_parity)
-    reached = [s for s in s_parity if s.decides and s.steps is not None]  # a metric at chance decides nothing
-    swept = sorted({p.steps for p in group})
-    # A setting of one step count (block diffusion's fixed schedule) says only whether it reaches parity.
-    single = len(swept) == 1 and group[0].sampler_setting is not None
-    setting, k = (f"at {group[0].sampler_setting}" if named or single else ""), swept[-1]
-    can = "reaches" if any(s.decides for s in s_parity) else "can decide"
-    if single:
-        parity = ("at equal quality" if reached and len(reached) == len(s_parity) else
-                  f"where quality matches on {_metrics(reached)} only" if reached else
-                  f"where no headline metric {can} parity")
-        where = f"{setting} ({_k(k, group)}), {parity}"
-    elif reached and len(reached) == len(s_parity):
-        k = max(s.steps for s in reached)
-        where = f"at equal quality ({_parity_list(reached)}) at {_k(k, group)}"
-    elif reached:
-        k = max(s.steps for s in reached)
-        where = f"at {_k(k, group)}, where quality matches on {_metrics(reached)} only"
-    else:
-        where = f"at {_k(k, group)}, the most swept, where no headline metric {can} parity"
-    if setting and not single:
-        where = f"{setting}, {where}"
-    at = [p for p in group if p.steps == k] or [p for p in group if p.steps == swept[-1]]
-    return where, at
-
-
-def _at_step_shares(group: list[Pairing]) -> list[tuple[str, list[Pairing]]]:
-    """Without quality: the speed at K = N_out/4, N_out/2 and N_out where swept (every step count when none is)."""
-    chosen = []
-    for share in STEP_SHARES:
-        at = [p for p in group if Fraction(p.steps, p.generation_length) == share]
-        if at:
-            chosen.append((f"at K = {_share(share)} ({_steps_of(at)}), quality not measured", at))
-    if not chosen:
-        chosen = [(f"at {_k(k, group)}, quality not measured", [p for p in group if p.steps == k])
-                  for k in sorted({p.steps for p in group})]
-    return chosen
-
-
-def _speed_clause(group: list[Pairing], t: Sides) -> str:
-    """Who is faster at each pairing's smallest batch, with its interval, and B* with its interval."""
-    firsts = [p.speedups[0] for p in group]
-    at = f"B = {_list(sorted({q.batch_size for q in firsts}))}"
-    if len(group) == 1:
-        b_star = group[0].b_star
-        if b_star is None:
-            return f"{_who_is_faster(firsts[0], at, t)}{_marks(firsts[0], t)}; {NO_B_STAR}"
-        equals = "= " if b_star.bound == INTERPOLATED else ""
-        return (f"{_who_is_faster(firsts[0], at, t)}{_marks(firsts[0], t)}, and {t.ar} stays ahead from "
-                f"B* {equals}{crossover_text(b_star, t.ar, t.dllm)}")
-    low, high = min(q.speedup for q in firsts), max(q.speedup for q in firsts)
-    who = (f"{t.ar} is {1 / high:.3g}x–{1 / low:.3g}x faster than {t.dllm}" if high < 1
-           else f"{t.dllm} is {low:.3g}x–{high:.3g}x faster than {t.ar}" if low >= 1
-           else f"{t.dllm}'s speedup over {t.ar} runs from {low:.3g}x to {high:.3g}x (> 1: {t.dllm} faster)")
-    scaled = sum(1 for q in firsts if q.llada_extrapolated)
-    note = f" ({scaled} of those {t.dllm} latencies timed from their first steps and scaled)" if scaled else ""
-    stars = sorted((c.estimate, c.bound) for c in (p.b_star for p in group) if c is not None)
-    if not stars:
-        return f"{who} at {at} over {len(group)} settings{note}; {NO_B_STAR}"
-    b_star = "B* " + "–".join(dict.fromkeys(bounded(b, bound) for b, bound in (stars[0], stars[-1])))
-    unplaced = len(group) - len(stars)
-    placed = f", where placed ({unplaced} with one batch size place none)" if unplaced else ""
-    where = ("each with its interval in the Findings" if any(p.b_star_low is not None for p in group)
-             else "none with an interval")
-    return f"{who} at {at} over {len(group)} settings{note}, and {t.ar} stays ahead from {b_star}{placed} ({where})"
-
-
-def _who_is_faster(q: PairingPoint, at: str, t: Sides) -> str:
-    """Faster only when the whole interval says so; an interval around 1 is a tie."""
-    interval = bracket(q.speedup_low, q.speedup_high)
-    if q.speedup_low is not None and q.speedup_low > 1:
-        return f"{t.dllm} is {q.speedup:.3g}x {interval} faster than {t.ar} at {at}"
-    if q.speedup_high is not None and q.speedup_high < 1:
-        return (f"{t.ar} is {1 / q.speedup:.3g}x {bracket(1 / q.speedup_high, 1 / q.speedup_low)} faster than "
-                f"{t.dllm} at {at}")
-    return f"neither is surely faster at {at} (speedup {q.speedup:.3g}x {interval})"
-
-
-def _marks(q: PairingPoint, t: Sides) -> str:
-    """What the speedup rests on beyond its interval: an extrapolated diffusion latency, checked or not; modes."""
-    parts = []
-    if q.llada_extrapolated:
-        checked = "" if q.llada_extrapolation_checked else ", unchecked"
-        parts.append(f"{t.dllm} timed {q.llada_timed_steps} steps and scaled{checked}")
-    if q.speedup_at_modes:
-        parts.append(modes_text(q))
-    return f" ({'; '.join(parts)})" if parts else ""
-
-
-def _where(group: list[Pairing]) -> str:
-    settings = {(p.hardware, p.prompt_length, p.generation_length, p.block_length, p.sampler_setting) for p in group}
-    if len(settings) != 1:
-        knob = "sampler setting" if any(p.sampler_setting for p in group) else "block"
-        return f" over {len(settings)} settings of lengths, {knob} and device"
-    hardware, prompt, gen, block, sampler = next(iter(settings))
-    setting = ", ".join(([f"block {block}"] if block is not None else []) + ([sampler] if sampler else []))
-    return f" on {hardware}, {prompt} + {gen} tokens" + (f", {setting}" if setting else "")
-
-
-# ---------------------------------------------------------------- quality
-
-
-def _quality_sentence(group: list[Pairing], pair: Pair, t: Sides) -> str:
-    """What the quality behind the speedups is (report/verdict_quality.py); or, where none was measured, what the
-    family's authors published."""
-    if not any(p.quality_measured for p in group):
-        published = family(pair.dllm_arch).published_quality
-        return ("Quality was not measured here: "
-                + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
-                + ".")
-    return quality_sentence(group, t)
-
-
-# ---------------------------------------------------------------- formats
-
-
-def _k(k: int, group: list[Pairing]) -> str:
-    """'4 steps (K = N_out/8)'."""
-    gens = sorted({p.generation_length for p in group if p.steps == k}) or [group[0].generation_length]
-    shares = ", ".join(dict.fromkeys(_share(Fraction(k, g)) for g in gens))
-    return f"{k} step{'s' if k != 1 else ''} (K = {shares})"
-
-
-def _share(share: Fraction) -> str:
-    if share == 1:
-        return "N_out"
-    if share.numerator == 1:
-        return f"N_out/{share.denominator}"
-    return f"{share.numerator} N_out/{share.denominator}"
-
-
-def _steps_of(group: list[Pairing]) -> str:
-    return ", ".join(dict.fromkeys(f"{p.steps} steps for {p.generation_length} tokens" for p in group))
-
-
-def _parity_list(reached: list[SParity]) -> str:
-    return ", ".join(f"{SHORT_LABEL.get(s.metric, s.metric)} as good as {s.reference} from {_parity_steps(s)} steps"
-                     for s in reached)
-
-
-def _metrics(reached: list[SParity]) -> str:
-    return " and ".join(SHORT_LABEL.get(s.metric, s.metric) for s in reached)
-
-
-def _parity_steps(s: SParity) -> str:
-    return f"≤ {s.steps}" if s.bound == "<=" else str(s.steps)
-
-
-def _list(values: Sequence[int]) -> str:
-    return ", ".join(str(v) for v in values[:-1]) + (" and " if len(values) > 1 else "") + str(values[-1])
+def _speed(group: list[Pairing], t: Sides) -> str:
+    """Who is faster at the smallest batch with its interval, and B* with its interval; over several settings, the
+    ranges (report/verdict_full.py)."""
+    if len(group) != 1:
+        return speed_clause(group, t, brief=True)
+    q, c = group[0].speedups[0], group[0].b_star
+    who = who_is_faster(q, f"B = {q.batch_size}", t) + speed_marks(q, t)
+    if c is None:
+        return f"{who}; {NO_B_STAR}"
+    return who + ahead_clause(q, c, t, f"{b_star_value(c)} {bracket_ends(c)}")
 
 
 # ---------------------------------------------------------------- the terminal
 
 TERMINAL_WIDTH = 110
+TERMINAL_LINES = 12  # for one pair, counted from "Verdict" to the report's path
+TERMINAL_LINES_PER_PAIR = 6  # for each further pair
+QUALITY_LINES = 2  # of those, the quality bullet's budget (report/verdict_quality.py)
 
 
 def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) -> str:
-    """What a sweep prints after its run table: the verdict, one wrapped paragraph per sentence, and where the
-    full Findings, both pairings and the variants are (the report's path is the line after it). A spec's text in
-    them (a judge's path) shows its control characters, never acts on the terminal."""
+    """What a sweep prints after its run table: the verdict, one wrapped bullet per sentence, and where the full
+    Findings are (the report's path is the line after it). A spec's text in them (a judge's path) shows its control
+    characters, never acts on the terminal."""
     lines = ["", "Verdict"]
     for sentence in sentences:
         lines += textwrap.wrap(printable(sentence), TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
-    lines.append(f"The full Findings, every pairing and any variants: {markdown} and {findings_json.name} beside it")
+    lines.append(f"In full, with every pairing, the roofline, the sessions and how the runs were taken: {markdown} "
+                 f"and {findings_json.name}")
     return "\n".join(lines)
 
+
+# ---------------------------------------------------------------- the figures
+
+VERDICT_COLUMN = "verdict_speaks_of"
+
+
+def with_verdict_steps(crossovers: pl.DataFrame, pairings: Sequence[Pairing]) -> pl.DataFrame:
+    """`crossovers` (report.findings.crossover_table) with VERDICT_COLUMN: whether the verdict's vanilla bullet
+    speaks of the row's step count, so the Findings figure marks the B* the verdict gives."""
+    spoken = {(p.hardware, p.prompt_length, p.generation_length, p.llama_model, p.llada_model, p.steps,
+               p.block_length, p.sampler_setting)
+              for pair in pairs_of(pairings)
+              for _, at in chosen_clauses([p for p in pairings if p.pair == pair and p.pairing == VANILLA_PAIRING])
+              for p in at}
+    keys = ["hardware", "prompt_length", "generation_length", "llama_model", "llada_model", "steps", "block_length",
+            "sampler_setting"]
+    flags = [tuple(row) in spoken for row in crossovers.select(keys).iter_rows()]
+    return crossovers.with_columns(pl.Series(VERDICT_COLUMN, flags, dtype=pl.Boolean))

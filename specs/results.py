@@ -46,6 +46,15 @@ class ExtrapolatedLatency(Record):
     measured_e2e_s: list[float]
 
 
+class HostLoad(Record):
+    """The machine's 1-, 5- and 15-minute load averages (runnable tasks) as a run's repetitions started and as they
+    ended, and the CPUs its worker could run on: more runnable tasks than CPUs means some waited for one."""
+
+    start: list[float]
+    end: list[float]
+    cpus: int
+
+
 class Samples(Record):
     """Raw timings, never aggregated in the worker (medians and CIs are the report's job)."""
 
@@ -59,6 +68,10 @@ class Samples(Record):
     tokens_committed: list[list[int]] | None = None  # LLaDA: tokens unmasked per step (whole batch)
     forwards: list[int] | None = None  # model forwards of each measured repetition (varies with a threshold)
     extrapolated: ExtrapolatedLatency | None = None  # set: latency_e2e_s is extrapolated, not measured
+    # CPU timer: the process's CPU time (all threads) in each measured repetition, beside its wall time (the measured
+    # one where extrapolated); None on a GPU, whose time it is not, and in artifacts written before it was read.
+    cpu_s: list[float] | None = None
+    host_load: HostLoad | None = None  # the machine's load around the repetitions; None in older artifacts
 
 
 class Memory(Record):

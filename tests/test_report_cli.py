@@ -62,7 +62,7 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
     lines = out.rstrip().splitlines()
     verdict = lines.index("Verdict")
     assert lines[-1].startswith(f"report: {root / 'report.html'}") and len(lines) - verdict <= 30
-    assert any("Eager against eager (vanilla" in line for line in lines[verdict:])
+    assert any("Vanilla against vanilla (both eager)" in line for line in lines[verdict:])
     assert any(line.startswith("  - How sure: ") for line in lines[verdict:])
     assert "Findings" not in lines  # the Findings table is the report's, no longer printed
     assert main([str(tmp_path / "nope")]) == 2

@@ -119,9 +119,9 @@ def test_one_repetition_gives_no_speedup_interval_and_no_b_star_interval_and_ren
     for p in found.findings:
         assert p.b_star_measured is not None  # from the two batches' estimates
         assert (p.b_star_low, p.b_star_high, p.b_star_level, p.b_star_coverage) == (None, None, None, None)
-    verdict = md[:md.index("## 1.")]
+    verdict = md[:md.index("## 2.")]  # the verdict, and in full in the Findings
     assert "How sure: no speedup has an interval (1 session x 1 + 1 repetitions: an interval needs" in verdict
-    assert "B*'s interval inverts" not in verdict and "B* ≤ 1 (no interval)" in verdict
+    assert "B*'s interval inverts" not in md[:md.index("## 1.")] and "B* ≤ 1 (no interval)" in verdict
     assert "LLaMA stays ahead from B* ≤ 1 (LLaMA ahead already at the smallest batch measured; no interval" in verdict
     assert "(range, n=1" not in md  # one repetition's range is that value, not an interval
     parity = md[md.index("Steps to quality parity"):]
@@ -141,7 +141,7 @@ def test_one_batch_size_places_no_b_star(tmp_path: Path, drop) -> None:
     for p in found.findings:
         assert [q.batch_size for q in p.speedups] == [1]
         assert (p.b_star_measured, p.b_star_bound, p.b_star_low, p.b_star_high) == (None, None, None, None)
-    verdict = md[:md.index("## 1.")]
+    verdict = md[:md.index("## 2.")]  # the verdict, and in full in the Findings
     assert NO_B_STAR in verdict and "stays ahead from" not in verdict
     assert "no measured B* at" in verdict
     assert all(NO_B_STAR in line for line in md.splitlines() if "| B*: llama-tiny overtakes" in line)

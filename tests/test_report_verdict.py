@@ -1,7 +1,8 @@
-"""The verdict: at most five generated sentences (each at its best first, then LLaMA at its best against vanilla
-LLaDA, then eager against eager with its host overhead; who is faster at equal quality at B = 1, from which batch
-LLaMA stays ahead, how sure and how the runs were taken), first in report.md, report.html, findings.json and the
-terminal."""
+"""The verdict: short, first in report.md, report.html, findings.json and the terminal (one bullet per distinct
+pairing, the quality, how sure; at most 12 terminal lines for a pair); and in full in the report's Findings (at most
+five generated sentences a pair: each at its best first, then LLaMA at its best against vanilla LLaDA, then eager
+against eager with its host overhead; who is faster at equal quality at B = 1, from which batch LLaMA stays ahead,
+how sure and how the runs were taken)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 from report.findings_file import FindingsFile
 from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity
 from report.render import render_report
-from report.verdict import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, verdict
+from report.verdict import QUALITY_LINES, TERMINAL_LINES, verdict, verdict_text
+from report.verdict_full import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, full_verdict
 
 PPL = SParity(metric="gen_ppl", reference="llama-mini greedy", judge="packaged-smollm2", steps=4, bound="=",
               replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0,
@@ -65,7 +67,7 @@ BEST = [pairing(4, [point(1, 1.6, 1.3, 1.9, **COMPILED_VS_EAGER), point(16, 0.5,
 
 
 def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_its_interval() -> None:
-    sentences = verdict([*SMOKE, *BEST])
+    sentences = full_verdict([*SMOKE, *BEST])
     assert 1 < len(sentences) <= MAX_SENTENCES
     best, vanilla, quality, sure = sentences
     assert vanilla.startswith("Eager against eager (vanilla, the protocol's pair; it measures each side's host "
@@ -99,7 +101,7 @@ def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_
 def test_equal_quality_only_where_every_headline_metric_holds_parity() -> None:
     both = [pairing(k, [point(1, x, x * 0.9, x * 1.1), point(16, 0.3, 0.2, 0.4)], b, s_parity=(PPL, BERT_AT_8))
             for k, x, b in ((4, 2.15, 4.3), (8, 1.12, 1.24))]
-    first = verdict(both)[0]
+    first = full_verdict(both)[0]
     assert ("at equal quality (perplexity as good as llama-mini greedy from 4 steps, BERTScore F1 as good "
             "as llama-mini greedy from 8 steps) at 8 steps (K = N_out/4): LLaDA is 1.12x") in first
 
@@ -107,16 +109,16 @@ def test_equal_quality_only_where_every_headline_metric_holds_parity() -> None:
 def test_the_sentences_come_from_the_numbers() -> None:
     """Generated, never written: another measurement gives another verdict."""
     slower = [pairing(4, [point(1, 0.5, 0.4, 0.6), point(16, 0.2, 0.1, 0.3)], 1, "<=", interval=(1, "<=", 1, "<="))]
-    sentence = verdict(slower)[0]
+    sentence = full_verdict(slower)[0]
     assert "LLaMA is 2x [1.67, 2.5] faster than LLaDA at B = 1" in sentence
     assert "LLaMA stays ahead from B* ≤ 1 [≤ 1, ≤ 1] (LLaMA ahead already at the smallest batch measured" in sentence
     ahead = [pairing(4, [point(1, 3.0, 2.5, 3.5), point(16, 1.5, 1.2, 1.8)], 16, ">", interval=(16, ">", 16, ">"))]
-    assert "B* > 16 [> 16, > 16] (LLaDA still ahead at the largest batch measured" in verdict(ahead)[0]
+    assert "B* > 16 [> 16, > 16] (LLaDA still ahead at the largest batch measured" in full_verdict(ahead)[0]
 
 
 def test_an_interval_around_one_is_a_tie_not_a_winner() -> None:
     level = [pairing(4, [point(1, 1.04, 0.78, 1.10), point(8, 0.79, 0.74, 0.80)], 1.39)]
-    first = verdict(level)[0]
+    first = full_verdict(level)[0]
     assert "neither is surely faster at B = 1 (speedup 1.04x [0.78, 1.1])" in first
     assert "faster than" not in first
 
@@ -124,7 +126,7 @@ def test_an_interval_around_one_is_a_tie_not_a_winner() -> None:
 def test_without_quality_it_answers_at_quarter_half_and_full_steps_beside_the_published_quality() -> None:
     at = {k: pairing(k, [point(1, x, x * 0.9, x * 1.1, reps=3), point(8, 0.4, 0.3, 0.5, reps=3)], b, s_parity=(),
                      generation=256) for k, x, b in ((16, 14.5, 27.7), (64, 5.16, 6.04), (128, 2.5, 2.9), (256, 1.33, 1.36))}
-    sentences = verdict(list(at.values()))
+    sentences = full_verdict(list(at.values()))
     first = sentences[0]
     assert "at K = N_out/4 (64 steps for 256 tokens), quality not measured: LLaDA is 5.16x" in first
     assert "at K = N_out/2 (128 steps for 256 tokens)" in first and "at K = N_out (256 steps for 256 tokens)" in first
@@ -137,16 +139,16 @@ def test_without_quality_it_answers_at_quarter_half_and_full_steps_beside_the_pu
 def test_many_settings_give_ranges_in_one_clause() -> None:
     many = [pairing(64, [point(1, x, x * 0.9, x * 1.1), point(64, 0.1, 0.09, 0.11)], b, s_parity=(), generation=g)
             for g, x, b in ((256, 5.2, 6.0), (256, 6.3, 7.3))]
-    first = verdict(many)[0]
+    first = full_verdict(many)[0]
     assert "LLaDA is 5.2x–6.3x faster than LLaMA at B = 1 over 2 settings" in first
     assert "LLaMA stays ahead from B* 6–7.3 (each with its interval in the Findings)" in first
 
 
 def test_no_pairing_no_verdict_and_an_unanswered_pair_is_named() -> None:
-    assert verdict([]) == [NO_PAIRING]
+    assert full_verdict([]) == [NO_PAIRING]
     reason = "dream-tiny (Dream) vs qwen-tiny (Qwen2.5): no answer: every dream-tiny run failed (6 error)"
-    assert verdict([], [reason]) == [f"No verdict: {reason}."]
-    sentences = verdict(SMOKE, [reason])
+    assert full_verdict([], [reason]) == [f"No verdict: {reason}."]
+    sentences = full_verdict(SMOKE, [reason])
     assert sentences[-1] == f"{reason}."
     # With a second pair in the sweep, the answered pair's sentences name their models.
     assert all(s.startswith("llada-mini (LLaDA) vs llama-mini (LLaMA): ") for s in sentences[:-1])
@@ -165,8 +167,19 @@ def test_findings_json_opens_with_the_verdict(rendered) -> None:
     assert text.lstrip("{\n ").startswith('"verdict"')
     found = FindingsFile.model_validate_json(text)
     assert found.provenance.startswith("measured at commit ")
-    assert found.verdict == verdict(found.findings, found.unanswered, found.provenance, found.pair_provenance)
-    assert len(found.verdict) <= MAX_SENTENCES
+    assert found.verdict == verdict(found.findings, found.unanswered, found.disturbed)
+    # One bullet per distinct pairing (three here), the quality and how sure.
+    assert len(found.verdict) == 5 and found.verdict[-1].startswith("How sure: ")
+
+
+def test_the_reports_findings_give_the_verdict_in_full(rendered) -> None:
+    found = FindingsFile.model_validate_json((rendered.sweep_dir / "findings.json").read_text(encoding="utf-8"))
+    markdown = rendered.markdown.read_text(encoding="utf-8")
+    findings = markdown[markdown.index("## 1. Findings"):markdown.index("## 2.")]
+    assert "The verdict in full:" in findings
+    for sentence in full_verdict(found.findings, found.unanswered, found.provenance, found.pair_provenance):
+        assert sentence in findings
+    assert "host overhead per forward" in findings and "measured at commit " in findings
 
 
 def test_the_report_shows_the_verdict_before_its_first_table(rendered) -> None:
@@ -182,17 +195,18 @@ def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     out = render_report(write_sweep(tmp_path, SMOKE_LIKE), echo=True)
     printed = capsys.readouterr().out.rstrip("\n").splitlines()
-    after_table = printed[printed.index("Verdict") - 1:]
-    assert len(after_table) <= 30
+    after_table = printed[printed.index("Verdict"):]
+    assert len(after_table) - _quality_overflow(after_table) <= TERMINAL_LINES
     assert printed[-1].startswith(f"report: {out.html} ")
-    assert printed[-2].startswith(f"The full Findings, every pairing and any variants: {out.markdown}")
+    assert printed[-2].startswith(f"In full, with every pairing, the roofline, the sessions and how the runs were "
+                                  f"taken: {out.markdown}")
     assert "Findings" not in printed[:printed.index("Verdict")]  # the Findings table lives in the report
 
 
 def test_a_best_pairing_of_eager_sides_says_neither_compiled_nor_graph_captured_ran() -> None:
     eager = {"llama": "vanilla", "llada": "dual-cache"}
     best = [pairing(4, [point(1, 2.8, 1.5, 5.2, **eager), point(16, 0.5, 0.4, 0.6, **eager)], 11, kind=BEST_PAIRING)]
-    sentence = verdict([*SMOKE, *best])[0]
+    sentence = full_verdict([*SMOKE, *best])[0]
     assert sentence.startswith("Each at its best (LLaMA vanilla (eager); LLaDA dual-cache (eager); no compiled or "
                                "graph-captured LLaMA or LLaDA was measured)")
     assert "not like for like" not in sentence
@@ -209,7 +223,7 @@ def test_the_fast_pairing_comes_first_then_the_ar_at_its_best_then_eager_against
                       "<=", kind=AR_BEST_PAIRING, interval=(1, "<=", 1, "<="))
     vanilla = pairing(4, [point(1, 2.8, 1.8, 5.2, llama_forward_s=0.0202, llama_roofs_fraction=0.18,
                                 llada_forward_s=0.0286, llada_roofs_fraction=0.55), point(16, 0.4, 0.3, 0.5)], 3.1)
-    sentences = verdict([vanilla, ar_best, best], context="measured at commit 966dbce, in 1 worker process")
+    sentences = full_verdict([vanilla, ar_best, best], context="measured at commit 966dbce, in 1 worker process")
     assert sentences[0].startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager)")
     assert sentences[1].startswith("LLaMA at its best against vanilla LLaDA (LLaMA static-compile (compiled); LLaDA "
                                    "vanilla (eager))")
@@ -226,8 +240,68 @@ def test_an_extrapolated_unchecked_or_bimodal_point_says_so_where_its_speedup_is
              "llada_step_modes_s": [0.0216, 0.0312], "speedup_at_modes": [1.31, 0.903]}
     scaled = [pairing(256, [point(1, 1.33, 0.89, 1.68, **marks), point(8, 0.19, 0.18, 0.2, **marks)], 1.36,
                       s_parity=(), generation=256)]
-    first, *_, sure = verdict(scaled)
+    first, *_, sure = full_verdict(scaled)
     assert ("speedup 1.33x [0.89, 1.68]) (LLaDA timed 4 steps and scaled, unchecked; MODES: the steps at this shape "
             "split at 21.6 / 31.2 ms, speedup 1.31x / 0.903x at each)") in first
     assert "2 of the 2 diffusion latencies behind these speedups are extrapolated from their first timed steps " \
            "(2 unchecked)" in sure
+
+
+# ---------------------------------------------------------------- read in thirty seconds
+
+
+def _quality_overflow(lines: list[str]) -> int:
+    """The terminal lines the quality bullet (report/verdict_quality.py) takes beyond its budget of QUALITY_LINES:
+    the budget binds this module's bullets whatever that sentence's length."""
+    start = next(i for i, line in enumerate(lines) if line.startswith("  - ") and "Quality (" in line)
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))
+    return max(0, end - start - QUALITY_LINES)
+
+
+def _terminal(sentences: list[str]) -> list[str]:
+    text = verdict_text(sentences, Path("/sweep/report.md"), Path("/sweep/findings.json"))
+    return text.lstrip("\n").splitlines() + ["report: x"]
+
+
+def test_one_pair_prints_at_most_twelve_lines() -> None:
+    """The dual-cache best pairing beside vanilla: two pairings, quality, how sure."""
+    one = _terminal(verdict([*SMOKE, *BEST]))
+    assert len(one) - _quality_overflow(one) <= TERMINAL_LINES
+
+
+def test_a_best_pairing_that_is_the_vanilla_one_is_one_line_not_a_second_bullet() -> None:
+    best_is_vanilla = [p.model_copy(update={"pairing": BEST_PAIRING}) for p in SMOKE]
+    sentences = verdict([*SMOKE, *best_is_vanilla])
+    assert sentences[0].startswith("Vanilla against vanilla (both eager) on cpu, 32 + 32 tokens, block 32, at 4 steps")
+    assert sentences[1] == "Each at its best is the vanilla pairing here: no variant ran faster at 4 steps."
+    assert sum("2.15x" in s for s in sentences if not s.startswith("Quality")) == 1  # the numbers once
+    # A best pairing of other runs keeps its own bullet, first.
+    distinct = verdict([*SMOKE, *BEST])
+    assert distinct[0].startswith("Each at its best (LLaMA static-compile (compiled); LLaDA dual-cache (eager)) on cpu, "
+                                 "32 + 32 tokens, block 32, at 4 ")
+    assert "LLaDA is 1.6x [1.3, 1.9] faster than LLaMA at B = 1" in distinct[0]
+    assert distinct[1].startswith("Vanilla against vanilla (both eager)") and len(distinct) == 4
+
+
+def test_a_tie_at_b1_beside_b_star_below_the_batches_says_what_each_rests_on() -> None:
+    """'Neither is surely faster at B = 1' and 'LLaMA stays ahead from B* <= 1' read as a contradiction: B* rests
+    on the medians, the tie on their interval, and the words say so."""
+    tie = [pairing(4, [point(1, 0.9, 0.6, 1.2), point(16, 0.3, 0.2, 0.4)], 1, "<=", interval=(1, "<=", 2.5, "="))]
+    for sentence in (verdict(tie)[0], full_verdict(tie)[0]):
+        assert "neither is surely faster at B = 1 (speedup 0.9x [0.6, 1.2])" in sentence
+        assert "on the medians alone LLaMA is ahead at every batch measured (B* ≤ 1" in sentence
+        assert "but at B = 1 the interval holds 1, so that lead is not sure there" in sentence
+        assert "stays ahead from" not in sentence
+    # A sure lead keeps the plain words.
+    assert "LLaMA stays ahead from B* ≤ 1 [≤ 1, ≤ 1]" in verdict(
+        [pairing(4, [point(1, 0.5, 0.4, 0.6), point(16, 0.2, 0.1, 0.3)], 1, "<=", interval=(1, "<=", 1, "<="))])[0]
+
+
+def test_the_findings_figure_marks_the_b_star_the_verdict_speaks_of(rendered) -> None:
+    """The verdict speaks at one step count; the Findings figure's bold X is that step count's B*, labelled so."""
+    found = FindingsFile.model_validate_json((rendered.sweep_dir / "findings.json").read_text(encoding="utf-8"))
+    spoken = next(s for s in found.verdict if s.startswith("Vanilla against vanilla"))
+    figure = next(p for p in rendered.figures if p.png.stem.startswith("findings_throughput"))
+    data = figure.png.with_suffix(".svg").read_text(encoding="utf-8")
+    marked = re.findall(r"B\*(?: [^<]*?)? at (\d+) steps[^<]*the verdict", data)
+    assert marked and all(f"at {k} steps" in spoken for k in marked)

@@ -22,6 +22,7 @@ from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow
 from report.figures.style import ARCH_MARKER, steps_colors
 from report.pairs import is_ar, table_sides
 from report.table import unlearned_warnings, with_sampler_setting
+from report.verdict import VERDICT_COLUMN
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
@@ -78,7 +79,9 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
                 series.append(p)
                 ax.plot(p.x, p.y, color=color, linestyle="-.", linewidth=0.9, alpha=0.6, zorder=2)
         blocks = sub["block_length"].drop_nulls().unique().to_list()
-        cross = at.of(crossovers).filter((pl.col("hardware") == hardware) & (pl.col("b_star_bound") == "=")
+        cross = at.of(crossovers).filter((pl.col("hardware") == hardware)
+                                         & ((pl.col("b_star_bound") == "=") | _spoken(crossovers))
+                                         & pl.col("b_star").is_not_null()
                                          & (pl.col("block_length").is_in(blocks) | pl.col("block_length").is_null()))
         power_of_two_axis(ax, "x", sub["batch_size"].unique().to_list())  # before B*: its bar reads the edges
         placed: list[float] = []
@@ -106,8 +109,9 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         "interpolated; no batch between them was measured. Dash-dotted: the faithful roofline's prediction"
         + (f" on {profile}" if profile else " (no profile for this device)")
         + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, where its dotted "
-        f"segment crosses {sides.dllm}'s; the bar through it: its interval (report.intervals), to an arrowhead at "
-        "the panel's edge where it extends past the batches measured.",
+        f"segment crosses {sides.dllm}'s (at the edge batch, as ≤ or >, where it lies outside those measured: drawn "
+        "only for the step count the verdict speaks of, the large bold X labelled so); the bar through it: its "
+        "interval (report.intervals), to an arrowhead at the panel's edge where it extends past the batches measured.",
     ) + ((block_note,) if block_note else ()) + fitted_note(df, calibration)
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
@@ -129,7 +133,21 @@ def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
         for x, marker in ends:
             ax.plot([x], [y], color=color, marker=marker, markersize=8, linestyle="none", zorder=5)
         ax.set_xlim(left, right)
-    ax.scatter([b_star], [y], marker="X", s=80, color=color, edgecolors="black", zorder=6)
-    ax.annotate(f"B*={b_star:.2g}", (b_star, y), xytext=(4, 6 + 9 * nth), textcoords="offset points", fontsize=7)
-    return Series(f"B*{pair} at {row['steps']} steps = {b_star:.3g}", "vline", (b_star,), (y,),
-                  (low,) if ranged else None, (high,) if ranged else None)
+    spoken = bool(row.get(VERDICT_COLUMN))
+    ax.scatter([b_star], [y], marker="X", s=140 if spoken else 80, color=color, edgecolors="black",
+               linewidths=1.6 if spoken else 1.0, zorder=6)
+    value = f"{BOUND_TEXT.get(row['b_star_bound'], '=')} {b_star:.2g}"
+    label = f"B* {value}" + (f" at {row['steps']} steps: the verdict's" if spoken else "")
+    ax.annotate(label, (b_star, y), xytext=(4, 6 + 9 * nth), textcoords="offset points", fontsize=7,
+                fontweight="bold" if spoken else "normal")
+    return Series(f"B*{pair} at {row['steps']} steps {value}" + (" (the verdict's)" if spoken else ""), "vline",
+                  (b_star,), (y,), (low,) if ranged else None, (high,) if ranged else None)
+
+
+# How a B* beyond the batches measured reads (report/intervals.py: at or below the smallest, above the largest).
+BOUND_TEXT = {"<=": "≤", ">": ">"}
+
+
+def _spoken(crossovers: pl.DataFrame) -> pl.Expr:
+    """The rows whose step count the verdict speaks of (report.verdict.with_verdict_steps), else none."""
+    return pl.col(VERDICT_COLUMN) if VERDICT_COLUMN in crossovers.columns else pl.lit(False)

@@ -222,10 +222,14 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
                                alg_colors if len(algs) > 1 else None)
         power_of_two_axis(ax, "x", sub_llada["steps"].unique().to_list())
         frame.panel(ax, at.title, "diffusion steps K", metric_label(metric), "log2", quality_axis(ax, metric), series)
+    # The caption names only what is drawn: the replicates' span is shaded only where S_parity was reached.
+    placed = any(s.kind == "vline" and s.x for p in frame.panels for s in p.series)
     notes = (CI_NOTE + f" Each setting at its smallest batch size. S_parity: the fewest steps from which {sides.dllm} "
              "is equivalent to the metric's headline reference or better (a two one-sided test against the spec's "
-             "margin) at that and every larger step; the shaded span is where bootstrap replicates over prompts put "
-             "it (the grid's resolution, not a confidence interval).",)
+             "margin) at that and every larger step; "
+             + ("its dashed line marks it, and the shaded span is where bootstrap replicates over prompts put it (the "
+                "grid's resolution, not a confidence interval)." if placed else
+                "no setting reaches it within the swept steps, so no line or span marks it (the panel says so)."),)
     return frame.finish(f"{sides.dllm} quality vs diffusion steps ({METRIC_LABEL.get(metric, metric)})",
                         notes + _quality_notes(df), df, warnings=_warnings(df))
 

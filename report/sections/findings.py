@@ -1,12 +1,15 @@
-"""Section 1, Findings: the answer in one table (each number linked to the table it comes from) and the pairings."""
+"""Section 1, Findings: the verdict in full, the answer in one table (each number linked to the table it comes from)
+and the pairings."""
 
 from __future__ import annotations
 
 from report.document import Paragraph, Table
+from report.history import history_text
 from report.pairing_text import pairing_blocks
 from report.pairs import sweep_pairs, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.quality import judge_note
+from report.verdict_full import full_verdict
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -28,9 +31,19 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
                "each step count, interpolated between measured batch sizes, beside the roofline's B* for the same "
                "device" + ("; per pair of an AR model and a diffusion model (its peer family where the sweep has it)"
                            if len(sweep_pairs(inputs.table)) > 1 else ""))
-    blocks = [Table(tuple(columns), tuple(rows), caption, fold=False, links=tuple(links)),
+    blocks = [*_in_full(inputs), Table(tuple(columns), tuple(rows), caption, fold=False, links=tuple(links)),
               *pairing_blocks(inputs.pairings, multi)]
     judge = judge_note(inputs.quality)
     if judge:
         blocks.append(Paragraph(judge))
     return Blocks(blocks, [])
+
+
+def _in_full(inputs: ReportInputs) -> list[Paragraph]:
+    """The verdict in full (report/verdict_full.py): each pairing's execution and host overhead, the roofline's B*
+    and how the runs were taken, which the short verdict above the report leaves here."""
+    if not inputs.pairings:
+        return []
+    context = history_text(inputs.history) if inputs.history else ""
+    sentences = full_verdict(inputs.pairings, inputs.unanswered, context, inputs.pair_histories)
+    return [Paragraph("The verdict in full:"), *(Paragraph(s) for s in sentences)]

@@ -11,6 +11,7 @@ from report.document import Block, FigureBlock
 from report.history import History
 from report.pairings import Pairing
 from report.quality import QualityData
+from report.sessions import SessionLoad
 from specs.artifacts import Manifest
 from specs.schema import ExperimentSpec
 
@@ -36,6 +37,7 @@ class ReportInputs:
     history: History | None = None  # report.history: commit, processes, interleaving, warm-ups of the runs
     pair_histories: dict[str, str] = field(default_factory=dict)  # report.history.pair_histories
     extrapolation: str | None = None  # report.extrapolation.extrapolation_summary of the runs
+    sessions: tuple[SessionLoad, ...] = ()  # report.sessions.session_loads: which sessions ran disturbed
 
 
 

@@ -10,7 +10,6 @@ import polars as pl
 
 from report.document import Block, Document, FigureBlock, Section
 from report.energy import energy_blocks
-from report.history import history_text
 from report.sections import (
     findings,
     latency,
@@ -24,6 +23,7 @@ from report.sections import (
 )
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
+from report.sessions import disturbed_text
 from report.verdict import verdict
 
 
@@ -63,8 +63,7 @@ def build_document(inputs: ReportInputs) -> Document:
                                for b in figures[anchor]]
         sections.append(Section(anchor, title, [*lead, *placed, *tail]))
     return Document(f"llada-bench report: {inputs.sweep}", subtitle(inputs.sweep, table), sections,
-                    verdict=verdict(inputs.pairings, inputs.unanswered,
-                                    history_text(inputs.history) if inputs.history else "", inputs.pair_histories))
+                    verdict=verdict(inputs.pairings, inputs.unanswered, disturbed_text(inputs.sessions)))
 
 
 def subtitle(sweep: str, table: pl.DataFrame) -> str:

@@ -12,8 +12,17 @@ from report.document import Block, Paragraph, Preformatted, Table
 from report.sections.cells import column_table, key_columns, simple
 from report.sections.inputs import Blocks, ReportInputs
 from report.table import UNKNOWN_HARDWARE
+from report.sessions import DISTURBED_CPU_SHARE, session_load_rows
 from specs.registry import family
 from specs.schema import ExperimentSpec
+
+
+SESSIONS_CAPTION = ("Sessions: whether the machine was quiet while each ran. CPU time / wall time: the process's CPU "
+                    "time over its measured repetitions' wall time times its torch threads (below "
+                    f"{DISTURBED_CPU_SHARE:.0%} the runs waited for a core); load: the machine's 1-minute load "
+                    "average at the runs' start and end, against the CPUs the worker could use (above them, runnable "
+                    "tasks waited). Either sign flags the session as disturbed. CPU-timed runs only: on a GPU the "
+                    "host's CPU time is not the device's.")
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -36,6 +45,9 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
     counts = table.group_by("hardware", "status").len().sort(["hardware", "status"])
     blocks.append(Table(("hardware", "status", "runs"), tuple((h, s, str(n)) for h, s, n in counts.iter_rows()),
                         "Runs by hardware and status (figures never mix hardware)"))
+    if inputs.sessions:
+        blocks.append(Table(("session", "CPU-timed runs", "CPU time / wall time", "load (1 min, median)", "flag"),
+                            tuple(session_load_rows(inputs.sessions)), SESSIONS_CAPTION))
     failed = table.filter(pl.col("status") != "ok")
     if failed.height:
         columns = [("run", "run_id"), *simple(key_columns(True, failed)), ("status", "status"),

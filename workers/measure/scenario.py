@@ -37,14 +37,14 @@ from dataclasses import dataclass, field
 import torch
 
 from specs.registry import family, is_diffusion
-from specs.results import Energy, ExtrapolatedLatency, Memory, Samples
+from specs.results import Energy, ExtrapolatedLatency, HostLoad, Memory, Samples
 from specs.schema import RunConfig
 from workers.measure.compiled_steps import CompiledSteps, forward_capture, uses_compiled_steps
 from workers.measure.energy import EnergyMeter
 from workers.measure.diffusion_samplers import DIFFUSION_SAMPLERS
 from workers.measure.memory import MemoryTracker, free_device_memory, tensor_peak_bytes
 from workers.measure.preparation import Preparation
-from workers.measure.timing import Interval, PerfCounterTimer, Timer, timer_for
+from workers.measure.timing import Interval, PerfCounterTimer, Timer, load_average, timer_for, usable_cpus
 from workers.models.loading import LoadedModel
 from workers.engine import TORCH, RunEngine
 from workers.samplers.autoregressive import KV_CACHE
@@ -183,6 +183,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
         )  # fmt: skip
         warmup_s.append(run.e2e.seconds())
     latency: list[float] = []
+    cpu_s: list[float | None] = []
     batch_index: list[int] = []
     steps_s: list[list[float]] = []
     committed: list[list[int]] = []
@@ -190,6 +191,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
     cache_bytes: int | None = None
     outputs: dict[int, torch.Tensor] = {}
     preparation = compiled.preparation if compiled is not None else Preparation()
+    load_at_start = load_average()
     with MemoryTracker(loaded.device, engine.weights_bytes(loaded)) as memory, EnergyMeter(loaded.device) as energy, \
             preparation.frozen():
         for r in range(controls.repetitions):
@@ -200,6 +202,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
                 temperature=controls.temperature, compiled=compiled, engine=engine,
             )  # fmt: skip
             latency.append(run.e2e.seconds())  # reading syncs: after the timed region, never inside it
+            cpu_s.append(run.e2e.cpu_seconds())
             steps_s.append([interval.seconds() for interval in run.steps])
             committed.append(run.committed)
             forwards.append(run.forwards)
@@ -208,6 +211,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
             batch_index.append(b)
             if b not in outputs:
                 outputs[b] = run.tokens.cpu()
+    load_at_end = load_average()
     memory_record = memory.result()
     # After the timed region and its trackers (the profiler slows every operator), and in the first session only: the
     # same shapes allocate the same bytes in every session, as they give the same text (report/sessions.py takes a
@@ -239,6 +243,9 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
         tokens_committed=committed if diffusion else None,
         forwards=forwards,
         extrapolated=extrapolated,
+        cpu_s=None if None in cpu_s else [c for c in cpu_s if c is not None],
+        host_load=(HostLoad(start=list(load_at_start), end=list(load_at_end), cpus=usable_cpus())
+                   if load_at_start is not None and load_at_end is not None else None),
     )
     return Measurement(
         samples=samples,
