@@ -93,7 +93,7 @@ class Pairing(_Record):
     model ahead already at the smallest batch (the value is that batch), ">" not yet at the largest. The measured B*
     is None with one batch size (report.intervals.MIN_BATCHES), its interval None where a speedup has none."""
 
-    pairing: Literal["best", "best-ar", "vanilla"]
+    pairing: Literal["engine", "best", "best-ar", "vanilla"]
     hardware: str
     prompt_length: int
     generation_length: int

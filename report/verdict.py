@@ -21,7 +21,15 @@ import polars as pl
 
 from report.document import printable
 from report.intervals import NO_B_STAR, b_star_value, bracket_ends
-from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, PAIRING_ORDER, VANILLA_PAIRING, Pairing, pairs_of
+from report.pairings import (
+    AR_BEST_PAIRING,
+    BEST_PAIRING,
+    ENGINE_PAIRING,
+    PAIRING_ORDER,
+    VANILLA_PAIRING,
+    Pairing,
+    pairs_of,
+)
 from report.pairs import Pair, Sides, sides_of
 from report.verdict_full import (
     NO_PAIRING,
@@ -37,6 +45,7 @@ from report.verdict_full import (
     who_is_faster,
 )
 from report.verdict_sure import brief_sure
+from specs.engines import LLAMA_CPP, engine
 
 __all__ = ["NO_PAIRING", "ONLY_VANILLA", "ONLY_VANILLA_BRIEF", "verdict", "verdict_text"]
 
@@ -81,19 +90,36 @@ def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides, only_vanilla: boo
         if alike:
             names = " and ".join(_NAME[k](t) for k in alike)
             steps = " and ".join(dict.fromkeys(str(p.steps) for _, at in spoken[kind] for p in at))
-            bullets.append(f"{names} {'is' if len(alike) == 1 else 'are'} the {_NAME[kind](t).lower()} pairing here: "
+            bullets.append(f"{names} {'is' if len(alike) == 1 else 'are'} the {_lower_first(_NAME[kind](t))} pairing here: "
                            f"no variant ran faster at {steps} steps.")
     if only_vanilla:  # no variant ran in the whole sweep
         bullets.append(ONLY_VANILLA_BRIEF)
+    if ENGINE_PAIRING not in kinds and _engine_would_answer(mine, pair):
+        bullets.append(NO_ENGINE_PARITY)
     return bullets + [quality_text(mine, pair, t)]
 
 
+def _engine_would_answer(mine: list[Pairing], pair: Pair) -> bool:
+    """Whether llama.cpp runs both families of a pair whose autoregressive side ran only eager PyTorch here."""
+    families = engine(LLAMA_CPP).families
+    eager = all(q.llama_execution == "eager" for p in mine for q in p.speedups)
+    return eager and pair.ar_arch in families and pair.dllm_arch in families
+
+
 ONLY_VANILLA_BRIEF = "Only vanilla ran, so it is also each at its best."
+NO_ENGINE_PARITY = ("Both sides ran in PyTorch, the autoregressive one paying this package's Python loop every token; "
+                    "`just engine && just sweep specs/engine.yaml` gives the answer with both in llama.cpp.")
 _NAME = {
+    ENGINE_PAIRING: lambda t: "Both in llama.cpp, at engine parity",
     BEST_PAIRING: lambda t: "Each at its best",
     AR_BEST_PAIRING: lambda t: f"{t.ar} at its best against vanilla {t.dllm}",
     VANILLA_PAIRING: lambda t: "Vanilla",
 }
+
+
+def _lower_first(name: str) -> str:
+    """'Vanilla' -> 'vanilla' mid-sentence; a name that opens with a model's title ('LLaMA at its best') stays."""
+    return name[0].lower() + name[1:] if name[1:2].islower() else name
 
 
 def _runs(chosen: Chosen) -> frozenset[tuple]:
@@ -107,7 +133,9 @@ def _label(kind: str, chosen: Chosen, t: Sides) -> str:
     (eager))': the pairing and how each side executes."""
     points = [q for _, at in chosen for p in at for q in p.speedups]
     if kind == VANILLA_PAIRING:
-        return "Vanilla against vanilla (both eager)"
+        return "Vanilla against vanilla (both eager PyTorch)"
+    if kind == ENGINE_PAIRING:
+        return _NAME[kind](t)
     ar = executions([(q.llama_execution, q.llama_impl) for q in points])
     dllm = executions([(q.llada_execution, q.llada_impl) for q in points])
     return f"{_NAME[kind](t)} ({t.ar} {ar}; {t.dllm} {dllm})"

@@ -34,6 +34,7 @@ from report.intervals import AT_OR_BELOW, INTERPOLATED, NO_B_STAR, Crossover, bo
 from report.pairing_text import modes_text
 from report.pairings import (
     BEST_PAIRING,
+    ENGINE_PAIRING,
     PAIRING_ORDER,
     VANILLA_PAIRING,
     Pairing,
@@ -43,11 +44,12 @@ from report.pairings import (
 )
 from report.pairs import Pair, Sides, sides_of
 from report.parity import bracket
+from report.table import COMPILED
 from report.verdict_quality import quality_sentence
 from report.verdict_sure import how_sure
 from specs.registry import family
 
-MAX_SENTENCES = 5  # a pair's
+MAX_SENTENCES = 6  # a pair's: four pairings, quality, how sure
 NO_PAIRING = "No verdict: no autoregressive and diffusion model both ran successfully at the same lengths."
 ONLY_VANILLA = ("No implementation other than vanilla ran, so each model at its best is the vanilla pairing "
                 "(add variants to the spec's grid to compare them).")
@@ -98,10 +100,15 @@ def _pairing_sentence(kind: str, chosen: Chosen, t: Sides, every: list[Pairing])
     spoken = [p for _, at in chosen for p in at]
     if kind == VANILLA_PAIRING:
         lead = _vanilla_lead(spoken, t, every)
+    elif kind == ENGINE_PAIRING:
+        lead = ENGINE_LEAD
     else:
         lead = _best_lead(spoken, t) if kind == BEST_PAIRING else _ar_best_lead(spoken, t)
     clauses = [f"{where}: {speed_clause(ps, t)}" for where, ps in chosen]
     return f"{lead}{where_text(spoken)}, " + "; ".join(clauses) + "."
+
+
+ENGINE_LEAD = "Both in llama.cpp, at engine parity (the architectures, not this package's Python loops)"
 
 
 def _ar_best_lead(group: list[Pairing], t: Sides) -> str:
@@ -121,12 +128,14 @@ def _vanilla_lead(group: list[Pairing], t: Sides, every: list[Pairing]) -> str:
     parts = []
     if q.llama_forward_s is not None:
         text = f"eager {t.ar}'s decode pass took {_ms(q.llama_forward_s)}{_roofs(q.llama_roofs_fraction, ' of its roofs')}"
-        compiled = [r.llama_forward_s for o in every if o.pairing != VANILLA_PAIRING and o.hardware == p.hardware
-                    and (o.prompt_length, o.generation_length) == (p.prompt_length, p.generation_length)
-                    for r in o.speedups if r.batch_size == q.batch_size and r.llama_execution != "eager"
-                    and r.llama_forward_s is not None]
-        if compiled:
-            text += f", against {_ms(compiled[0])} compiled"
+        faster = [(r.llama_forward_s, r.llama_execution) for o in every
+                  if o.pairing != VANILLA_PAIRING and o.hardware == p.hardware
+                  and (o.prompt_length, o.generation_length) == (p.prompt_length, p.generation_length)
+                  for r in o.speedups if r.batch_size == q.batch_size and r.llama_execution != "eager"
+                  and r.llama_forward_s is not None]
+        if faster:  # compiled, or in another engine ("in llama.cpp")
+            seconds, execution = faster[0]
+            text += f", against {_ms(seconds)} {execution if execution == COMPILED else 'in ' + execution}"
         parts.append(text)
     if q.llada_forward_s is not None:
         parts.append(f"vanilla {t.dllm}'s step {_ms(q.llada_forward_s)}{_roofs(q.llada_roofs_fraction, '')}")

@@ -9,6 +9,7 @@ import pytest
 
 from orchestrator.cli import main
 from orchestrator.feasibility import MEASURABLE_OVERSHOOT
+from specs.engines import LLAMA_CPP, engine_missing
 from specs.paths import PACKAGE_ROOT
 from tests.spec_fixtures import tiny_dict, tiny_spec, write_spec
 
@@ -84,4 +85,7 @@ def test_on_a_profile_the_refusal_names_the_profile_and_a_batch_near_the_wall_st
 
 def test_every_shipped_spec_passes_the_memory_check(capsys: pytest.CaptureFixture[str]) -> None:
     for spec in sorted((PACKAGE_ROOT / "specs").glob("*.yaml")):
-        assert main(["plan", str(spec)]) == 0, (spec.name, capsys.readouterr().err)
+        code, err = main(["plan", str(spec)]), capsys.readouterr().err
+        if code and engine_missing(LLAMA_CPP) and "`just engine`" in err:
+            continue  # a spec that needs the engine where it is not built: refused in one line saying how to build it
+        assert code == 0, (spec.name, err)
