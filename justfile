@@ -85,11 +85,12 @@ test-latest VENV="build/venv-latest" *ARGS:
     "$1"/bin/python -c "import importlib.metadata as m; print('newest in range:', ', '.join(f'{p} {m.version(p)}' for p in ('torch', 'transformers', 'tokenizers', 'pydantic', 'polars', 'ray', 'numpy')))"
     "$1"/bin/python -m pytest -m "not slow" -q "${@:2}"
 
-# Speed benchmarks: samplers against their baselines, time per forward eager vs compiled, roofline evaluation cost
+# Speed benchmarks: samplers against their baselines, time per forward eager vs compiled, roofline evaluation cost, PyTorch against llama.cpp (each side, tokens equal)
 bench:
     python -m workers.measure.bench
     python -m workers.measure.bench_forward
     python -m roofline.bench
+    python -m workers.measure.bench_engine
 
 # Pre-fetch every model, tokenizer, dataset and scorer SPEC names into the HF cache, then verify it offline (login node)
 [positional-arguments]
