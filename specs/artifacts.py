@@ -170,9 +170,10 @@ def read_checksums(layout: SweepLayout) -> dict[str, set[str]] | None:
     return None if record is None else {key: record.recorded(key) for key in record.files}
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, *, follow: bool = False) -> str:
+    """sha256 of a regular file, read in chunks; `follow` takes a symbolic link to one (a hub cache's snapshot)."""
     digest = hashlib.sha256()
-    with open_binary(path) as handle:
+    with open_binary(path, follow=follow) as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()

@@ -16,7 +16,6 @@ Every stage writes into a temporary folder and renames it into place.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -28,6 +27,7 @@ import time
 from importlib import metadata, util
 from pathlib import Path
 
+from specs.artifacts import sha256_file
 from specs.engines import LLAMA_CPP_DISTRIBUTION, LLAMA_CPP_PYTHON_VERSION
 from workers.engine.build_record import BUILD_RECORD, build_dir
 
@@ -44,14 +44,6 @@ CONVERTER_NEEDS = ("sentencepiece",)
 
 def _say(message: str) -> None:
     print(f"engine: {message}", flush=True)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _pip(*args: str, env: dict[str, str] | None = None) -> None:
@@ -161,8 +153,8 @@ def main(argv: list[str] | None = None) -> int:
     record_path = root / BUILD_RECORD
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     record.update({
-        "package": PACKAGE, "version": LLAMA_CPP_PYTHON_VERSION, "sdist": sdist.name, "sdist_sha256": _sha256(sdist),
-        "wheel": wheel.name, "wheel_sha256": _sha256(wheel),
+        "package": PACKAGE, "version": LLAMA_CPP_PYTHON_VERSION, "sdist": sdist.name, "sdist_sha256": sha256_file(sdist),
+        "wheel": wheel.name, "wheel_sha256": sha256_file(wheel),
         "cmake_args": list(CMAKE_FLAGS + (CUDA_FLAGS if args.cuda else ())), "compiler": _compiler(),
     })
     if seconds:

@@ -19,29 +19,21 @@ import tempfile
 import time
 from pathlib import Path
 
+from specs.artifacts import sha256_file
 from specs.engines import LLAMA_CPP_PYTHON_VERSION, engine_cache
 from workers.engine.build_record import converter_dir
 
 # The GGUF tensor type for each run dtype.
 OUT_TYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-_CHUNK = 1 << 20
 
 
 class ConversionError(RuntimeError):
     """The converter failed; the message carries its last lines."""
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def checkpoint_files(checkpoint: Path) -> dict[str, str]:
     """sha256 of every file the converter may read (the folder's top level), by name."""
-    return {p.name: file_sha256(p) for p in sorted(checkpoint.iterdir()) if p.is_file()}
+    return {p.name: sha256_file(p, follow=True) for p in sorted(checkpoint.iterdir()) if p.is_file()}
 
 
 def converted_gguf(checkpoint: Path, dtype: str, cache: Path | None = None) -> tuple[Path, dict]:
@@ -54,7 +46,7 @@ def converted_gguf(checkpoint: Path, dtype: str, cache: Path | None = None) -> t
     record_path = gguf.with_suffix(".json")
     if gguf.is_file() and record_path.is_file():
         record = json.loads(record_path.read_text())
-        if record.get("gguf_sha256") == file_sha256(gguf):
+        if record.get("gguf_sha256") == sha256_file(gguf):
             return gguf, record
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -63,7 +55,7 @@ def converted_gguf(checkpoint: Path, dtype: str, cache: Path | None = None) -> t
         "source": str(checkpoint.resolve()), "source_files_sha256": files, "out_type": out_type,
         "converter": f"llama.cpp's convert_hf_to_gguf.py from llama-cpp-python {LLAMA_CPP_PYTHON_VERSION}",
         "pre_tokenizer_registered": "gpt-2 (byte-level BPE tokenizers the converter does not know)",
-        "gguf_sha256": file_sha256(gguf), "seconds": round(time.perf_counter() - started, 2),
+        "gguf_sha256": sha256_file(gguf), "seconds": round(time.perf_counter() - started, 2),
     }
     _write_atomic(record_path, json.dumps(record, indent=2) + "\n")
     return gguf, record
