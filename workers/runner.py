@@ -168,6 +168,7 @@ class Worker:
         progress.environment = progress.environment.model_copy(update={
             "kv_cache": measurement.kv_cache, "forward_capture": measurement.forward_capture,
             "decode_attention_kernel": measurement.decode_attention_kernel, "engine": engine.record(),
+            "attention_kernel": engine.attention_kernel(progress.environment.attention_kernel),
         })  # fmt: skip
         result: dict[str, Any] = {
             "status": RunStatus.OK,

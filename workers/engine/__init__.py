@@ -41,6 +41,9 @@ class RunEngine(Protocol):
     def record(self) -> EngineRecord | None:
         """What the run records of the engine (None: PyTorch, whose versions the environment already has)."""
 
+    def attention_kernel(self, torch_kernel: str | None) -> str | None:
+        """The attention the measured forward ran, given what transformers' model would have run."""
+
 
 @dataclass(frozen=True)
 class TorchEngine:
@@ -64,6 +67,9 @@ class TorchEngine:
 
     def record(self) -> EngineRecord | None:
         return None
+
+    def attention_kernel(self, torch_kernel: str | None) -> str | None:
+        return torch_kernel
 
 
 TORCH = TorchEngine()

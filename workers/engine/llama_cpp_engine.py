@@ -136,6 +136,10 @@ class LlamaCppEngine:
         kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
         return 2 * text.num_hidden_layers * kv_heads * head_dim * _BYTES[self.gguf.settings.kv_cache_type]
 
+    def attention_kernel(self, torch_kernel: str | None) -> str:
+        flash = "on" if self.gguf.settings.flash_attention else "off"
+        return f"llama.cpp's attention (flash attention {flash}, {self.gguf.settings.kv_cache_type} KV cache)"
+
     def record(self) -> EngineRecord:
         s = self.gguf.settings
         return EngineRecord(
