@@ -75,6 +75,20 @@ def diversity_columns(floor: Floor | None, reference: float | None, steps: list[
     }
 
 
+def setting_diversity(own: pl.DataFrame, human: pl.DataFrame, keys: list[str], margin: float | None) -> pl.DataFrame:
+    """Per setting (`keys`, at the rows' batch), its median distinct-2 (per prompt the median over samples), the human
+    continuation's at the same grid point, and whether the setting is degenerate (None where no margin is given).
+    `own`: the settings' long rows; `human`: the human continuations' long rows."""
+    grid = ["sweep", "hardware", "prompt_length", "generation_length"]
+    per_prompt = own.filter(pl.col("metric") == DIVERSITY).group_by([*keys, "prompt_id"]).agg(pl.col("value").median())
+    level = per_prompt.group_by(keys).agg(pl.col("value").median().alias("diversity"))
+    first = human.filter(pl.col("metric") == DIVERSITY).sort("run_id").unique([*grid, "prompt_id"], keep="first")
+    floor = first.group_by(grid).agg(pl.col("value").median().alias("human_diversity"))
+    out = level.join(floor, on=grid, how="left", nulls_equal=True)
+    degenerate = (pl.col("diversity") < pl.col("human_diversity") - margin) if margin is not None else pl.lit(None)
+    return out.with_columns(degenerate.cast(pl.Boolean).alias("degenerate"))
+
+
 def repetition_beside(long: pl.DataFrame, where: dict[str, Any], reference: pl.DataFrame,
                       s_parity: int | None) -> dict[str, float | None]:
     """The repeated-bigram rate of the reference's texts and of the diffusion model's at S_parity, shown beside every
