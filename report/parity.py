@@ -152,17 +152,20 @@ def parity_table(
             repeated = _reference_rows(key, batch, ar, human, metric.family, REPETITION)
             texts = {(kind, label): (median_diversity(diverse[kind, label]) if (kind, label) in diverse else None,
                                      repeated.get((kind, label), ar.clear())) for kind, label, *_ in references}
-            headline = _headline(references, texts, floor)
             chance = _unrelated(unrelated, key, ar_model)
-            for kind, label, ref_model, ref_temperature, reference in references:
-                ref_diversity, repetitions = texts[kind, label]
-                columns = diversity_columns(floor, ref_diversity, swept, diversity)
-                found = _parity(curve, reference, chance, margin, settings.alpha, resamples, seed, level,
+            tested = []
+            for reference in references:
+                kind, label, *_, rows_ = reference
+                columns = diversity_columns(floor, texts[kind, label][0], swept, diversity)
+                found = _parity(curve, rows_, chance, margin, settings.alpha, resamples, seed, level,
                                 np.array([k not in columns["degenerate_steps"] for k in swept]))
-                if found is None:
-                    continue
-                found.update(columns)
-                _decide(found, floor, settings.alpha)
+                if found is not None:
+                    found.update(columns)
+                    _decide(found, floor, settings.alpha)
+                    tested.append((reference, found))
+            headline = _headline(tested)
+            for (kind, label, ref_model, ref_temperature, reference), found in tested:
+                repetitions = texts[kind, label][1]
                 base = {
                     "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"],
                     "metric_label": metric.label, "higher_is_better": metric.higher_is_better,
@@ -338,15 +341,15 @@ def _decide(found: dict[str, Any], floor: Floor | None, alpha: float) -> None:
         found["decides"], found["gate"] = False, degenerate_reference_text(floor, found["reference_diversity"])
 
 
-def _headline(references: list[tuple[str, str, str | None, float | None, pl.DataFrame]],
-              texts: dict[tuple[str, str], tuple[float | None, pl.DataFrame]], floor: Floor | None) -> str | None:
-    """The reference that heads the report: the first of DEFAULT_HEADLINE_ORDER whose text is not degenerate (else
-    the first present, whose rows then decide nothing)."""
-    kinds = [(kind, floor is not None and floor.degenerate(texts[kind, label][0])) for kind, label, *_ in references]
-    for wanted in DEFAULT_HEADLINE_ORDER:
-        if any(kind == wanted and not bad for kind, bad in kinds):
-            return wanted
-    return next((kind for kind in DEFAULT_HEADLINE_ORDER if any(kind == k for k, _ in kinds)), None)
+def _headline(tested: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> str | None:
+    """The reference that heads the report: the first of DEFAULT_HEADLINE_ORDER that decides (its text not degenerate,
+    its metric past the calibration gate), else the first whose text is not degenerate, else the first present."""
+    for usable in (lambda f: f["decides"], lambda f: not f["reference_degenerate"], lambda f: True):
+        kinds = {reference[0] for reference, found in tested if usable(found)}
+        chosen = next((kind for kind in DEFAULT_HEADLINE_ORDER if kind in kinds), None)
+        if chosen is not None:
+            return chosen
+    return None
 
 
 def _gate(ref: np.ndarray, prompt_ids: np.ndarray, unrelated: pl.DataFrame | None, margin: Margin,

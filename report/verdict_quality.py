@@ -74,6 +74,9 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], sin
     power = "" if s.power is None else f" (power {s.power:.0%}" + (
         f"; 80% needs {s.prompts_for_power} prompts)" if s.prompts_for_power and s.power < 0.8 else ")")
     degenerate = f", degenerate at {_steps(s.degenerate_steps)}" if s.degenerate_steps else ""
+    if s.degenerate_steps and set(swept) <= set(s.degenerate_steps):
+        degenerate = (f", its text degenerate at every step count swept, so its {label} says nothing of its quality "
+                      f"here")
     if single:
         return f"{label}: {'parity' if s.steps is not None else 'no parity'}{power}{degenerate}"
     if s.steps is None:
