@@ -50,8 +50,13 @@ def _how(found: Sequence[SParity], t: Sides) -> str:
             under = f", the {t.ar} under test" if s.judge_under_test else ""
             parts.append(f"{SHORT_LABEL.get(s.metric, s.metric)} judged by {JUDGE_NAMES.get(s.judge, s.judge)}{under}")
     references = list(dict.fromkeys(s.reference for s in found))
-    timed = [r for r in references if "greedy" in r]
-    parts.append("against " + ", ".join(f"{r} (the text that was timed)" if r in timed else r for r in references))
+    named = [f"{r} (the text that was timed)" if "greedy" in r else r for r in references]
+    if len(references) == 1:
+        parts.append(f"against {named[0]}")
+    else:  # each metric's headline reference (the first that decides: report/parity.py)
+        parts.append("against " + " and ".join(
+            f"{name} for {', '.join(SHORT_LABEL.get(s.metric, s.metric) for s in found if s.reference == r)}"
+            for r, name in zip(references, named)))
     margins = [f"{s.margin} for {SHORT_LABEL.get(s.metric, s.metric)}" for s in found if s.margin]
     if margins:
         parts.append(" and ".join(margins))

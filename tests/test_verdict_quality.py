@@ -44,3 +44,10 @@ def test_too_few_prompts_cannot_decide() -> None:
     text = sentence([pairing(4, [point(1, 2.0, 1.8, 2.2)], 4.0, s_parity=(few,))])
     assert "perplexity decides no parity: cannot decide: 3 paired prompts" in text
     assert "no parity up to" not in text
+
+
+def test_each_metric_names_its_own_reference_where_they_differ() -> None:
+    human = GUARDED.model_copy(update={"reference": "human continuation"})
+    bert = GUARDED.model_copy(update={"metric": "bertscore_f1", "reference": "llama-mini sampled (T = 1)", "judge": None})
+    text = sentence([pairing(4, [point(1, 2.0, 1.8, 2.2)], 4.0, s_parity=(bert, human))])
+    assert "against llama-mini sampled (T = 1) for BERTScore F1 and human continuation for perplexity" in text
