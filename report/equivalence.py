@@ -8,6 +8,10 @@ order statistics (the sign test's interval, exact under any continuous distribut
 continuation ranked worst). TOST at α holds equivalence when that interval lies inside (−margin, margin);
 non-inferiority (equivalence or better) when its upper end is below the margin. Parity is non-inferiority:
 "equivalent or better", never "not detectably different".
+
+Each interval states its real coverage (the order statistics make it at least, not exactly, 1 − 2α: 93.6% for 24
+prompts at α = 0.05), and each test its power at the margin: the chance that it finds parity where the true median
+difference is zero, from the sweep's own per-prompt spread.
 """
 
 from __future__ import annotations
@@ -20,6 +24,11 @@ from scipy import stats as scipy_stats
 
 EQUIVALENT, BETTER, WORSE, INCONCLUSIVE = "equivalent", "not worse (may be better)", "worse", "inconclusive"
 CHANCE = "cannot separate text from chance at this scale"
+# The gate fails for another reason: an unrelated passage is surely worse, by less than the margin. The margin is too
+# wide for this metric, not the metric too weak.
+MARGIN_TOO_WIDE = "the margin is wider than the gap between the reference and an unrelated passage"
+TOO_FEW = "cannot decide"
+POWER_TARGET = 0.8  # the power a sweep should have to find parity where the true difference is zero
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 0
 
@@ -51,7 +60,9 @@ class TostResult:
 
 def worse_by(values: np.ndarray, reference: np.ndarray, margin: Margin) -> np.ndarray:
     """How much worse each value is than the reference, in the margin's units (> 0: worse); a text ranked worst
-    (±inf) is infinitely worse, and two such texts differ by nothing."""
+    (±inf) is infinitely worse, and two such texts differ by nothing. A missing score (NaN) on either side is no
+    evidence of parity: it counts as infinitely worse."""
+    values, reference = np.broadcast_arrays(np.asarray(values, np.float64), np.asarray(reference, np.float64))
     with np.errstate(divide="ignore", invalid="ignore"):
         if margin.kind == "log":
             d = np.log(values) - np.log(reference)
@@ -59,17 +70,76 @@ def worse_by(values: np.ndarray, reference: np.ndarray, margin: Margin) -> np.nd
             d = values - reference
         else:
             d = reference - values
-    return np.where(np.isnan(d), 0.0, d)
+    both_worst = np.isinf(values) & (values == reference)
+    return np.where(both_worst, 0.0, np.where(np.isnan(d), math.inf, d))
 
 
 def order_index(n: int, alpha: float) -> int:
     """The 0-based rank k of the lower end of the median's (1 − 2α) interval [d_(k), d_(n−1−k)]: the largest k
     with P(Binomial(n, 1/2) ≤ k) ≤ α, so that each end misses the median with probability at most α. −1 when n
     is too small for any."""
-    k = -1
-    while k + 1 < n - 2 - k and scipy_stats.binom.cdf(k + 1, n, 0.5) <= alpha:
+    k = int(scipy_stats.binom.ppf(alpha, n, 0.5))
+    while k >= 0 and scipy_stats.binom.cdf(k, n, 0.5) > alpha:
+        k -= 1
+    while scipy_stats.binom.cdf(k + 1, n, 0.5) <= alpha:
         k += 1
-    return k
+    return min(k, (n - 2) // 2)
+
+
+def min_prompts(alpha: float) -> int:
+    """The fewest paired prompts with which the test can decide at all at α (5 at α = 0.05): below it the median's
+    interval is unbounded and no outcome but "inconclusive" is possible."""
+    n = 1
+    while order_index(n, alpha) < 0:
+        n += 1
+    return n
+
+
+def coverage(n: int, alpha: float) -> float | None:
+    """The real coverage of the (1 − 2α) median interval of n differences: 1 − 2 P(Binomial(n, 1/2) ≤ k), which
+    the discreteness of order statistics puts above 1 − 2α (0.936 for n = 24 at α = 0.05). None: no interval."""
+    k = order_index(n, alpha)
+    return None if k < 0 else float(1.0 - 2.0 * scipy_stats.binom.cdf(k, n, 0.5))
+
+
+def spread(d: np.ndarray) -> float | None:
+    """The per-prompt spread of paired differences as a normal sd (1.4826 × the median absolute deviation: robust
+    to a continuation ranked worst, whose difference is infinite); None where it is not positive and finite."""
+    finite_centre = np.median(d)
+    if not np.isfinite(finite_centre):
+        return None
+    sd = 1.4826 * float(np.median(np.abs(d - finite_centre)))
+    return sd if np.isfinite(sd) and sd > 0 else None
+
+
+def power(n: int, alpha: float, margin: float, sd: float, true_difference: float = 0.0) -> float:
+    """The chance that the test finds parity (the interval's upper end below the margin) with n prompts whose
+    differences are normal around `true_difference` with this sd. The upper end d_(n−1−k) is below the margin
+    exactly when at least n − k differences are, so the count below the margin is Binomial(n, p)."""
+    k = order_index(n, alpha)
+    if k < 0:
+        return 0.0
+    p = float(scipy_stats.norm.cdf((margin - true_difference) / sd))
+    return float(scipy_stats.binom.sf(n - k - 1, n, p))
+
+
+def prompts_for_power(alpha: float, margin: float, sd: float, target: float = POWER_TARGET,
+                      most: int = 100_000) -> int | None:
+    """About the fewest prompts from which the test has `target` power where the true difference is zero (None
+    beyond `most`): doubling, then bisection. Power rises with n but in small saw-teeth (the order statistic
+    moves in whole ranks), so a count a little above this one may fall just short of the target."""
+    low = min_prompts(alpha)
+    if power(low, alpha, margin, sd) >= target:
+        return low
+    high = low
+    while power(high, alpha, margin, sd) < target:
+        if high >= most:
+            return None
+        low, high = high, min(2 * high, most)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if power(middle, alpha, margin, sd) >= target else (middle, high)
+    return high
 
 
 def median_interval(d: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
@@ -112,13 +182,17 @@ def parity_holds(d: np.ndarray, margin: float, alpha: float) -> np.ndarray:
 
 
 def replicate_parity(d: np.ndarray, margin: float, alpha: float, *, resamples: int = BOOTSTRAP_RESAMPLES,
-                     seed: int = BOOTSTRAP_SEED) -> np.ndarray:
+                     seed: int = BOOTSTRAP_SEED, allowed: np.ndarray | None = None) -> np.ndarray:
     """S_parity's index in each bootstrap replicate over prompts (K where a replicate never reaches parity):
-    prompts resampled jointly for every step count (the same prompts at every k). d: [K, N] → [R]."""
+    prompts resampled jointly for every step count (the same prompts at every k). d: [K, N] → [R]. `allowed`
+    ([K]): step counts that may hold parity at all (degenerate text may not)."""
     k, n = d.shape
     picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))  # [R, N]
     resampled = d[:, picks]  # [K, R, N]
-    index = parity_index(np.moveaxis(parity_holds(resampled, margin, alpha), 0, -1))  # [R]
+    holds = parity_holds(resampled, margin, alpha)  # [K, R]
+    if allowed is not None:
+        holds &= allowed[:, None]
+    index = parity_index(np.moveaxis(holds, 0, -1))  # [R]
     return np.where(index < 0, k, index)
 
 

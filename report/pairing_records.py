@@ -42,6 +42,16 @@ class SParity(_Record):
     replicate_shares: list[float] = []
     decides: bool = True
     gate: str | None = None
+    # The test's interval's real coverage, its power at the margin where the true difference is 0 (from the per-prompt
+    # sd) and the prompts 80% power needs; the step counts whose text is degenerate (distinct-2 short of the human
+    # text's by more than the spec's diversity margin: no parity there), and the reference's and human text's distinct-2.
+    coverage: float | None = None
+    power: float | None = None
+    power_sd: float | None = None
+    prompts_for_power: int | None = None
+    degenerate_steps: list[int] = []
+    reference_diversity: float | None = None
+    human_diversity: float | None = None
 
 
 class PairingPoint(_Record):

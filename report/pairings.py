@@ -282,7 +282,10 @@ def _s_parity(parity: pl.DataFrame, where: dict[str, Any], ar_model: str) -> lis
                     replicate_high_steps=r["s_parity_high_steps"], parity_fraction=r["parity_fraction"],
                     margin=r.get("margin"), alpha=r.get("alpha"), n_prompts=r.get("n_prompts"),
                     replicate_steps=r.get("replicate_steps") or [], replicate_shares=r.get("replicate_shares") or [],
-                    decides=r.get("decides") is not False, gate=r.get("gate"))
+                    decides=r.get("decides") is not False, gate=r.get("gate"), coverage=r.get("difference_coverage"),
+                    power=r.get("power"), power_sd=r.get("power_sd"), prompts_for_power=r.get("prompts_for_power"),
+                    degenerate_steps=r.get("degenerate_steps") or [], reference_diversity=r.get("reference_diversity"),
+                    human_diversity=r.get("human_diversity"))
             for r in rows.iter_rows(named=True)]
 
 

@@ -29,15 +29,29 @@ from typing import Any
 import numpy as np
 import polars as pl
 from report import stats
+from report.diversity import (
+    DIVERSITY,
+    REPETITION,
+    Floor,
+    curve_diversity,
+    diversity_columns,
+    human_floor,
+    median_diversity,
+    repetition_beside,
+)
 from report.equivalence import (
-    CHANCE,
     WORSE,
     Margin,
     TostResult,
+    coverage,
+    min_prompts,
     parity_holds,
+    power,
+    prompts_for_power,
     replicate_parity,
     replicate_shares,
     separates,
+    spread,
     tost,
     worse_by,
 )
@@ -48,14 +62,22 @@ from report.quality import (
     LIKELIHOOD,
     METRICS,
     REFERENCE,
-    REPETITION,
     SAMPLED,
     UNRELATED,
     _groups,
     notes_of,
 )
-from report.sessions import row_speedup, shared_median
-from report.parity_text import NO_PARITY, bracket, replicate_span, statement
+from report.parity_speedup import speedup_rows
+from report.parity_text import (
+    NO_PARITY,
+    bracket,
+    degenerate_reference_text,
+    gate_text,
+    percent,
+    replicate_span,
+    statement,
+    too_few_text,
+)
 from report.table import vanilla_runs, with_sampler_setting
 from specs.controls import ParitySpec
 
@@ -81,7 +103,9 @@ PARITY_SCHEMA: dict[str, pl.DataType] = {
     "s_parity_bound": _STR, "s_parity_low_steps": _I64, "s_parity_high_steps": _I64, "parity_fraction": _F64,
     "replicates": _I64, "replicate_steps": pl.List(_I64), "replicate_shares": pl.List(_F64), "alpha": _F64,
     "margin": _STR, "test": _STR, "test_steps": _I64, "difference": _F64, "difference_low": _F64,
-    "difference_high": _F64, "decides": _BOOL, "gate": _STR, "batch_size": _I64, "llama_model": _STR, "llama_latency_e2e_s": _F64,
+    "difference_high": _F64, "difference_coverage": _F64, "power": _F64, "power_sd": _F64,
+    "prompts_for_power": _I64, "human_diversity": _F64, "diversity_margin": _F64, "reference_diversity": _F64,
+    "reference_degenerate": _BOOL, "degenerate_steps": pl.List(_I64), "decides": _BOOL, "gate": _STR, "batch_size": _I64, "llama_model": _STR, "llama_latency_e2e_s": _F64,
     "llada_latency_e2e_at_parity_s": _F64, "speedup": _F64, "speedup_low": _F64, "speedup_high": _F64,
     "speedup_interval": _STR, "goodput_speedup": _F64, "low_useful": _BOOL, "statement": _STR,
     "quality_note": _STR,
@@ -116,16 +140,32 @@ def parity_table(
             continue
         batch = _quality_batch(curve)
         curve = curve.filter(pl.col("batch_size") == batch)
+        floor = human_floor(_at_point(human, key, DIVERSITY).filter(pl.col("model") == key["model"]),
+                            settings.diversity_margin)
+        swept = sorted(int(k) for k in curve["steps"].unique())
+        diversity = curve_diversity(_at_point(diffusion, key, DIVERSITY, _CURVE_KEYS).filter(
+            pl.col("batch_size") == batch), swept)
         for ar_model in peers_of(pairs, key["model"]):
             ar = autoregressive.filter(pl.col("model") == ar_model)
             references = _references(key, batch, ar, human, metric.family)
-            present = {kind for kind, *_ in references}
-            headline = next((kind for kind in DEFAULT_HEADLINE_ORDER if kind in present), None)
+            diverse = _reference_rows(key, batch, ar, human, metric.family, DIVERSITY)
+            repeated = _reference_rows(key, batch, ar, human, metric.family, REPETITION)
+            texts = {(kind, label): (median_diversity(diverse[kind, label]) if (kind, label) in diverse else None,
+                                     repeated.get((kind, label), ar.clear())) for kind, label, *_ in references}
             chance = _unrelated(unrelated, key, ar_model)
-            for kind, label, ref_model, ref_temperature, reference in references:
-                found = _parity(curve, reference, chance, margin, settings.alpha, resamples, seed, level)
-                if found is None:
-                    continue
+            tested = []
+            for reference in references:
+                kind, label, *_, rows_ = reference
+                columns = diversity_columns(floor, texts[kind, label][0], swept, diversity)
+                found = _parity(curve, rows_, chance, margin, settings.alpha, resamples, seed, level,
+                                np.array([k not in columns["degenerate_steps"] for k in swept]))
+                if found is not None:
+                    found.update(columns)
+                    _decide(found, floor, settings.alpha)
+                    tested.append((reference, found))
+            headline = _headline(tested)
+            for (kind, label, ref_model, ref_temperature, reference), found in tested:
+                repetitions = texts[kind, label][1]
                 base = {
                     "sweep": key["sweep"], "hardware": key["hardware"], "metric": key["metric"],
                     "metric_label": metric.label, "higher_is_better": metric.higher_is_better,
@@ -138,8 +178,12 @@ def parity_table(
                     "quality_batch_size": batch, **found,
                     "quality_note": notes_of(pl.concat([curve, reference], how="vertical_relaxed")),
                 }
-                base.update(_repetition(long, key, batch, kind, ref_model, found["s_parity_steps"]))
-                rows.extend(_speedup_rows(base, key, ok, ar_model, level, seed))
+                if metric.family == LIKELIHOOD:
+                    base.update(repetition_beside(long, {**key, "batch_size": batch}, repetitions,
+                                                  found["s_parity_steps"]))
+                else:
+                    base.update({"reference_repetition": None, "llada_repetition_at_parity": None})
+                rows.extend(speedup_rows(base, key, ok, ar_model, level, seed))
     if not rows:
         return pl.DataFrame(schema=PARITY_SCHEMA)
     return pl.DataFrame(rows, schema=PARITY_SCHEMA, orient="row").sort(
@@ -208,12 +252,25 @@ def _references(
     return sorted(out, key=lambda r: (r[0], r[1]))
 
 
+def _reference_rows(key: dict[str, Any], batch: int, llama: pl.DataFrame, human: pl.DataFrame, family: str,
+                    metric: str) -> dict[tuple[str, str], pl.DataFrame]:
+    """Each reference's rows on another metric (its diversity, its repetition), by (kind, label)."""
+    return {(kind, label): rows for kind, label, *_, rows in _references({**key, "metric": metric}, batch, llama,
+                                                                          human, family)}
+
+
+def _at_point(frame: pl.DataFrame, key: dict[str, Any], metric: str, keys: tuple[str, ...] = _GRID_KEYS) -> pl.DataFrame:
+    """The rows of `frame` at the key's coordinates (`keys`), on another metric."""
+    return frame.filter(pl.all_horizontal(pl.col(c).eq_missing(key[c]) for c in keys if c != "metric")
+                        & (pl.col("metric") == metric))
+
+
 def margin_of(metric: str, settings: ParitySpec) -> Margin | None:
     """The spec's equivalence margin for a metric, in the units its differences are taken in; None: no margin
     (degeneracy, the ELBO), so the metric decides no parity."""
     ratio = settings.perplexity_ratio
     if metric.startswith("gen_ppl"):
-        return Margin("log", math.log(ratio), f"within {ratio - 1:.0%} (|Δ log ppl| ≤ log {ratio:g})")
+        return Margin("log", math.log(ratio), f"within {percent(ratio - 1)} (|Δ log ppl| ≤ log {ratio:g})")
     if metric.startswith("nll_per_token"):
         return Margin("lower", math.log(ratio), f"within log {ratio:g} = {math.log(ratio):.3g} nats/token")
     if metric.startswith("bertscore_"):
@@ -223,10 +280,12 @@ def margin_of(metric: str, settings: ParitySpec) -> Margin | None:
 
 def _parity(
     curve: pl.DataFrame, reference: pl.DataFrame, unrelated: pl.DataFrame | None, margin: Margin, alpha: float,
-    resamples: int, seed: int, level: float,
+    resamples: int, seed: int, level: float, allowed: np.ndarray,
 ) -> dict[str, Any] | None:
     """S_parity of a curve against a reference by the equivalence test, the test at S_parity (else at the most
-    swept steps), the calibration gate and the bootstrap replicates' S_parity; None without shared prompts."""
+    swept steps) with its interval's real coverage and its power at the margin, the calibration gate and the
+    bootstrap replicates' S_parity; None without shared prompts. `allowed` ([K]): the step counts whose text is not
+    degenerate, the only ones that may hold parity."""
     steps = np.array(sorted(curve["steps"].unique().to_list()), dtype=np.int64)  # [K]
     prompts = set(reference["prompt_id"].to_list())
     for k in steps:
@@ -237,15 +296,16 @@ def _parity(
     values = np.stack([_by_prompt(curve.filter(pl.col("steps") == int(k)), prompt_ids) for k in steps])  # [K, N]
     ref = _by_prompt(reference, prompt_ids)  # [N]
     d = worse_by(values, ref[None, :], margin)  # [K, N]
-    point = int(equivalence_index(parity_holds(d, margin.size, alpha)))
+    point = int(equivalence_index(parity_holds(d, margin.size, alpha) & allowed))
     at = point if point >= 0 else steps.size - 1
     test = tost(d[at], margin.size, alpha)
+    sd = spread(d[at])
     gate = _gate(ref, prompt_ids, unrelated, margin, alpha)
     ref_interval = stats.interval(ref) if np.isfinite(ref).all() else stats.rank_interval(ref)
     s_low = s_high = fraction = replicates = None
     shares: dict[int | None, float] = {}
     if prompt_ids.size >= stats.MIN_CI_SAMPLES:
-        boot = replicate_parity(d, margin.size, alpha, resamples=resamples, seed=seed)  # [R]: index, K = none
+        boot = replicate_parity(d, margin.size, alpha, resamples=resamples, seed=seed, allowed=allowed)  # [R]
         shares = replicate_shares(boot, [int(k) for k in steps])
         fraction, replicates = float(np.mean(boot < steps.size)), int(boot.size)
         tail = (1.0 - level) / 2.0
@@ -265,9 +325,31 @@ def _parity(
         "replicates": replicates, "replicate_steps": [k for k in shares if k is not None],
         "replicate_shares": [v for k, v in shares.items() if k is not None], "alpha": alpha, "margin": margin.text,
         "test": test.outcome, "test_steps": int(steps[at]), "difference": test.median, "difference_low": test.low,
-        "difference_high": test.high, "decides": gate is None or gate.outcome == WORSE,
-        "gate": _gate_text(gate, margin),
+        "difference_high": test.high, "difference_coverage": coverage(test.n, alpha), "power_sd": sd,
+        "power": None if sd is None else power(test.n, alpha, margin.size, sd),
+        "prompts_for_power": None if sd is None else prompts_for_power(alpha, margin.size, sd),
+        "decides": gate is None or gate.outcome == WORSE, "gate": gate_text(gate, margin),
     }
+
+
+def _decide(found: dict[str, Any], floor: Floor | None, alpha: float) -> None:
+    """What keeps a row from deciding before its calibration gate: too few prompts for the test to decide at all,
+    or a degenerate reference (whose low perplexity is no quality to match)."""
+    if found["n_prompts"] < min_prompts(alpha):
+        found["decides"], found["gate"] = False, too_few_text(found["n_prompts"], alpha)
+    elif found["reference_degenerate"] and floor is not None:
+        found["decides"], found["gate"] = False, degenerate_reference_text(floor, found["reference_diversity"])
+
+
+def _headline(tested: list[tuple[tuple[Any, ...], dict[str, Any]]]) -> str | None:
+    """The reference that heads the report: the first of DEFAULT_HEADLINE_ORDER that decides (its text not degenerate,
+    its metric past the calibration gate), else the first whose text is not degenerate, else the first present."""
+    for usable in (lambda f: f["decides"], lambda f: not f["reference_degenerate"], lambda f: True):
+        kinds = {reference[0] for reference, found in tested if usable(found)}
+        chosen = next((kind for kind in DEFAULT_HEADLINE_ORDER if kind in kinds), None)
+        if chosen is not None:
+            return chosen
+    return None
 
 
 def _gate(ref: np.ndarray, prompt_ids: np.ndarray, unrelated: pl.DataFrame | None, margin: Margin,
@@ -280,15 +362,6 @@ def _gate(ref: np.ndarray, prompt_ids: np.ndarray, unrelated: pl.DataFrame | Non
     if not keep.any():
         return None
     return separates(ref[keep], _by_prompt(unrelated, prompt_ids[keep]), margin, alpha)
-
-
-def _gate_text(gate: TostResult | None, margin: Margin) -> str:
-    if gate is None:
-        return "no unrelated passage scored: the calibration gate was not applied"
-    span = f"{gate.median:+.3g} [{gate.low:+.3g}, {gate.high:+.3g}]"
-    if gate.outcome == WORSE:
-        return f"an unrelated passage is worse than the reference by {span}, beyond the margin: the metric separates text"
-    return f"{CHANCE}: an unrelated passage is worse than the reference by only {span}, not beyond the margin"
 
 
 def _unrelated(unrelated: pl.DataFrame, key: dict[str, Any], ar_model: str) -> pl.DataFrame | None:
@@ -306,79 +379,6 @@ def _by_prompt(rows: pl.DataFrame, prompt_ids: np.ndarray) -> np.ndarray:
     per_prompt = first.group_by("prompt_id").agg(pl.col("value").median())
     lookup = dict(zip(per_prompt["prompt_id"].to_list(), per_prompt["value"].to_list()))
     return np.array([lookup[int(p)] for p in prompt_ids], dtype=np.float64)
-
-
-def _repetition(
-    long: pl.DataFrame, key: dict[str, Any], batch: int, kind: str, ref_model: str | None, s_parity: int | None
-) -> dict[str, float | None]:
-    """The repeated-bigram rate of the reference's texts and of the diffusion model's at S_parity, beside every
-    perplexity."""
-    if METRICS[key["metric"]].family != LIKELIHOOD:
-        return {"reference_repetition": None, "llada_repetition_at_parity": None}
-    rep = long.filter((pl.col("metric") == REPETITION) & (pl.col("sweep") == key["sweep"])
-                      & (pl.col("hardware") == key["hardware"]) & (pl.col("prompt_length") == key["prompt_length"])
-                      & (pl.col("generation_length") == key["generation_length"]))
-    if kind == HUMAN:
-        ref = rep.filter((pl.col("continuation") == REFERENCE) & (pl.col("model") == key["model"]))
-    else:
-        ref = rep.filter((pl.col("model") == ref_model)
-                         & (pl.col("continuation") == (GENERATED if kind == GREEDY else SAMPLED)))
-        smallest = ref.filter(pl.col("batch_size") == batch)
-        ref = smallest if smallest.height else ref
-    if s_parity is None:
-        llada = rep.clear()
-    else:
-        llada = rep.filter((pl.col("model") == key["model"]) & (pl.col("continuation") == GENERATED)
-                           & (pl.col("steps") == s_parity) & (pl.col("batch_size") == batch)
-                           & pl.col("block_length").eq_missing(key["block_length"])
-                           & pl.col("sampler_setting").eq_missing(key["sampler_setting"]))
-    return {
-        "reference_repetition": float(ref.unique("prompt_id")["value"].median()) if ref.height else None,
-        "llada_repetition_at_parity": float(llada["value"].median()) if llada.height else None,
-    }
-
-
-# ---------------------------------------------------------------- speedup
-
-
-def _speedup_rows(
-    base: dict[str, Any], key: dict[str, Any], ok: pl.DataFrame, ar_model: str, level: float, seed: int
-) -> list[dict[str, Any]]:
-    """One row per batch size that the pair's AR model ran at this grid point: the speedup at S_parity there."""
-    grid = ok.filter((pl.col("hardware") == key["hardware"]) & (pl.col("sweep") == key["sweep"])
-                     & (pl.col("prompt_length") == key["prompt_length"])
-                     & (pl.col("generation_length") == key["generation_length"]))
-    llama = grid.filter(is_ar() & (pl.col("model") == ar_model))
-    s = base["s_parity_steps"]
-    llada = grid.clear() if s is None else grid.filter(
-        (pl.col("model") == key["model"]) & (pl.col("steps") == s)
-        & pl.col("block_length").eq_missing(key["block_length"]) & pl.col("remasking").eq_missing(key["remasking"])
-        & pl.col("sampler_setting").eq_missing(key["sampler_setting"]) & (pl.col("cfg_scale") == key["cfg_scale"])
-    )
-    out = []
-    for batch in sorted(llama["batch_size"].unique().to_list()):
-        ar = llama.filter(pl.col("batch_size") == batch).row(0, named=True)
-        at = llada.filter(pl.col("batch_size") == batch)
-        diffusion = at.row(0, named=True) if at.height else None
-        row = {**base, "batch_size": batch, "llama_model": ar["model"],  # over the sessions the speedup rests on
-               "llama_latency_e2e_s": shared_median(ar, diffusion) if diffusion else ar["latency_e2e_s_median"]}
-        speedup = low = high = goodput = None
-        label = None
-        if diffusion is not None and diffusion["latency_e2e_s_median"]:
-            spread = row_speedup(ar, diffusion)
-            speedup, low, high = spread.estimate, spread.low, spread.high
-            label = f"{spread.label}, S_parity held at {s}"
-            if ar["goodput_tokens_per_s_median"] and diffusion["goodput_tokens_per_s_median"]:
-                goodput = diffusion["goodput_tokens_per_s_median"] / ar["goodput_tokens_per_s_median"]
-        row.update({
-            "llada_latency_e2e_at_parity_s": shared_median(diffusion, ar) if diffusion else None,
-            "speedup": speedup, "speedup_low": low, "speedup_high": high, "speedup_interval": label,
-            "goodput_speedup": goodput,
-            "low_useful": bool(ar["low_useful"]) or bool(diffusion and diffusion["low_useful"]),
-        })
-        row["statement"] = statement(row, s is not None and diffusion is None)
-        out.append(row)
-    return out
 
 
 def _judge(curve: pl.DataFrame, metric: str) -> str | None:

@@ -3,21 +3,30 @@ and the speedup there (report/parity.py builds the rows)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from report.equivalence import CHANCE, MARGIN_TOO_WIDE, POWER_TARGET, TOO_FEW, WORSE, TostResult, min_prompts
+
+if TYPE_CHECKING:
+    from report.diversity import Floor
+    from report.equivalence import Margin
 
 NO_PARITY = "no parity within the swept steps"
+DEGENERATE_REFERENCE = "the reference is degenerate"
 
 
 def statement(row: dict[str, Any], missing_run: bool = False) -> str:
     """One sentence for a parity row: the calibration gate, the test and S_parity with the replicates' step counts,
     then the speedup at the batch."""
     if not row["decides"]:
-        return f"{row['gate']}; not used for parity"  # the gate's words open with CHANCE
+        return f"{row['gate']}; not used for parity"  # the gate's words say why: too few prompts, a degenerate
+        # reference, a metric at chance or a margin too wide
     s = row["s_parity_steps"]
     test = (f"TOST at {row['alpha']:g} over {row['n_prompts']} paired prompts: at {row['test_steps']} steps "
             f"{row['test']}, median difference {_signed(row['difference'])} "
-            f"[{_signed(row['difference_low'])}, {_signed(row['difference_high'])}]")
-    shares = share_text(row)
+            f"[{_signed(row['difference_low'])}, {_signed(row['difference_high'])}]{coverage_text(row)}; "
+            f"{power_text(row)}")
+    shares = share_text(row) + degenerate_text(row)
     if s is None:
         return f"{NO_PARITY}: not {row['margin']} at every larger swept step ({test}; {shares})"
     bound = "<=" if row["s_parity_bound"] == "<=" else "="
@@ -61,3 +70,55 @@ def bracket(low: float | None, high: float | None) -> str:
     return "(no interval)" if low is None or high is None else f"[{low:.3g}, {high:.3g}]"
 
 
+
+
+def coverage_text(row: dict[str, Any]) -> str:
+    """' (a 93.6% interval)': the sign-test interval's real coverage, which its order statistics put above 1 − 2α."""
+    return "" if row.get("difference_coverage") is None else f" (a {row['difference_coverage']:.1%} interval)"
+
+
+def power_text(row: dict[str, Any]) -> str:
+    """'power 27% at the margin where the true difference is 0 (per-prompt sd 0.31; 80% needs 111 prompts)'."""
+    if row.get("power") is None:
+        return "power not estimable (no spread between prompts)"
+    needed = row.get("prompts_for_power")
+    need = (f"{POWER_TARGET:.0%} needs {needed} prompts" if needed is not None else
+            f"no prompt count up to 100,000 reaches {POWER_TARGET:.0%}")
+    return (f"power {row['power']:.0%} to find parity where the true difference is 0 (per-prompt sd "
+            f"{row['power_sd']:.3g}; {need})")
+
+
+def degenerate_text(row: dict[str, Any]) -> str:
+    """'; degenerate at 1, 2 steps (distinct-2 short of the human text's 0.93 by more than 0.1): no parity there'."""
+    steps = row.get("degenerate_steps") or []
+    if not steps:
+        return ""
+    return (f"; degenerate at {', '.join(str(k) for k in steps)} steps (distinct-2 short of the human text's "
+            f"{row['human_diversity']:.2f} by more than {row['diversity_margin']:g}): no parity there")
+
+
+def too_few_text(n: int, alpha: float) -> str:
+    return (f"{TOO_FEW}: {n} paired prompt{'s' if n != 1 else ''}, and a two one-sided test at {alpha:g} needs at "
+            f"least {min_prompts(alpha)}")
+
+
+def degenerate_reference_text(floor: Floor, value: float) -> str:
+    return f"{DEGENERATE_REFERENCE} ({floor.shortfall(value)}): its score is no quality to match"
+
+
+def gate_text(gate: TostResult | None, margin: Margin) -> str:
+    """The calibration gate's words: it separates text; or the margin is wider than the gap to an unrelated passage
+    (which is surely worse, by less than the margin: blame the margin); or the metric cannot tell text from chance."""
+    if gate is None:
+        return "no unrelated passage scored: the calibration gate was not applied"
+    span = f"{gate.median:+.3g} [{gate.low:+.3g}, {gate.high:+.3g}]"
+    if gate.outcome == WORSE:
+        return f"an unrelated passage is worse than the reference by {span}, beyond the margin: the metric separates text"
+    if gate.low > 0:
+        return f"{MARGIN_TOO_WIDE} ({span}, margin {margin.text}): a narrower margin would let the metric decide"
+    return f"{CHANCE}: an unrelated passage is worse than the reference by only {span}, not beyond the margin"
+
+
+def percent(share: float) -> str:
+    """A share as a percentage with three significant digits: 0.1 → '10%', 0.004 → '0.4%' (never '0%')."""
+    return f"{share * 100:.3g}%"

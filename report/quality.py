@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from report import stats
+from report.diversity import REPETITION, setting_diversity
 from report.pairs import is_ar
 from report.table import sampler_setting, vanilla_runs
 from specs.registry import family
@@ -61,8 +62,7 @@ assert set(METRICS) | set(_STDERR.values()) == set(QualityRecord.model_fields) -
     "METRICS must cover QualityRecord"
 # The metrics the figures and the headline parity rows show (DESIGN: BERTScore F1, generative perplexity).
 FIGURE_METRICS = ("bertscore_f1", "gen_ppl")
-# Shown beside every perplexity: a low perplexity alone rewards repetitive text.
-REPETITION = "repeated_bigram_rate"
+# REPETITION (report/diversity.py) is shown beside every perplexity: a low perplexity alone rewards repetitive text.
 
 # What each calibration text means, per metric family (None: not shown, the texts say nothing for it).
 CALIBRATION_MEANING: dict[tuple[str, str], str | None] = {
@@ -96,8 +96,8 @@ SETTING_KEYS = ("sweep", "hardware", "model", "arch", "prompt_length", "generati
 BY_SETTING_SCHEMA: dict[str, pl.DataType] = {
     **{key: LONG_SCHEMA[key] for key in SETTING_KEYS}, "batch_size": _I64, "metric_label": _STR,
     "higher_is_better": _BOOL, "n": _I64, "empty": _I64, "value": _F64, "interval_low": _F64,
-    "interval_high": _F64, "interval": _STR, "repetition": _F64, "stderr_median": _F64,
-    "tokens_per_forward": _F64, "quality_note": _STR,
+    "interval_high": _F64, "interval": _STR, "repetition": _F64, "diversity": _F64, "human_diversity": _F64,
+    "degenerate": _BOOL, "stderr_median": _F64, "tokens_per_forward": _F64, "quality_note": _STR,
 }
 BY_RUN_SCHEMA: dict[str, pl.DataType] = {
     "run_id": _STR, "metric": _STR, "value": _F64, "interval_low": _F64, "interval_high": _F64, "interval": _STR,
@@ -234,11 +234,13 @@ def quality_by_run(long: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame(rows, schema=BY_RUN_SCHEMA, orient="row")
 
 
-def quality_by_setting(long: pl.DataFrame) -> pl.DataFrame:
+def quality_by_setting(long: pl.DataFrame, diversity_margin: float | None = None) -> pl.DataFrame:
     """Median over prompts per setting (SETTING_KEYS) at its smallest batch size, with its interval, the number
-    of continuations ranked worst, the repetition rate of the same texts (shown beside every perplexity) and,
-    for the ELBO, the median Monte-Carlo SE (schema BY_SETTING_SCHEMA). Generated and sampled continuations
-    only; the calibration texts are in `calibration_table`. Vanilla runs only (variants: report.variants)."""
+    of continuations ranked worst, the repetition rate of the same texts (shown beside every perplexity), its
+    diversity beside the human text's and whether it is degenerate by `diversity_margin` (the spec's
+    quality.parity; report/diversity.py) and, for the ELBO, the median Monte-Carlo SE (schema BY_SETTING_SCHEMA).
+    Generated and sampled continuations only; the calibration texts are in `calibration_table`. Vanilla runs only
+    (variants: report.variants)."""
     own = vanilla_runs(long).filter(pl.col("continuation").is_in([GENERATED, SAMPLED]))
     if not own.height:
         return pl.DataFrame(schema=BY_SETTING_SCHEMA)
@@ -257,12 +259,15 @@ def quality_by_setting(long: pl.DataFrame) -> pl.DataFrame:
             **key, "batch_size": int(group["batch_size"][0]), "metric_label": metric.label,
             "higher_is_better": metric.higher_is_better, "n": group["prompt_id"].n_unique(),
             "empty": int(group["empty"].sum()), "value": value, "interval_low": spread.low,
-            "interval_high": spread.high, "interval": spread.label, "repetition": None,
-            "stderr_median": float(stderr.median()) if stderr.len() else None,
+            "interval_high": spread.high, "interval": spread.label, "repetition": None, "diversity": None,
+            "human_diversity": None, "degenerate": None, "stderr_median": float(stderr.median()) if stderr.len() else None,
             "tokens_per_forward": _tokens_per_forward(key), "quality_note": notes_of(group),
         })
-    table = pl.DataFrame(rows, schema=BY_SETTING_SCHEMA, orient="row").drop("repetition")
+    table = pl.DataFrame(rows, schema=BY_SETTING_SCHEMA, orient="row").drop("repetition", "diversity",
+                                                                          "human_diversity", "degenerate")
     table = table.join(repetition, on=keys, how="left", nulls_equal=True)
+    human = long.filter(pl.col("continuation") == REFERENCE)
+    table = table.join(setting_diversity(own, human, keys, diversity_margin), on=keys, how="left", nulls_equal=True)
     table = table.with_columns(
         pl.when(pl.col("metric").is_in(["gen_ppl", "nll_per_token"])).then(pl.col("repetition")).alias("repetition")
     )

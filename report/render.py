@@ -234,7 +234,7 @@ def analyse_quality(results: list[RunResult], table: pl.DataFrame, settings: Par
     """Every quality frame the figures and sections read (`settings`: the spec's quality.parity); an analysis
     that fails raises (never a silent gap)."""
     long = quality_long_table(results)
-    by_setting = quality_by_setting(long)
+    by_setting = quality_by_setting(long, settings.diversity_margin)
     parity = parity_table(long, table, settings)
     samples = {r.config.model.name: r.config.quality.elbo.samples for r in results if r.config.quality.elbo}
     return QualityData(long, quality_by_run(long), by_setting, calibration_table(long), parity,

@@ -1,5 +1,6 @@
-"""The verdict's quality sentence: the judge, the reference, the margin and the test behind S_parity, and the speedup
-at every step count that S_parity's bootstrap replicates reach often enough to matter.
+"""The verdict's quality sentence: the judge, the reference, the margins and the test behind S_parity, named once, then
+per metric S_parity with the test's power, the step counts whose text is degenerate, and the speedup at every step
+count that S_parity's bootstrap replicates reach often enough to matter.
 
 "At 4 steps (58% of replicates) 3.15x; at 8 steps (42%) 1.52x" says what a single S_parity hides: where the
 replicates over prompts split between step counts, the speedup is that uncertain too. A metric that cannot tell
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from report.equivalence import CHANCE
+from report.equivalence import CHANCE, TOO_FEW
 from report.findings import SHORT_LABEL
 from report.intervals import NO_B_STAR, b_star_value, bracket_ends
 from report.pairings import VANILLA_PAIRING, Pairing, SParity
@@ -22,8 +23,9 @@ JUDGE_NAMES = {PACKAGED_SMOLLM2: f"{PACKAGED_SMOLLM2} (SmolLM2-135M-Instruct, a 
 
 
 def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
-    """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair), one
-    clause per sampler setting where the diffusion model ran several (Dream's algs, block diffusion's thresholds)."""
+    """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair): the
+    judge, the reference, the margins and the test named once, then one clause per sampler setting where the
+    diffusion model ran several (Dream's algs, block diffusion's thresholds), one result per metric."""
     measured = [p for p in group if p.quality_measured]
     settings = list(dict.fromkeys(p.sampler_setting for p in measured))
     clauses = []
@@ -33,31 +35,64 @@ def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
         vanilla = [p for p in at if p.pairing == VANILLA_PAIRING]
         swept = sorted({p.steps for p in at})
         single = len(swept) == 1 and setting is not None  # block diffusion's fixed schedule
-        parts = "; ".join(_metric_clause(s, vanilla, swept, t, single) for s in first.s_parity)
+        parts = "; ".join(_metric_clause(s, vanilla, swept, single) for s in first.s_parity)
         clauses.append(f"at {setting}: {parts}" if len(settings) > 1 or single else parts)
-    return f"Quality ({measured[0].llada_model}, vanilla): " + "; ".join(clauses) + "."
+    return f"Quality ({measured[0].llada_model}, vanilla; {_how(measured[0].s_parity, t)}): " + "; ".join(clauses) + "."
 
 
-def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], t: Sides, single: bool) -> str:
-    """S_parity on one metric; at a sampler setting of one step count (`single`: block diffusion's fixed schedule),
-    only whether that setting reaches parity: a step count it cannot vary says nothing."""
+def _how(found: Sequence[SParity], t: Sides) -> str:
+    """The judge, the reference, the margins, the test and the diversity guard, once: 'perplexity judged by
+    packaged-smollm2 (...), against llama-mini greedy (the text that was timed), within 10% (...) for perplexity and
+    within 0.02 for BERTScore F1, by a two one-sided test at 5% over 24 paired prompts'."""
+    parts = []
+    for s in found:
+        if s.judge:
+            under = f", the {t.ar} under test" if s.judge_under_test else ""
+            parts.append(f"{SHORT_LABEL.get(s.metric, s.metric)} judged by {JUDGE_NAMES.get(s.judge, s.judge)}{under}")
+    references = list(dict.fromkeys(s.reference for s in found))
+    named = [f"{r} (the text that was timed)" if "greedy" in r else r for r in references]
+    if len(references) == 1:
+        parts.append(f"against {named[0]}")
+    else:  # each metric's headline reference (the first that decides: report/parity.py)
+        parts.append("against " + " and ".join(
+            f"{name} for {', '.join(SHORT_LABEL.get(s.metric, s.metric) for s in found if s.reference == r)}"
+            for r, name in zip(references, named)))
+    margins = [f"{s.margin} for {SHORT_LABEL.get(s.metric, s.metric)}" for s in found if s.margin]
+    if margins:
+        parts.append(" and ".join(margins))
+    tested = next((s for s in found if s.alpha is not None), None)
+    if tested is not None:
+        parts.append(f"by a two one-sided test at {tested.alpha:.0%} over {tested.n_prompts} paired prompts")
+    human = next((s.human_diversity for s in found if s.human_diversity is not None), None)
+    if human is not None:
+        parts.append(f"degenerate text (distinct-2 well short of the human text's {human:.2f}) holds no parity")
+    return ", ".join(parts)
+
+
+def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], single: bool) -> str:
+    """S_parity on one metric, with the test's power; at a sampler setting of one step count (`single`: block
+    diffusion's fixed schedule), only whether that setting reaches parity: a step count it cannot vary says nothing."""
     label = SHORT_LABEL.get(s.metric, s.metric)
-    judge = ""
-    if s.judge:
-        judge = f" judged by {JUDGE_NAMES.get(s.judge, s.judge)}" + (f", the {t.ar} under test," if s.judge_under_test else "")
-    reference = f"against {s.reference}" + (" (the text that was timed)" if "greedy" in s.reference else "")
     if not s.decides:
-        return f"{label}{judge} {CHANCE}, so it decides no parity"
-    test = f" (a two one-sided test at {s.alpha:.0%}, {s.n_prompts} paired prompts)" if s.alpha is not None else ""
+        reason = s.gate if s.gate and s.gate.startswith(TOO_FEW) else (s.gate or CHANCE).split(":")[0]
+        return f"{label} decides no parity: {reason}"
+    power = "" if s.power is None else f" (power {s.power:.0%}" + (
+        f"; 80% needs {s.prompts_for_power} prompts)" if s.prompts_for_power and s.power < 0.8 else ")")
+    degenerate = f", degenerate at {_steps(s.degenerate_steps)}" if s.degenerate_steps else ""
+    if s.degenerate_steps and set(swept) <= set(s.degenerate_steps):
+        degenerate = (f", its text degenerate at every step count swept, so its {label} says nothing of its quality "
+                      f"here")
     if single:
-        verdict = "parity" if s.steps is not None else "no parity"
-        return f"{label}{judge} {reference}: {verdict}, {'' if s.steps is not None else 'not '}{s.margin} or better{test}"
+        return f"{label}: {'parity' if s.steps is not None else 'no parity'}{power}{degenerate}"
     if s.steps is None:
-        head = f"{label}{judge} {reference} is not {s.margin} or better at every step count up to {swept[-1]}{test}"
+        head = f"{label}: no parity up to {swept[-1]} steps{power}{degenerate}"
     else:
-        bound = "≤ " if s.bound == "<=" else ""
-        head = f"{label}{judge} {reference} is {s.margin} or better from {bound}{s.steps} steps on{test}"
+        head = f"{label}: parity from {'≤ ' if s.bound == '<=' else ''}{s.steps} steps on{power}{degenerate}"
     return head + _replicates(s, vanilla)
+
+
+def _steps(steps: Sequence[int]) -> str:
+    return ", ".join(str(k) for k in steps) + (" step" if list(steps) == [1] else " steps")
 
 
 def _replicates(s: SParity, vanilla: Sequence[Pairing]) -> str:

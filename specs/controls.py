@@ -110,16 +110,36 @@ class PerplexitySpec(Frozen):
     second_evaluator: str | None = None
 
 
+# The widest margins a spec may set: a text twice as perplexing as its reference, or 0.2 BERTScore F1 (a fifth of
+# the scale) below it, is no longer "the same quality"; a wider margin would make parity meaningless.
+MAX_PERPLEXITY_RATIO = 2.0
+MAX_BERTSCORE_MARGIN = 0.2
+
+
 class ParitySpec(Frozen):
     """How parity is decided at report time (never part of a run's id): a two one-sided test (TOST) at `alpha`
     on paired per-prompt differences, equivalence within a margin per metric. A perplexity's margin is a ratio
     (|Δ log ppl| ≤ log ratio); BERTScore's is in its own units. The same margin gates a metric by its
     calibration: the reference must beat an unrelated passage by more than it, else the metric cannot tell
-    text from chance and decides nothing."""
+    text from chance and decides nothing. `diversity_margin` guards the scores against degenerate text: a text
+    whose median distinct-2 falls short of the human continuation's by more than it is degenerate, and neither
+    reaches parity nor serves as a reference (a low perplexity rewards repetition)."""
 
     alpha: float = Field(default=0.05, gt=0, lt=0.5)
     perplexity_ratio: float = Field(default=1.1, gt=1)
     bertscore_f1: float = Field(default=0.02, gt=0, lt=1)
+    diversity_margin: float = Field(default=0.1, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _margins_mean_parity(self) -> ParitySpec:
+        if self.perplexity_ratio > MAX_PERPLEXITY_RATIO:
+            raise ValueError(f"perplexity_ratio: {self.perplexity_ratio:g} would count text {self.perplexity_ratio:g} "
+                             f"times as perplexing as its reference as parity; allowed: above 1, at most "
+                             f"{MAX_PERPLEXITY_RATIO:g} (the study's is 1.1)")
+        if self.bertscore_f1 > MAX_BERTSCORE_MARGIN:
+            raise ValueError(f"bertscore_f1: {self.bertscore_f1:g} would count text {self.bertscore_f1:g} F1 below its "
+                             f"reference as parity; allowed: above 0, at most {MAX_BERTSCORE_MARGIN:g} (the study's is 0.02)")
+        return self
 
 
 class ElboSpec(Frozen):

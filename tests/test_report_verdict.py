@@ -85,12 +85,13 @@ def test_each_pairing_names_its_step_count_the_metric_at_parity_and_b_star_with_
     # The judge, the reference (the timed greedy text), the margin and the test, and every step count that S_parity's
     # replicates reach with its speedup and B*.
     assert ("perplexity judged by packaged-smollm2 (SmolLM2-135M-Instruct, a pretrained model this package did not "
-            "train) against llama-mini greedy (the text that was timed) is within 10% (|Δ log ppl| ≤ log 1.1) or "
-            "better from 4 steps on (a two one-sided test at 5%, 24 paired prompts)") in quality
+            "train), against llama-mini greedy (the text that was timed), within 10% (|Δ log ppl| ≤ log 1.1) for "
+            "perplexity and within 0.02 for BERTScore F1, by a two one-sided test at 5% over 24 paired prompts): "
+            "perplexity: parity from 4 steps on") in quality
     assert ("S_parity over bootstrap replicates of the prompts: at 4 steps (58%) 2.15x [1.87, 2.46] at B = 1, B* 4.32 "
             "[3.46, 5.4]; at 8 steps (42%) 1.12x [0.93, 1.29] at B = 1, B* 1.24 [0.992, 1.55]") in quality
     # A metric at chance is never "never matches": it decides nothing.
-    assert "BERTScore F1 cannot separate text from chance at this scale, so it decides no parity" in quality
+    assert "BERTScore F1 decides no parity: cannot separate text from chance at this scale" in quality
     assert "never matches" not in quality
     assert sure.startswith("How sure: each speedup's interval is a 95% t interval over sessions, 3 sessions x 5 + 5")
     assert "B*'s interval inverts one of them per batch, which guarantees at least 85%" in sure

@@ -87,13 +87,23 @@ def _setting_table(setting: pl.DataFrame, multi: bool) -> Table:
                ("continuation", "continuation"), ("metric", "metric"),
                ("median", lambda r: fmt_float(r["value"], 4)), ("interval", _median_interval),
                ("repeated-bigram rate", lambda r: fmt_float(r["repetition"], 3)),
+               ("distinct-2 vs human", _diversity_cell),
                ("ranked worst", lambda r: str(r["empty"])), ("B", "batch_size")]
     return column_table(
         setting, columns,
         "Quality per setting at its smallest batch size: median over prompts with its interval; the "
-        "repeated-bigram rate of the same texts beside every perplexity; 'ranked worst' counts continuations "
+        "repeated-bigram rate of the same texts beside every perplexity; distinct-2 against the human "
+        "continuation's, DEGENERATE where it falls short by more than quality.parity.diversity_margin (no parity "
+        "there, and its perplexity is no quality); 'ranked worst' counts continuations "
         "too short for the metric (an empty text has no perplexity), which rank worst instead of leaving their "
         "prompt out. " + BERTSCORE_WINDOW_NOTE + quality_flag(setting))
+
+
+def _diversity_cell(r: dict) -> str:
+    if r.get("diversity") is None:
+        return "–"
+    cell = f"{fmt_float(r['diversity'], 2)} vs {fmt_float(r['human_diversity'], 2)}"
+    return cell + (" DEGENERATE" if r.get("degenerate") else "")
 
 
 def _calibration_table(calibration: pl.DataFrame, multi: bool) -> Table:
