@@ -78,8 +78,8 @@ def pairing_meaning(sides: Sides, pairs: Sequence[Pair] = ()) -> dict[str, str]:
         BEST_PAIRING: ("at each point, each model's fastest measured implementation, each side named compiled, "
                        "graph-captured or eager: the architectures as they would be deployed"),
         AR_BEST_PAIRING: f"{sides.ar} at its fastest measured implementation against the vanilla {sides.dllm}",
-        VANILLA_PAIRING: (f"vanilla {sides.ar} against vanilla {sides.dllm}, both eager in PyTorch (the protocol's "
-                          f"pair): it measures each side's host overhead per eager forward as much as the "
+        VANILLA_PAIRING: (f"vanilla {sides.ar} against vanilla {sides.dllm}, both eager (the protocol's pair): in "
+                          f"PyTorch, it measures each side's host overhead per eager forward as much as the "
                           f"architectures, {sides.ar}'s once per token in this package's Python loop{vanilla}"),
     }
 

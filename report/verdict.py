@@ -92,11 +92,12 @@ def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides, only_vanilla: boo
             steps = " and ".join(dict.fromkeys(str(p.steps) for _, at in spoken[kind] for p in at))
             bullets.append(f"{names} {'is' if len(alike) == 1 else 'are'} the {_lower_first(_NAME[kind](t))} pairing here: "
                            f"no variant ran faster at {steps} steps.")
+    engine_hint = ENGINE_PAIRING not in kinds and _engine_would_answer(mine, pair)
     if only_vanilla:  # no variant ran in the whole sweep
-        bullets.append(ONLY_VANILLA_BRIEF)
-    if ENGINE_PAIRING not in kinds and _engine_would_answer(mine, pair):
-        bullets.append(NO_ENGINE_PARITY)
-    return bullets + [quality_text(mine, pair, t)]
+        bullets.append(ONLY_VANILLA_IN_PYTORCH if engine_hint else ONLY_VANILLA_BRIEF)
+    elif engine_hint:
+        bullets.append(no_engine_parity(t))
+    return bullets + [quality_text(mine, pair, t, brief=True)]
 
 
 def _engine_would_answer(mine: list[Pairing], pair: Pair) -> bool:
@@ -107,8 +108,12 @@ def _engine_would_answer(mine: list[Pairing], pair: Pair) -> bool:
 
 
 ONLY_VANILLA_BRIEF = "Only vanilla ran, so it is also each at its best."
-NO_ENGINE_PARITY = ("Both sides ran in PyTorch, the autoregressive one paying this package's Python loop every token; "
-                    "`just engine && just sweep specs/engine.yaml` gives the answer with both in llama.cpp.")
+ONLY_VANILLA_IN_PYTORCH = "Only vanilla ran, all in PyTorch; with both in llama.cpp: `just sweep specs/engine.yaml`."
+def no_engine_parity(t: Sides) -> str:
+    """One line: what a PyTorch-only pairing carries on its autoregressive side, and the command that removes it."""
+    return f"Both in PyTorch ({t.ar} pays its Python loop every token); in llama.cpp: `just sweep specs/engine.yaml`."
+
+
 _NAME = {
     ENGINE_PAIRING: lambda t: "Both in llama.cpp, at engine parity",
     BEST_PAIRING: lambda t: "Each at its best",
@@ -133,7 +138,7 @@ def _label(kind: str, chosen: Chosen, t: Sides) -> str:
     (eager))': the pairing and how each side executes."""
     points = [q for _, at in chosen for p in at for q in p.speedups]
     if kind == VANILLA_PAIRING:
-        return "Vanilla against vanilla (both eager PyTorch)"
+        return "Vanilla against vanilla (both eager)"
     if kind == ENGINE_PAIRING:
         return _NAME[kind](t)
     ar = executions([(q.llama_execution, q.llama_impl) for q in points])

@@ -312,15 +312,17 @@ def where_text(group: list[Pairing]) -> str:
 # ---------------------------------------------------------------- quality
 
 
-def quality_text(group: list[Pairing], pair: Pair, t: Sides) -> str:
+def quality_text(group: list[Pairing], pair: Pair, t: Sides, brief: bool = False) -> str:
     """What the quality behind the speedups is (report/verdict_quality.py); or, where none was measured, what the
-    family's authors published."""
+    family's authors published (`brief`: that the Findings say it)."""
     if not any(p.quality_measured for p in group):
+        if brief:
+            return f"Quality was not measured here; the Findings give what {t.dllm}'s authors published, if anything."
         published = family(pair.dllm_arch).published_quality
         return ("Quality was not measured here: "
                 + (published if published else f"no published {t.dllm} quality at these step counts is recorded")
                 + ".")
-    return quality_sentence(group, t)
+    return quality_sentence(group, t, brief)
 
 
 # ---------------------------------------------------------------- formats

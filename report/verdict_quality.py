@@ -22,10 +22,11 @@ from specs.controls import PACKAGED_SMOLLM2
 JUDGE_NAMES = {PACKAGED_SMOLLM2: f"{PACKAGED_SMOLLM2} (SmolLM2-135M-Instruct, a pretrained model this package did not train)"}
 
 
-def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
+def quality_sentence(group: Sequence[Pairing], t: Sides, brief: bool = False) -> str:
     """One sentence over the headline metrics of the pair's vanilla pairing (`group`: every pairing of the pair): the
     judge, the reference, the margins and the test named once, then one clause per sampler setting where the
-    diffusion model ran several (Dream's algs, block diffusion's thresholds), one result per metric."""
+    diffusion model ran several (Dream's algs, block diffusion's thresholds), one result per metric. `brief` (the
+    verdict's two lines): the reference and the test only, and no bootstrap replicates; the Findings say the rest."""
     measured = [p for p in group if p.quality_measured]
     settings = list(dict.fromkeys(p.sampler_setting for p in measured))
     clauses = []
@@ -35,9 +36,18 @@ def quality_sentence(group: Sequence[Pairing], t: Sides) -> str:
         vanilla = [p for p in at if p.pairing == VANILLA_PAIRING]
         swept = sorted({p.steps for p in at})
         single = len(swept) == 1 and setting is not None  # block diffusion's fixed schedule
-        parts = "; ".join(_metric_clause(s, vanilla, swept, single) for s in first.s_parity)
+        parts = "; ".join(_metric_clause(s, vanilla, swept, single, brief) for s in first.s_parity)
         clauses.append(f"at {setting}: {parts}" if len(settings) > 1 or single else parts)
-    return f"Quality ({measured[0].llada_model}, vanilla; {_how(measured[0].s_parity, t)}): " + "; ".join(clauses) + "."
+    how = _brief_how(measured[0].s_parity) if brief else _how(measured[0].s_parity, t)
+    return f"Quality ({measured[0].llada_model}, vanilla; {how}): " + "; ".join(clauses) + "."
+
+
+def _brief_how(found: Sequence[SParity]) -> str:
+    """'against human continuation, two one-sided test at 5%, 24 prompts'."""
+    references = " / ".join(dict.fromkeys(s.reference for s in found))
+    tested = next((s for s in found if s.alpha is not None), None)
+    test = f", two one-sided test at {tested.alpha:.0%}, {tested.n_prompts} prompts" if tested is not None else ""
+    return f"against {references}{test}"
 
 
 def _how(found: Sequence[SParity], t: Sides) -> str:
@@ -69,7 +79,7 @@ def _how(found: Sequence[SParity], t: Sides) -> str:
     return ", ".join(parts)
 
 
-def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], single: bool) -> str:
+def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], single: bool, brief: bool = False) -> str:
     """S_parity on one metric, with the test's power; at a sampler setting of one step count (`single`: block
     diffusion's fixed schedule), only whether that setting reaches parity: a step count it cannot vary says nothing."""
     label = SHORT_LABEL.get(s.metric, s.metric)
@@ -80,15 +90,15 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], sin
         f"; 80% needs {s.prompts_for_power} prompts)" if s.prompts_for_power and s.power < 0.8 else ")")
     degenerate = f", degenerate at {_steps(s.degenerate_steps)}" if s.degenerate_steps else ""
     if s.degenerate_steps and set(swept) <= set(s.degenerate_steps):
-        degenerate = (f", its text degenerate at every step count swept, so its {label} says nothing of its quality "
-                      f"here")
+        degenerate = (", degenerate at every step count" if brief else
+                      f", its text degenerate at every step count swept, so its {label} says nothing of its quality here")
     if single:
         return f"{label}: {'parity' if s.steps is not None else 'no parity'}{power}{degenerate}"
     if s.steps is None:
         head = f"{label}: no parity up to {swept[-1]} steps{power}{degenerate}"
     else:
         head = f"{label}: parity from {'≤ ' if s.bound == '<=' else ''}{s.steps} steps on{power}{degenerate}"
-    return head + _replicates(s, vanilla)
+    return head + ("" if brief else _replicates(s, vanilla))
 
 
 def _steps(steps: Sequence[int]) -> str:

@@ -430,7 +430,7 @@ def test_findings_figure_overlays_the_roofline_and_marks_the_crossover(sweep, a1
     assert crossings.height  # the fixture's LLaMA overtakes LLaDA between batch 1 and 32
     marks = {s.label: s for s in panel.series if s.kind == "vline"}
     for row in crossings.iter_rows(named=True):
-        mark = marks[f"B* at {row['steps']} steps = {row['b_star']:.3g}"]
+        mark = marks[f"B* at {row['steps']} steps = {row['b_star']:.2g}"]
         assert mark.x == (row["b_star"],) and 1 < row["b_star"] < 32
 
 
@@ -473,7 +473,7 @@ def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep,
         return [tuple(sorted((seg[0][0], seg[1][0]))) for c in ax.collections if isinstance(c, LineCollection)
                 for seg in c.get_segments() if len(seg) == 2 and seg[0][1] == seg[1][1] and seg[0][0] != seg[1][0]]
 
-    mark = panel.get(f"B* at {row['steps']} steps = {row['b_star']:.3g}")
+    mark = panel.get(f"B* at {row['steps']} steps = {row['b_star']:.2g}")
     assert row["b_star_low"] is not None and row["b_star_high"] is not None
     assert (*mark.y_low, *mark.y_high) == pytest.approx((row["b_star_low"], row["b_star_high"]))
     assert (row["b_star_low"], row["b_star_high"]) in [pytest.approx(b) for b in bars(fig.axes[0])]

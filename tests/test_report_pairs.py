@@ -133,7 +133,10 @@ def test_a_sweep_of_all_four_families_gives_two_pairs_each_with_its_own_b_star(t
     dream_first = next(s for s in sentences if s.startswith("dream-tiny (Dream) vs qwen2-tiny (Qwen2.5): "))
     assert "Qwen2.5 stays ahead" in dream_first
     # Every sentence belongs to one pair and says so.
-    assert all(s.startswith(("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ", "dream-tiny (Dream) vs qwen2-tiny")) for s in sentences)
+    # each pair's bullets carry its heading; how sure is one bullet for the whole sweep, last
+    assert sentences[-1].startswith("How sure: ")
+    assert all(s.startswith(("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ", "dream-tiny (Dream) vs qwen2-tiny"))
+               for s in sentences[:-1])
     text = pairings_text(pairings)
     assert "    llada-tiny (LLaDA) vs llama-tiny (LLaMA)" in text and "    dream-tiny (Dream) vs qwen2-tiny (Qwen2.5)" in text
     # findings.json lists the pairs, and each finding's families, where a sweep has several.
@@ -238,7 +241,8 @@ def test_a_pair_whose_diffusion_runs_all_failed_is_named_in_the_verdict_findings
     assert "error)" in reason
     # The answered pair keeps its heading: the verdict does not read as the sweep's whole answer.
     assert found["verdict"][-1] == f"{reason}."
-    assert all(v.startswith("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ") for v in found["verdict"][:-1])
+    assert found["verdict"][-2].startswith("How sure: ")  # the sweep's, before the unanswered pair
+    assert all(v.startswith("llada-tiny (LLaDA) vs llama-tiny (LLaMA): ") for v in found["verdict"][:-2])
     assert "NO ANSWER" in out.findings and reason in out.findings
     assert reason in out.markdown.read_text(encoding="utf-8")
 

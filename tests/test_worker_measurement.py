@@ -198,7 +198,7 @@ def _fake_generate(log: list[str]):
     """Stands in for scenario.generate: logs each generation; its intervals are already complete."""
     from workers.measure.scenario import TimedGeneration
 
-    def generate(loaded, config, input_ids, *, timer, seed, temperature, compiled=None):
+    def generate(loaded, config, input_ids, *, timer, seed, temperature, compiled=None, engine=None):
         log.append("generate")
         with timer.measure() as e2e:
             steps = []

@@ -17,6 +17,7 @@ from tests.worker_fixtures import (
     one_thread,  # noqa: F401  (a fixture: usefixtures finds it by name)
     run_config,
 )
+import workers.engine as run_engines
 from workers.measure import diffusion_samplers, scenario
 from workers.measure.scenario import batch_seed
 from workers.runner import SYNTHETIC_QUALITY_NOTE, Worker
@@ -179,7 +180,7 @@ def _failing_after(real, steps_before_failure: int, error: BaseException):
 
 
 # Where a run looks each step iterator up: the autoregressive loop in the scenario, a diffusion sampler's builder.
-@pytest.mark.parametrize("arch, module, factory", [("llama", scenario, "ar_steps"),
+@pytest.mark.parametrize("arch, module, factory", [("llama", run_engines, "ar_steps"),
                                                    ("llada", diffusion_samplers, "llada_steps")])
 def test_out_of_memory_is_a_result_and_the_worker_goes_on(
     monkeypatch: pytest.MonkeyPatch, arch: str, module: object, factory: str
@@ -201,7 +202,7 @@ def test_out_of_memory_is_a_result_and_the_worker_goes_on(
 
 def test_cpu_allocation_failure_counts_as_oom(monkeypatch: pytest.MonkeyPatch) -> None:
     error = RuntimeError("[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory: you tried to allocate 1 bytes")
-    monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 0, error))
+    monkeypatch.setattr(run_engines, "ar_steps", _failing_after(run_engines.ar_steps, 0, error))
     assert Worker().run(run_config("llama"), sweep="s", run_id="x").status == RunStatus.OOM
 
 
@@ -266,8 +267,8 @@ def test_quality_sees_every_prompt_once_reusing_measured_outputs(monkeypatch: py
     real_untimed = scenario.generate_untimed
     monkeypatch.setattr(
         "workers.runner.generate_untimed",
-        lambda loaded, config, batch, *, seed, temperature, compiled=None: untimed.append(seed)
-        or real_untimed(loaded, config, batch, seed=seed, temperature=temperature, compiled=compiled),
+        lambda loaded, config, batch, *, seed, temperature, compiled=None, engine=run_engines.TORCH: untimed.append(seed)
+        or real_untimed(loaded, config, batch, seed=seed, temperature=temperature, compiled=compiled, engine=engine),
     )
     evaluator = ModelSpec(name="llama-tiny", arch="llama", source={"synthetic": "tiny"})
     quality = QualitySpec(perplexity={"evaluator": "llama-tiny"}, llama_sampled_temperature=0.7)
@@ -406,7 +407,7 @@ def test_a_judge_that_cannot_be_had_leaves_the_run_unscored_in_one_line(tmp_path
 
 def test_cublas_alloc_failure_is_an_oom(monkeypatch: pytest.MonkeyPatch) -> None:
     error = RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
-    monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 1, error))
+    monkeypatch.setattr(run_engines, "ar_steps", _failing_after(run_engines.ar_steps, 1, error))
     result = Worker().run(run_config("llama"), sweep="s", run_id="cublas")
     assert result.status == RunStatus.OOM and "CUBLAS_STATUS_ALLOC_FAILED" in result.error
 
@@ -439,13 +440,13 @@ def test_an_unusable_gpu_ends_the_actor_so_the_run_is_retried(monkeypatch: pytes
     run = actor.RunActor()
     config = run_config("llama")
     error = RuntimeError("CUDA error: an illegal memory access was encountered")
-    monkeypatch.setattr(scenario, "ar_steps", _failing_after(scenario.ar_steps, 1, error))
+    monkeypatch.setattr(run_engines, "ar_steps", _failing_after(run_engines.ar_steps, 1, error))
     monkeypatch.setattr(run._worker, "_check_device", lambda device: setattr(run._worker, "broken", "probe failed"))
     with pytest.raises(Exited) as exited:
         run.run(config.model_dump_json(), "s", "sticky", 1)
     assert exited.value.args == (actor.EXIT_DEVICE_BROKEN,)
     run._worker.broken = None
-    monkeypatch.setattr(scenario, "ar_steps", scenario.ar_steps)
+    monkeypatch.setattr(run_engines, "ar_steps", run_engines.ar_steps)
     monkeypatch.undo()
     ok = RunResult.model_validate_json(actor.RunActor().run(config.model_dump_json(), "s", "fine", 1))
     assert ok.status == RunStatus.OK
