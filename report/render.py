@@ -217,8 +217,7 @@ def render_report(
     if echo:  # the runs, the verdict, where the rest is; the report's path last
         runs, report_line = summary.rsplit("\n", 1)
         print(runs)
-        print(verdict_text(document.verdict, md_path, json_path))
-        print(report_line)
+        print(verdict_text(document.verdict, md_path, json_path, report_line))
     return ReportOutputs(layout.root, layout.results, html_path, md_path, tuple(written), tuple(skipped), problems,
                          summary, answer, versus, json_path, both_ways)
 

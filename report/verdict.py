@@ -166,15 +166,15 @@ TERMINAL_LINES_PER_PAIR = 6  # for each further pair
 QUALITY_LINES = 2  # of those, the quality bullet's budget (report/verdict_quality.py)
 
 
-def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) -> str:
-    """What a sweep prints after its run table: the verdict, one wrapped bullet per sentence, and where the full
-    Findings are (the report's path is the line after it). A spec's text in them (a judge's path) shows its control
-    characters, never acts on the terminal."""
+def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path, report_line: str) -> str:
+    """What a sweep prints after its run table: the verdict, one wrapped bullet per sentence, then one line with the
+    report's path (`report_line`, report.summary's) and where the verdict is in full. A spec's text in them (a judge's
+    path) shows its control characters, never acts on the terminal."""
     lines = ["", "Verdict"]
     for sentence in sentences:
         lines += textwrap.wrap(printable(sentence), TERMINAL_WIDTH, initial_indent="  - ", subsequent_indent="    ")
-    lines.append(f"In full, with every pairing, the roofline, the sessions and how the runs were taken: {markdown} "
-                 f"and {findings_json.name}")
+    lines.append(f"{report_line}; in full, with every pairing, the roofline, the sessions and how the runs were taken: "
+                 f"{markdown} and {findings_json.name}")
     return "\n".join(lines)
 
 

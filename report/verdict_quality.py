@@ -39,7 +39,8 @@ def quality_sentence(group: Sequence[Pairing], t: Sides, brief: bool = False) ->
         parts = "; ".join(_metric_clause(s, vanilla, swept, single, brief) for s in first.s_parity)
         clauses.append(f"at {setting}: {parts}" if len(settings) > 1 or single else parts)
     how = _brief_how(measured[0].s_parity) if brief else _how(measured[0].s_parity, t)
-    return f"Quality ({measured[0].llada_model}, vanilla; {how}): " + "; ".join(clauses) + "."
+    model = measured[0].llada_model if brief else f"{measured[0].llada_model}, vanilla"
+    return f"Quality ({model}; {how}): " + "; ".join(clauses) + "."
 
 
 def _brief_how(found: Sequence[SParity]) -> str:
@@ -87,7 +88,7 @@ def _metric_clause(s: SParity, vanilla: Sequence[Pairing], swept: list[int], sin
         reason = s.gate if s.gate and s.gate.startswith(TOO_FEW) else (s.gate or CHANCE).split(":")[0]
         return f"{label} decides no parity: {reason}"
     power = "" if s.power is None else f" (power {s.power:.0%}" + (
-        f"; 80% needs {s.prompts_for_power} prompts)" if s.prompts_for_power and s.power < 0.8 else ")")
+        f"; 80% needs {s.prompts_for_power} prompts)" if s.prompts_for_power and s.power < 0.8 and not brief else ")")
     degenerate = f", degenerate at {_steps(s.degenerate_steps)}" if s.degenerate_steps else ""
     if s.degenerate_steps and set(swept) <= set(s.degenerate_steps):
         degenerate = (", degenerate at every step count" if brief else

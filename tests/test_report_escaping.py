@@ -90,7 +90,7 @@ def test_every_block_of_the_document_shows_hostile_text_and_runs_none_of_it() ->
 
 
 def test_the_terminals_verdict_shows_control_characters_rather_than_sending_them() -> None:
-    text = verdict_text(["judged by \x1b]52;c;ZXZpbA==\x07 at \x1b[2J once"], Path("report.md"), Path("findings.json"))
+    text = verdict_text(["judged by \x1b]52;c;ZXZpbA==\x07 at \x1b[2J once"], Path("report.md"), Path("findings.json"), "report: x")
     assert "\x1b" not in text and "\x07" not in text and "\\x1b[2J" in text
 
 

@@ -199,8 +199,8 @@ def test_the_terminal_ends_with_the_verdict_and_the_reports_path(tmp_path: Path,
     after_table = printed[printed.index("Verdict"):]
     assert len(after_table) - _quality_overflow(after_table) <= TERMINAL_LINES
     assert printed[-1].startswith(f"report: {out.html} ")
-    assert printed[-2].startswith(f"In full, with every pairing, the roofline, the sessions and how the runs were "
-                                  f"taken: {out.markdown}")
+    assert printed[-1].endswith(f"; in full, with every pairing, the roofline, the sessions and how the runs were "
+                                f"taken: {out.markdown} and findings.json")
     assert "Findings" not in printed[:printed.index("Verdict")]  # the Findings table lives in the report
 
 
@@ -260,8 +260,8 @@ def _quality_overflow(lines: list[str]) -> int:
 
 
 def _terminal(sentences: list[str]) -> list[str]:
-    text = verdict_text(sentences, Path("/sweep/report.md"), Path("/sweep/findings.json"))
-    return text.lstrip("\n").splitlines() + ["report: x"]
+    text = verdict_text(sentences, Path("/sweep/report.md"), Path("/sweep/findings.json"), "report: x")
+    return text.lstrip("\n").splitlines()
 
 
 def test_one_pair_prints_at_most_twelve_lines() -> None:
