@@ -105,11 +105,17 @@ def test_a_folder_rendered_before_the_record_verifies_and_names_every_file_it_ca
     assert f"`llada-bench report {sweep}` renders it again and records them" in err
 
 
-@pytest.mark.parametrize("name", ["accel-8b", "campaign-h100"])
-def test_the_committed_h200_sweeps_verify_with_every_report_file_covered(
-    name: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+COMMITTED = sorted(p.parent.relative_to(PACKAGE_ROOT / "results")
+                   for p in (PACKAGE_ROOT / "results").glob("*/*/checksums.jsonl"))
+
+
+@pytest.mark.parametrize("name", COMMITTED, ids=str)
+def test_every_committed_sweep_verifies_with_every_report_file_covered(
+    name: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    root = as_committed(PACKAGE_ROOT / "results" / "h200" / name, tmp_path)
+    """results/h200/* and results/cpu/engine, as a clone holds them and as the README says to verify them."""
+    assert {"h200/accel-8b", "h200/campaign-h100", "cpu/engine"} <= {str(n) for n in COMMITTED}
+    root = as_committed(PACKAGE_ROOT / "results" / name, tmp_path)
     code, out, _ = verify(root, capsys)  # as the README says to verify it: results.parquet and report.html left out
     assert code == 0, out
     written = len(report_outputs(SweepLayout(root)))
