@@ -2,9 +2,9 @@
 
 Two uses, one per paradigm. A diffusion model's step is one non-causal forward over whole sequences
 (`forward_logits`): each row of the batch decoded on its own, logits kept only for the positions the sampler asked
-for, and nothing kept between forwards. An
-autoregressive model decodes with llama.cpp's own loop pieces (`AutoregressiveContext`): the prompt of every row in
-one batch, then one token a row per `llama_decode`, each row's next token chosen by llama.cpp's greedy sampler.
+for, and nothing kept between forwards. An autoregressive model decodes with llama.cpp's own loop pieces
+(`AutoregressiveContext`): the prompt of every row in one batch, then one token a row per `llama_decode`, each row's
+next token chosen by llama.cpp's greedy sampler, each row in its own slice of the KV cache.
 
 Kernel settings that can change a token are fixed here and recorded with every run (`KernelSettings`): flash
 attention is off and the KV cache keeps the run's precision, so llama.cpp's logits agree with the PyTorch loaders'
@@ -14,6 +14,7 @@ within float error (tests/test_engine_llama_cpp.py) and a token differs only whe
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,14 +62,10 @@ def kernel_settings(dtype: str, threads: int, on_gpu: bool) -> KernelSettings:
                           gpu_layers=_ALL_GPU_LAYERS if on_gpu else 0)
 
 
-_backend_ready = False
-
-
+@functools.cache
 def _init_backend() -> None:
-    global _backend_ready
-    if not _backend_ready:
-        llama_cpp.llama_backend_init()
-        _backend_ready = True
+    """llama.cpp's backends, initialised once per process before the first model loads."""
+    llama_cpp.llama_backend_init()
 
 
 class GgufModel:
