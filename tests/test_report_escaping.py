@@ -14,11 +14,11 @@ import pytest
 import yaml
 from report_fixtures import SMOKE_LIKE, reseal, write_sweep
 
-from report import render
-from report.document import Document, FigureBlock, Paragraph, Preformatted, Section, Table
-from report.html import render_html
-from report.markdown import render_markdown
-from report.verdict import verdict_text
+from report.document import render
+from report.document.content import Document, FigureBlock, Paragraph, Preformatted, Section, Table
+from report.document.html import render_html
+from report.document.markdown import render_markdown
+from report.answer.verdict.short import verdict_text
 from specs.artifacts import SweepLayout, verify
 
 markdown_it = pytest.importorskip("markdown_it")

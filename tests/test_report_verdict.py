@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report.findings_file import FindingsFile
-from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity
-from report.render import render_report
-from report.verdict import QUALITY_LINES, TERMINAL_LINES, verdict, verdict_text
-from report.verdict_full import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, full_verdict
+from report.answer.findings_file import FindingsFile
+from report.answer.pairing.build import (
+    AR_BEST_PAIRING,
+    BEST_PAIRING,
+    VANILLA_PAIRING,
+    Pairing,
+    PairingPoint,
+    SParity,
+)
+from report.document.render import render_report
+from report.answer.verdict.short import QUALITY_LINES, TERMINAL_LINES, verdict, verdict_text
+from report.answer.verdict.full import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, full_verdict
 
 PPL = SParity(metric="gen_ppl", reference="llama-mini greedy", judge="packaged-smollm2", steps=4, bound="=",
               replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0,
@@ -251,7 +258,7 @@ def test_an_extrapolated_unchecked_or_bimodal_point_says_so_where_its_speedup_is
 
 
 def _quality_overflow(lines: list[str]) -> int:
-    """The terminal lines the quality bullet (report/verdict_quality.py) takes beyond its budget of QUALITY_LINES:
+    """The terminal lines the quality bullet (report/answer/verdict/quality.py) takes beyond its budget of QUALITY_LINES:
     the budget binds this module's bullets whatever that sentence's length."""
     start = next(i for i, line in enumerate(lines) if line.startswith("  - ") and "Quality (" in line)
     end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))

@@ -16,7 +16,7 @@ import polars as pl
 import pytest
 
 from orchestrator.cli import main
-from report.render import render_report
+from report.document.render import render_report
 from specs.artifacts import SweepLayout, sha256_file
 from specs.loader import PACKAGE_ROOT
 from specs.report_record import report_outputs
