@@ -35,6 +35,9 @@ SHORT_LABEL = {"bertscore_f1": "BERTScore F1", "gen_ppl": "perplexity"}
 # Where the Findings' numbers come from: anchors of the tables they link to.
 PARITY_ANCHOR = "parity-table"
 CROSSOVER_ANCHOR = "crossover-table"
+# The crossover table's column the verdict adds (report/answer/verdict/short.py): whether its vanilla bullet speaks
+# of that row, so the findings figure marks the same B*.
+VERDICT_COLUMN = "verdict_speaks_of"
 
 _F64, _I64, _STR, _BOOL = pl.Float64, pl.Int64, pl.String, pl.Boolean
 

@@ -20,9 +20,9 @@ from report.figures.common import (
 from report.figures.frame import Frame, length_panels
 from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow_of
 from report.figures.style import ARCH_MARKER, steps_colors
+from report.answer.findings import VERDICT_COLUMN
 from report.answer.pairing.pairs import is_ar, table_sides
 from report.table.flat import unlearned_warnings, with_sampler_setting
-from report.answer.verdict.short import VERDICT_COLUMN
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:

@@ -30,6 +30,7 @@ from report.answer.pairing.build import (
     Pairing,
     pairs_of,
 )
+from report.answer.findings import VERDICT_COLUMN
 from report.answer.pairing.pairs import Pair, Sides, sides_of
 from report.answer.verdict.full import (
     NO_PAIRING,
@@ -174,8 +175,6 @@ def verdict_text(sentences: Sequence[str], markdown: Path, findings_json: Path) 
 
 
 # ---------------------------------------------------------------- the figures
-
-VERDICT_COLUMN = "verdict_speaks_of"
 
 
 def with_verdict_steps(crossovers: pl.DataFrame, pairings: Sequence[Pairing]) -> pl.DataFrame:
