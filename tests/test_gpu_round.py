@@ -201,7 +201,7 @@ def test_a_call_killed_outright_leaves_no_piece_running(tmp_path: Path) -> None:
     call = (f"import os, sys; from pathlib import Path; from orchestrator.gpu_round.run import Machine; "
             f"Machine().execute([sys.executable, '-c', {piece!r}], label='p', env=dict(os.environ), "
             f"log=Path({str(tmp_path / 'piece.log')!r}), timeout_s=60)")  # fmt: skip
-    runner = subprocess.Popen([sys.executable, "-c", call], cwd=Path(gpu_round.__file__).parent.parent)
+    runner = subprocess.Popen([sys.executable, "-c", call], cwd=Path(gpu_round.__file__).parents[2])
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text():
             break
