@@ -41,12 +41,12 @@ headline-results *EXPORT:
     #!/usr/bin/env bash
     set -euo pipefail
     shopt -s nullglob
-    if [ "$#" -gt 0 ]; then python -m orchestrator.round_results "$@"; fi
+    if [ "$#" -gt 0 ]; then python -m orchestrator.gpu_round.results "$@"; fi
     for sweep in results/*/headline/*/; do
         llada-bench verify "$sweep"
         llada-bench report "$sweep"
     done
-    python -m report.headline --results results --readme README.md
+    python -m report.answer.headline --results results --readme README.md
 
 # Validate a spec and list its planned runs
 [positional-arguments]

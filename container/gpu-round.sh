@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One GPU round from one bundle, no edits (orchestrator/gpu_round.py, the plan in orchestrator/round_plan.py): its
+# One GPU round from one bundle, no edits (orchestrator/gpu_round/run.py, the plan in orchestrator/gpu_round/plan.py): its
 # first call the 8B headline (the graph tests, then LLaMA-3-8B against LLaDA-8B at batch 1 in 3 interleaved
 # sessions), then what the lease leaves (batch 8 and 64, eager at batch 8, Dream-7B against Qwen2.5-7B, the other
 # device tests), each started only if it fits before the call's deadline (this script's start + --budget, 540 s
@@ -16,16 +16,16 @@ caller=$PWD
 cd "$(dirname "$0")/.."
 python=${PYTHON:-python3}
 for arg in "$@"; do  # the help goes to the terminal, not into `checked` below
-    case $arg in -h | --help) PYTHONPATH="$PWD" exec "$python" -m orchestrator.round_args --cwd "$caller" --help ;; esac
+    case $arg in -h | --help) PYTHONPATH="$PWD" exec "$python" -m orchestrator.gpu_round.args --cwd "$caller" --help ;; esac
 done
 # Every argument is checked first (standard library only: before the bundle is unpacked); prints the mode and
 # the bundle folder.
-checked=$(PYTHONPATH="$PWD" "$python" -m orchestrator.round_args --cwd "$caller" "$@") || exit 2
+checked=$(PYTHONPATH="$PWD" "$python" -m orchestrator.gpu_round.args --cwd "$caller" "$@") || exit 2
 mode=${checked%%$'\n'*}
 bundle=${checked#*$'\n'}
 if [ "$mode" = dry-run ]; then
-    exec env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" -m orchestrator.gpu_round --cwd "$caller" "$@"
+    exec env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$python" -m orchestrator.gpu_round.run --cwd "$caller" "$@"
 fi
 # shellcheck source=container/gpu-env.sh
 . container/gpu-env.sh
-exec "$python" -m orchestrator.gpu_round --since "$since" --cwd "$caller" "$@"
+exec "$python" -m orchestrator.gpu_round.run --since "$since" --cwd "$caller" "$@"

@@ -23,7 +23,7 @@ check() {  # check NAME COMMAND...: run it through the entry point, as the image
 # shellcheck disable=SC2016  # expanded by the entry point's shell, after it has set HOME and the caches
 check "entry point: a writable HOME and caches for uid $(id -u)" bash -c 'test -w "$HOME" && test -w "$XDG_CACHE_HOME"'
 check "stack: torch, transformers, ray, polars and the project import" \
-    python -c 'import torch, transformers, ray, polars, orchestrator.cli, workers.runner, report.render'
+    python -c 'import torch, transformers, ray, polars, orchestrator.cli, workers.runner, report.document.render'
 check "image: what it claims, without a device (llada-bench env --require-image --no-device)" \
     llada-bench env --require-image --no-device
 check "menu: just lists the image's recipes" bash -c 'just --list | grep -q "^ *sweep "'

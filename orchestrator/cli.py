@@ -362,7 +362,7 @@ def format_summary(summary: SweepSummary, root: Path) -> str:
 
 def _report(root: Path) -> bool:
     """Render the report at the end of a sweep; a refusal is one line, and the artifacts stay as they are."""
-    render_module = importlib.import_module("report.render")
+    render_module = importlib.import_module("report.document.render")
     render: Callable[..., object] = render_module.render_report
     try:
         render(root)

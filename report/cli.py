@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from report.predictions import UnknownHardwareError
-from report.render import ReportError, render_report
+from report.analysis.predictions import UnknownHardwareError
+from report.document.render import ReportError, render_report
 from specs.artifacts import SweepLayout
 from specs.lock import LockHeldError, SweepLock
 from specs.options import OneLineParser

@@ -1,7 +1,7 @@
 """Block diffusion (Fast-dLLM v2) inference cost: a prefill, then per block its in-block forwards and one completing
 forward, every one of them against the KV cache of the blocks before it.
 
-The forwards are the official `generate`'s (arXiv:2509.26328; workers/samplers/block_diffusion.py runs them), laid
+The forwards are the official `generate`'s (arXiv:2509.26328; workers/samplers/block_diffusion/sampler.py runs them), laid
 out by `specs.block_diffusion.schedule`:
 
 * the prefill feeds the prompt's whole blocks once, costed causal (its block-causal mask attends at least that);

@@ -5,7 +5,7 @@ feeds the whole prompt + generation, takes the logits (shifted one position righ
 position before it), gathers those of the still-masked positions and samples them (`sample_tokens`), then commits
 the schedule's share of them. The forward is LLaDA's single-block step without a cache (`llada.step_operators`),
 so it is costed by the same code; only the sampler's work on the logits is Dream's own. Costed as the workers run
-it (workers/samplers/dream.py): the LM head maps only the N rows that predict the generation (the shift is a choice
+it (workers/samplers/dream/sampler.py): the LM head maps only the N rows that predict the generation (the shift is a choice
 of hidden-state rows, no copy of the logits); the official code maps all P + N and copies them to shift.
 """
 

@@ -82,7 +82,7 @@ def step_operators(
     K and V are read from the cache, so the weights are read for fewer tokens' work and the step slides back
     under the memory roof. None feeds every position (no cache).
     The official sampler takes logits at every position (`work.logits_positions` None); a sampler that projects
-    only the positions it can commit (this project's, `workers/samplers/llada.py`: the current block) passes
+    only the positions it can commit (this project's, `workers/samplers/llada/sampler.py`: the current block) passes
     their count. `llada_sampler=False` leaves out LLaDA's sampler ops: the denoising forward alone, which another
     diffusion sampler (roofline/dream.py) adds its own work to."""
     batch, eb = work.batch, work.element_bytes

@@ -1,5 +1,5 @@
 """A roofline profile from the roofs a worker measured on its device, and each run's prediction on it: what the
-report (report/predictions.py) and the GPU round's goals (orchestrator/round_goals.py) both cost runs on. Pure
+report (report/analysis/predictions.py) and the GPU round's goals (orchestrator/gpu_round/goals.py) both cost runs on. Pure
 Python, so the offline GPU machine (no polars) evaluates its own runs."""
 
 from __future__ import annotations

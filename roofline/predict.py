@@ -207,7 +207,7 @@ def predict_run(
     The shape is `shape` when given (what the worker loaded), else `config.model.shape()`; None (a real
     checkpoint) falls back to the family's published shape. Tensors take the bytes of `config.controls.dtype`.
     The family's sampler (specs.registry) decides what is read: LLaDA is costed as the workers run it, logits over
-    the current block only (`workers/samplers/llada.py`), its sampler cost following `config.remasking` and
+    the current block only (`workers/samplers/llada/sampler.py`), its sampler cost following `config.remasking` and
     `config.controls.temperature` when they are set; Dream by its steps and `config.dream` (alg, top-p, top-k);
     the temperature for both. The implementation variant (`config.llada_impl` / `config.llama_impl`, None:
     vanilla) picks the cache and the compiled decode. A confidence rule's forwards are data-dependent:

@@ -33,7 +33,7 @@ FIGURES_DIR = "figures"
 # planned, chained line to line; the manifest and report-manifest.json are views of it that verify checks.
 CHECKSUMS_FILE = "checksums.jsonl"
 LOCK_FILE = "sweep.lock"  # present while a sweep writes here: host, pid, start time
-# The report: the HTML, its Markdown, and the Findings as data (both pairings; report/pairings.py).
+# The report: the HTML, its Markdown, and the Findings as data (both pairings; report/answer/pairing/build.py).
 REPORT_FILES = ("report.html", "report.md", "findings.json")
 # The checksum of every file the report last wrote (specs/report_record.py).
 REPORT_MANIFEST_FILE = "report-manifest.json"

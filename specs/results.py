@@ -28,7 +28,7 @@ class RunStatus(str, Enum):
 
 # An extrapolated run is suspect when its median timed step is off the full runs' at the same shape by more than
 # this (either way): a vanilla step costs the same whatever the step count, and the H200 campaign's check points
-# agree within 4% but for one that was 38% slow (report/extrapolation.py, orchestrator/extrapolation.py).
+# agree within 4% but for one that was 38% slow (report/analysis/extrapolation.py, orchestrator/extrapolation.py).
 EXTRAPOLATION_TOLERANCE = 0.10
 
 

@@ -1,6 +1,6 @@
 """round.json: what a GPU round's record says of each headline sweep in `results/<gpu>/headline/`.
 
-orchestrator/round_results.py writes it when it imports a round's export; report/headline.py admits into the README's
+orchestrator/gpu_round/results.py writes it when it imports a round's export; report/answer/headline.py admits into the README's
 headline only the sweeps it names as a GPU round's headline at the 8B shapes, and checks that their runs say the
 same. A folder without it, a file that is not such a record, or a sweep it does not name is refused in one line.
 """

@@ -1,7 +1,7 @@
 """The study's design (../shared/study/report-draft.md, sections 3.1.4 and 4) as data: each control with its
 section and value, so that every report can set its sweep beside the study and a spec can say why it departs.
 
-The values are the study's own words, encoded once; `report/departures.py` compares a sweep with them.
+The values are the study's own words, encoded once; `report/analysis/departures.py` compares a sweep with them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from workers.models.checkpoint import load_safetensors_into, read_config
 from workers.models.dream_model import make_dream_bidirectional
 from workers.models.fast_dllm_checkpoint import qwen2_config_from_fast_dllm
 from workers.models.layouts import keep_name
-from workers.samplers.block_diffusion import BlockDiffusionSampler, block_diffusion_steps
+from workers.samplers.block_diffusion.sampler import BlockDiffusionSampler, block_diffusion_steps
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "data" / "fast_dllm_golden"
 

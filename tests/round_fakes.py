@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from orchestrator import round_state
-from orchestrator.gpu_round import Machine, main
-from orchestrator.round_plan import PIECES
+from orchestrator.gpu_round import state as round_state
+from orchestrator.gpu_round.run import Machine, main
+from orchestrator.gpu_round.plan import PIECES
 
 NAMES = [p.name for p in PIECES]
 # Seconds each command takes on the fake clock. Call 1's two pieces take 380 s, so no other (the smallest needs

@@ -10,7 +10,7 @@ from specs.loader import PACKAGE_ROOT
 
 LIGHT_MODULES = [
     "orchestrator.cli", "orchestrator.driver", "orchestrator.plan", "orchestrator.store", "orchestrator.assets",
-    "report.render", "report.cli", "roofline.cli", "roofline.predict", "specs.loader",
+    "report.document.render", "report.cli", "roofline.cli", "roofline.predict", "specs.loader",
 ]
 
 

@@ -71,8 +71,8 @@ def _spec(directory: Path) -> Path:
 def test_a_cpu_sweep_of_the_family_is_bounded_by_the_roofline(tmp_path: Path) -> None:
     """Every Fast-dLLM v2 run of a CPU sweep: ok, its forwards costed as measured, and its roofs-only prediction on
     the CPU's measured roofs below its measured latency."""
-    from report.predictions import choose_profile, measured_roofs_of, prediction_table
-    from report.table import results_table
+    from report.analysis.predictions import choose_profile, measured_roofs_of, prediction_table
+    from report.table.flat import results_table
     from specs.artifacts import SweepLayout, load_results
     from specs.results import RunStatus
 

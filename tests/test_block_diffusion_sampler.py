@@ -14,7 +14,7 @@ from specs.block_diffusion import schedule
 from tests.fast_dllm_golden.cases import prompt
 from tests.fast_dllm_golden.tiny_checkpoint import MASK_ID, write_tiny_fast_dllm_checkpoint
 from tests.fast_dllm_models import golden, golden_checkpoint, load_fast_dllm, run_golden_case
-from workers.samplers.block_diffusion import block_diffusion_generate, block_diffusion_steps
+from workers.samplers.block_diffusion.sampler import block_diffusion_generate, block_diffusion_steps
 
 CASES = golden()["generation_cases"]
 

@@ -14,7 +14,7 @@ from specs.schema import Controls, LladaImpl
 from tests.worker_fixtures import run_config
 from workers.models.cache_kwarg import CACHE_KWARG, cache_kwargs, pop_cache
 from workers.runner import Worker
-from workers.samplers.block_cache import BlockCache
+from workers.samplers.llada.block_cache import BlockCache
 from workers.samplers.cache_check import CacheNotWrittenError, require_written, unwritten_layers
 from workers.samplers.kv_cache import PreallocatedCache
 

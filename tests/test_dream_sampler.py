@@ -15,8 +15,8 @@ from transformers import Qwen2ForCausalLM
 
 from tests.dream_golden.tiny_checkpoint import MASK_ID, PAD_ID
 from tests.dream_models import golden, golden_checkpoint, load_dream
-from workers.samplers.dream import ALGORITHMS, DreamSampler, dream_generate, dream_steps
-from workers.samplers.dream_tokens import categorical, choose_tokens, top_k_filter, top_p_filter
+from workers.samplers.dream.sampler import ALGORITHMS, DreamSampler, dream_generate, dream_steps
+from workers.samplers.dream.tokens import categorical, choose_tokens, top_k_filter, top_p_filter
 
 CASES = golden()["generation_cases"]
 

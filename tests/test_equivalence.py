@@ -1,4 +1,4 @@
-"""Parity as an equivalence test (report/equivalence.py) on synthetic per-prompt scores with a known truth: equal,
+"""Parity as an equivalence test (report/analysis/equivalence.py) on synthetic per-prompt scores with a known truth: equal,
 worse and better by a known margin; S_parity needs parity at every larger step; the calibration gate keeps a metric
 at chance out of parity."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from report.equivalence import (
+from report.analysis.equivalence import (
     BETTER,
     CHANCE,
     EQUIVALENT,
@@ -26,9 +26,9 @@ from report.equivalence import (
     tost,
     worse_by,
 )
-from report.parity import parity_table
-from report.quality import quality_long_table
-from report.table import results_table
+from report.analysis.parity import parity_table
+from report.analysis.quality import quality_long_table
+from report.table.flat import results_table
 
 N = 24
 PPL = Margin("log", math.log(1.1), "within 10%")

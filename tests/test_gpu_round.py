@@ -17,10 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import gpu_round, round_state
-from orchestrator.gpu_round import EXIT_AGAIN, EXIT_OK, EXIT_USAGE, Machine, main
-from orchestrator.round_plan import EXPORT_FILES, plan_round
-from orchestrator.round_state import RoundLayout
+from orchestrator.gpu_round import run as gpu_round
+from orchestrator.gpu_round import state as round_state
+from orchestrator.gpu_round.run import EXIT_AGAIN, EXIT_OK, EXIT_USAGE, Machine, main
+from orchestrator.gpu_round.plan import EXPORT_FILES, plan_round
+from orchestrator.gpu_round.state import RoundLayout
 from tests.round_fakes import NAMES, FakeMachine, Killed, call, exported, pieces_ran
 
 
@@ -197,10 +198,10 @@ def test_a_call_killed_outright_leaves_no_piece_running(tmp_path: Path) -> None:
     keeps the GPU and its lock for the next call."""
     pid_file = tmp_path / "piece.pid"
     piece = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
-    call = (f"import os, sys; from pathlib import Path; from orchestrator.gpu_round import Machine; "
+    call = (f"import os, sys; from pathlib import Path; from orchestrator.gpu_round.run import Machine; "
             f"Machine().execute([sys.executable, '-c', {piece!r}], label='p', env=dict(os.environ), "
             f"log=Path({str(tmp_path / 'piece.log')!r}), timeout_s=60)")  # fmt: skip
-    runner = subprocess.Popen([sys.executable, "-c", call], cwd=Path(gpu_round.__file__).parent.parent)
+    runner = subprocess.Popen([sys.executable, "-c", call], cwd=Path(gpu_round.__file__).parents[2])
     for _ in range(200):
         if pid_file.exists() and pid_file.read_text():
             break

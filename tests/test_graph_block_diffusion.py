@@ -16,8 +16,8 @@ from specs.schema import BlockDiffusionImpl
 from tests.fast_dllm_models import golden_checkpoint, load_fast_dllm
 from tests.test_block_diffusion_runs import bd_config
 from workers.measure.compiled_steps import CompiledSteps, forward_capture, uses_compiled_steps
-from workers.samplers.bd_graphs import BlockDiffusionGraphs
-from workers.samplers.block_diffusion import BlockDiffusionSampler, block_diffusion_steps
+from workers.samplers.block_diffusion.graphs import BlockDiffusionGraphs
+from workers.samplers.block_diffusion.sampler import BlockDiffusionSampler, block_diffusion_steps
 
 IDS = torch.tensor(prompt(2, 11))
 # One block [8, 16) of 5 masks in two sub-blocks, then its completing forward: the 6th token.

@@ -9,8 +9,8 @@ from transformers import Qwen2ForCausalLM
 
 from tests.dream_golden.tiny_checkpoint import MASK_ID, PAD_ID
 from tests.dream_models import golden_checkpoint, load_dream
-from workers.samplers.dream import dream_generate
-from workers.samplers.dream_graphs import DreamGraphs
+from workers.samplers.dream.sampler import dream_generate
+from workers.samplers.dream.graphs import DreamGraphs
 
 IDS = torch.tensor([[PAD_ID, PAD_ID, 20, 21, 22], [30, 31, 32, 33, 34], [PAD_ID, 40, 41, 42, 43]])
 MASK = (IDS != PAD_ID).long()

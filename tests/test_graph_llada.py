@@ -11,7 +11,7 @@ import torch
 from tests.sampler_models import MASK_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import llada_generate, llada_steps
 from workers.samplers.graphs import CapturedForward
-from workers.samplers.llada_graphs import LladaGraphs
+from workers.samplers.llada.graphs import LladaGraphs
 
 PROMPT_LENGTHS = [5, 8, 3]  # B=3, left-padded to 8
 GEN = {"gen_length": 16, "block_length": 8, "steps": 4, "mask_id": MASK_ID}  # 2 blocks of 2 steps

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from orchestrator import cli, inline
-from orchestrator.gpu_round import EXIT_AGAIN, EXIT_OK, Machine, main
-from orchestrator.round_results import import_headline
+from orchestrator.gpu_round.run import EXIT_AGAIN, EXIT_OK, Machine, main
+from orchestrator.gpu_round.results import import_headline
 from report import cli as report_cli
-from report.headline import HeadlineError, render
+from report.answer.headline import HeadlineError, render
 from specs.loader import PACKAGE_ROOT
 from tests.toy_worker import COMMIT, LOG_ENV
 

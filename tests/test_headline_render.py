@@ -1,5 +1,5 @@
-"""A round's export into results/<gpu>/headline/ (orchestrator/round_results.py) and the headline table from it
-(report/headline.py), on the H200's accel-8b artifacts: the import verifies before it writes and never replaces a
+"""A round's export into results/<gpu>/headline/ (orchestrator/gpu_round/results.py) and the headline table from it
+(report/answer/headline.py), on the H200's accel-8b artifacts: the import verifies before it writes and never replaces a
 folder or sweep it did not make; the table's provenance is read from the runs; the 4-step rule is applied to a
 full run's own steps; the README's block is filled between its markers alone."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.round_results import import_headline
-from orchestrator.round_results import main as import_main
-from orchestrator.round_state import PieceRecord, RoundError, RoundLayout, pack
-from report.headline import (
+from orchestrator.gpu_round.results import import_headline
+from orchestrator.gpu_round.results import main as import_main
+from orchestrator.gpu_round.state import PieceRecord, RoundError, RoundLayout, pack
+from report.answer.headline import (
     HEADLINE_BEGIN,
     HEADLINE_END,
     HeadlineError,
@@ -24,7 +24,7 @@ from report.headline import (
     fill_block,
     render,
 )
-from report.headline import main as headline_main
+from report.answer.headline import main as headline_main
 from specs.artifacts import SweepLayout, load_results
 from specs.loader import PACKAGE_ROOT
 from specs.model_spec import CheckpointSource

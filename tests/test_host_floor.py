@@ -12,7 +12,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 from orchestrator.plan import plan_runs
-from report.predictions import profile_from_roofs, run_profile
+from report.analysis.predictions import profile_from_roofs, run_profile
 from roofline.hardware import get_hardware
 from roofline.predict import predict
 from roofline.workload import Workload

@@ -1,4 +1,4 @@
-"""The answer's intervals (report/intervals.py): exact where they can be, and covering at their stated level on
+"""The answer's intervals (report/analysis/intervals.py): exact where they can be, and covering at their stated level on
 simulated timings whose truth is known (session drift, per-model session effects, repetition noise), with the two
 sides' spreads equal and unequal. The simulations are vectorised over draws: seconds, not minutes."""
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from report.intervals import (
+from report.analysis.intervals import (
     ABOVE,
     AT_OR_BELOW,
     INTERPOLATED,

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from tests.sampler_models import MASK_ID, PAD_ID, VOCAB_SIZE, left_padded_prompts, tiny_model
 from workers.samplers import LladaStep, llada_generate, llada_steps, official_suppress_ids, transfer_schedule
-from workers.samplers.reference import reference_llada_generate
+from workers.samplers.llada.reference import reference_llada_generate
 
 PROMPT_LENGTHS = [5, 8, 3]  # left-padded to 8
 GEN = {"gen_length": 24, "block_length": 8, "steps": 12}  # 3 semi-autoregressive blocks of 4 steps
@@ -236,7 +236,7 @@ def test_gumbel_noise_spans_the_block_not_the_sequence(official_stream: bool, mo
     """At temperature > 0 only the window's noise is held: [B, W, V] float64, not [B, L, V] (66 GB at
     B=32, L=2048 for LLaDA-8B). The CPU still reproduces the official stream (drawn in window-sized
     chunks); the CUDA path, forced here, draws the window alone and still samples valid tokens."""
-    from workers.samplers import llada as llada_module
+    from workers.samplers.llada import sampler as llada_module
 
     monkeypatch.setattr(llada_module, "_draws_official_stream", lambda device: official_stream)
     ids, mask = left_padded_prompts(PROMPT_LENGTHS)  # B=3, P=8; G=24, block 8: L=32, W=8

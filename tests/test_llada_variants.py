@@ -14,7 +14,7 @@ import torch
 
 from tests.sampler_models import MASK_ID, left_padded_prompts, tiny_model
 from workers.samplers import llada_generate, llada_steps, transfer_schedule
-from workers.samplers.parallel import parallel_commit
+from workers.samplers.llada.parallel import parallel_commit
 
 PROMPT_LENGTHS = [5, 8, 3]  # B=3, left-padded to 8
 GEN = {"gen_length": 24, "block_length": 8, "steps": 12, "mask_id": MASK_ID}  # 3 blocks of 4 steps

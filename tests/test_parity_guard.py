@@ -12,12 +12,12 @@ import numpy as np
 import polars as pl
 import pytest
 
-from report.diversity import Floor, median_diversity
-from report.equivalence import MARGIN_TOO_WIDE, TOO_FEW, Margin, min_prompts, worse_by
-from report.parity import margin_of, parity_table
-from report.parity_text import DEGENERATE_REFERENCE
-from report.quality import quality_by_setting, quality_long_table
-from report.table import results_table
+from report.analysis.diversity import Floor, median_diversity
+from report.analysis.equivalence import MARGIN_TOO_WIDE, TOO_FEW, Margin, min_prompts, worse_by
+from report.analysis.parity import margin_of, parity_table
+from report.analysis.parity_text import DEGENERATE_REFERENCE
+from report.analysis.quality import quality_by_setting, quality_long_table
+from report.table.flat import results_table
 from specs.controls import ParitySpec
 from specs.loader import SpecError
 from tests.spec_fixtures import mutated, spec_from

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from report.equivalence import coverage, median_interval, parity_holds, power, prompts_for_power
+from report.analysis.equivalence import coverage, median_interval, parity_holds, power, prompts_for_power
 
 ALPHA, MARGIN, SD, DRAWS = 0.05, math.log(1.1), 0.3, 20_000
 

@@ -7,15 +7,15 @@ import numpy as np
 import polars as pl
 import pytest
 
-from report.parity import GREEDY, HUMAN, NO_PARITY, PARITY_SCHEMA, SAMPLED_REF, parity_table
-from report.quality import (
+from report.analysis.parity import GREEDY, HUMAN, NO_PARITY, PARITY_SCHEMA, SAMPLED_REF, parity_table
+from report.analysis.quality import (
     BY_SETTING_SCHEMA,
     LONG_SCHEMA,
     calibration_table,
     quality_by_setting,
     quality_long_table,
 )
-from report.table import results_table
+from report.table.flat import results_table
 from specs.results import Environment, Generation, QualityRecord, RunResult, RunStatus, Samples
 from specs.schema import (
     BertScoreSpec,
@@ -387,7 +387,7 @@ def test_the_elbo_standard_error_is_set_beside_the_differences_it_is_read_for() 
     # looked like a finding. Each prompt here has SE 0.01 nats/token (24 prompts): its share in the median,
     # 1.25 x 0.01 / sqrt(24) = 0.0026, is small next to the 0.5 step-to-step differences of the curve below,
     # and too large next to differences of 0.005.
-    from report.quality import elbo_precision
+    from report.analysis.quality import elbo_precision
 
     def curve(step_gap: float) -> pl.DataFrame:
         rows = []

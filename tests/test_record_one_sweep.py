@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from orchestrator.cli import main
-from report.outputs import ReportError, ReportWriter
+from report.document.outputs import ReportError, ReportWriter
 from specs.artifacts import SweepLayout
 from tests.sweep_faults import finished_sweep, small_spec
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
 
-from report.render import render_report
+from report.document.render import render_report
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]

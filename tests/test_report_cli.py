@@ -13,7 +13,7 @@ import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
 
 from report.cli import main
-from report.render import UnverifiedArtifactsError, render_report
+from report.document.render import UnverifiedArtifactsError, render_report
 
 
 def tamper(root: Path) -> Path:
@@ -85,7 +85,7 @@ def test_cli_renders_refuses_and_renders_unverified_on_request(tmp_path: Path, c
 
 def test_the_report_never_imports_a_model() -> None:
     code = (
-        "import sys, report.render, report.cli, report.catalog\n"
+        "import sys, report.document.render, report.cli, report.document.catalog\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'transformers', 'workers', 'ray'})\n"
         "assert not bad, bad\n"
     )

@@ -12,13 +12,13 @@ import yaml
 from report_fixtures import A100, SMOKE_LIKE, FixtureGrid, HardwareKind, reseal, write_sweep
 
 from orchestrator.plan import plan_runs
-from report.departures import NO_REASON, REFERENCE_WHY, S_PARITY_WHY, departures, summary
-from report.parity import PARITY_SCHEMA, parity_table
-from report.quality import quality_long_table
-from report.render import _load, render_report
+from report.analysis.departures import NO_REASON, REFERENCE_WHY, S_PARITY_WHY, departures, summary
+from report.analysis.parity import PARITY_SCHEMA, parity_table
+from report.analysis.quality import quality_long_table
+from report.document.render import _load, render_report
 from report.sections.setup import _elsewhere
-from report.spec_comments import field_comments
-from report.table import results_table
+from report.table.spec_comments import field_comments
+from report.table.flat import results_table
 from specs import study
 from specs.artifacts import SweepLayout, verify
 from specs.loader import SpecError, load_spec, parse_spec

@@ -12,10 +12,10 @@ from fixture_grid import SMOKE_LIKE
 from report_fixtures import reseal, write_sweep
 from test_report_verdict import SMOKE
 
-from report.findings_file import FindingsFile
-from report.render import render_report
-from report.sessions import DISTURBED_CPU_SHARE, disturbed_finding, disturbed_text, session_loads
-from report.verdict import verdict
+from report.answer.findings_file import FindingsFile
+from report.document.render import render_report
+from report.table.sessions import DISTURBED_CPU_SHARE, disturbed_finding, disturbed_text, session_loads
+from report.answer.verdict.short import verdict
 from specs.results import HostLoad, RunResult
 from workers.measure.timing import PerfCounterTimer, load_average
 

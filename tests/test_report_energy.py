@@ -11,11 +11,11 @@ import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, reseal, write_sweep
 from test_report_pairings import read_findings, unpack
 
-from report.energy import ENERGY_ANCHOR, energy_checks, energy_runs
+from report.analysis.energy import ENERGY_ANCHOR, energy_checks, energy_runs
 from report.figures.common import plotted
 from report.figures.energy import EXTRAPOLATED_MARK
-from report.render import render_report
-from report.table import results_table
+from report.document.render import render_report
+from report.table.flat import results_table
 from specs.artifacts import SweepLayout, verify
 from specs.results import Energy, RunResult
 

@@ -10,19 +10,19 @@ import pytest
 from report_fixtures import SMOKE_LIKE, write_sweep
 from test_report_pairings import unpack
 
-from report.extrapolation import (
+from report.analysis.extrapolation import (
     extrapolated_share,
     extrapolation_checks,
     extrapolation_summary,
     split_modes,
     with_extrapolation_check,
 )
-from report.findings import crossover_table
-from report.pairings import pairing_table
-from report.parity import PARITY_SCHEMA
-from report.render import _load
+from report.answer.findings import crossover_table
+from report.answer.pairing.build import pairing_table
+from report.analysis.parity import PARITY_SCHEMA
+from report.document.render import _load
 from report.sections import extrapolation_blocks
-from report.table import full_where_measured, results_table, vanilla_runs
+from report.table.flat import full_where_measured, results_table, vanilla_runs
 from specs.artifacts import SweepLayout
 from specs.results import ExtrapolatedLatency, RunResult
 

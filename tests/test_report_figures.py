@@ -23,10 +23,10 @@ from report.figures.quality import (
 )
 from report.figures.roofline import measured_vs_predicted, roofline_figure
 from report.figures.throughput import throughput_by_batch
-from report.findings import crossover_table, predicted_throughput
-from report.predictions import UnknownHardwareError, choose_profile, model_shapes, prediction_table
-from report.render import analyse_quality
-from report.table import results_table
+from report.answer.findings import crossover_table, predicted_throughput
+from report.analysis.predictions import UnknownHardwareError, choose_profile, model_shapes, prediction_table
+from report.document.render import analyse_quality
+from report.table.flat import results_table
 from roofline.hardware import get_hardware
 from roofline.plotdata import operator_points
 from specs.artifacts import SweepLayout, load_results
@@ -466,7 +466,7 @@ def test_b_star_is_read_off_interpolated_segments_never_drawn_as_measured(sweep,
     assert at(ar, row["b_star"]) == pytest.approx(at(dllm, row["b_star"]), rel=1e-6)
     assert any("not measured" in t for t in fig.axes[0].get_legend_handles_labels()[1])
     assert any("Dotted" in n and "interpolated" in n for n in plotted(fig).notes)
-    # B*'s interval (report.intervals) is drawn with it: a bar, running to the panel's edge past the measured batches.
+    # B*'s interval (report.analysis.intervals) is drawn with it: a bar, running to the panel's edge past the measured batches.
     def bars(ax) -> list[tuple[float, float]]:
         from matplotlib.collections import LineCollection
 

@@ -8,17 +8,17 @@ import polars as pl
 import pytest
 from test_quality_analysis import LLAMA_F1, noise, sweep
 
-from report.findings import (
+from report.answer.findings import (
     CROSSOVER_ANCHOR,
     PARITY_ANCHOR,
     crossover_table,
     findings_table,
     findings_text,
 )
-from report.intervals import crossing
-from report.parity import parity_table
-from report.quality import quality_long_table
-from report.table import results_table
+from report.analysis.intervals import crossing
+from report.analysis.parity import parity_table
+from report.analysis.quality import quality_long_table
+from report.table.flat import results_table
 from roofline.crossover import predicted_crossover, throughput_ratio
 from roofline.hardware import get_hardware
 

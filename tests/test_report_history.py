@@ -1,4 +1,4 @@
-"""How a sweep's runs were taken (report/history.py), read from the H200 runs' own records: the campaign's four
+"""How a sweep's runs were taken (report/analysis/history.py), read from the H200 runs' own records: the campaign's four
 resumed commands as four worker processes, its two models an hour apart, the accel sweep's cold first repetition."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from test_report_pairings import unpack
 
-from report.history import history, history_text
-from report.render import _load
-from report.table import results_table
+from report.analysis.history import history, history_text
+from report.document.render import _load
+from report.table.flat import results_table
 from specs.artifacts import SweepLayout
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from report.quality import QualityData
+from report.analysis.quality import QualityData
 from report.sections.quality import judge_note
 
 

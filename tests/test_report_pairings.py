@@ -14,11 +14,11 @@ import polars as pl
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report.findings_file import FindingsFile
-from report.intervals import AT_OR_BELOW, WELCH, crossing
-from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, NO_VARIANTS, VANILLA_PAIRING
-from report.render import render_report
-from report.table import full_where_measured, results_table
+from report.answer.findings_file import FindingsFile
+from report.analysis.intervals import AT_OR_BELOW, WELCH, crossing
+from report.answer.pairing.build import AR_BEST_PAIRING, BEST_PAIRING, NO_VARIANTS, VANILLA_PAIRING
+from report.document.render import render_report
+from report.table.flat import full_where_measured, results_table
 from roofline.crossover import crossing_batch
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult
@@ -196,7 +196,7 @@ def test_on_the_h200_campaign_every_point_has_its_vanilla_pairing(tmp_path: Path
     assert found.pairings == [VANILLA_PAIRING] and NO_VARIANTS in found.notes
     assert len(found.findings) == 9  # three lengths x three step counts
     assert all(p.b_star_roofs_bound is not None for p in found.findings)
-    # Every batch but one: B = 1 at 256 + 256, 16 steps, failed its extrapolation check (report/extrapolation.py).
+    # Every batch but one: B = 1 at 256 + 256, 16 steps, failed its extrapolation check (report/analysis/extrapolation.py).
     assert [(p.prompt_length, p.steps) for p in found.findings if len(p.speedups) != 3] == [(256, 16)]
     # Extrapolated LLaDA latencies (and their energy) say so, point by point; none at B = 64 was checked by a run in
     # full at its batch, every other one was.

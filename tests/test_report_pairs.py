@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 from report_fixtures import COMPILE, CPU_ROOFS, FixtureGrid, HardwareKind, write_sweep
 
-from report.findings import crossover_table
-from report.findings_file import findings_file, findings_json
-from report.pairing_text import pairings_text
-from report.pairings import pairing_table
-from report.pairs import Pair, pairs_from, sides_of
-from report.parity import parity_table
-from report.predictions import model_shapes, profile_from_roofs
-from report.quality import quality_long_table
-from report.render import _load, render_report
-from report.table import results_table
-from report.verdict import verdict
+from report.answer.findings import crossover_table
+from report.answer.findings_file import findings_file, findings_json
+from report.answer.pairing.text import pairings_text
+from report.answer.pairing.build import pairing_table
+from report.answer.pairing.pairs import Pair, pairs_from, sides_of
+from report.analysis.parity import parity_table
+from report.analysis.predictions import model_shapes, profile_from_roofs
+from report.analysis.quality import quality_long_table
+from report.document.render import _load, render_report
+from report.table.flat import results_table
+from report.answer.verdict.short import verdict
 from specs.artifacts import SweepLayout
 from specs.results import RunResult
 from specs.schema import DreamImpl

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
 
-from report.render import render_report
+from report.document.render import render_report
 from specs.artifacts import SweepLayout
 
 SECTION_ORDER = ["Findings", "Setup and controls", "Latency", "Throughput", "Memory", "Quality vs computation",
@@ -117,7 +117,7 @@ def test_rendering_is_repeatable(smoke) -> None:
 
 
 def test_cpu_runs_are_never_drawn_against_a_gpu_profile(tmp_path: Path) -> None:
-    from report.predictions import UnknownHardwareError
+    from report.analysis.predictions import UnknownHardwareError
 
     with pytest.raises(UnknownHardwareError, match="ran on cpu"):
         render_report(write_sweep(tmp_path, SMOKE_LIKE), hardware="a100-sxm4-80gb", echo=False)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from report_fixtures import SMOKE_LIKE, FixtureGrid, reseal, write_sweep
 
-from report import render
-from report.findings_file import FindingsFile
-from report.intervals import NO_B_STAR, Speedup, crossover
+from report.document import render
+from report.answer.findings_file import FindingsFile
+from report.analysis.intervals import NO_B_STAR, Speedup, crossover
 from specs.artifacts import SweepLayout, verify
 from specs.results import RunResult
 

@@ -12,9 +12,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from report_fixtures import A100, H100, SMOKE_LIKE, write_sweep
 
-from report import stats
-from report.analysis import itl_by_context, memory_grid, pareto_front, step_time_by_length
-from report.table import QUALITY_METRICS, SCHEMA, results_table
+from report.analysis import stats
+from report.analysis.derived import itl_by_context, memory_grid, pareto_front, step_time_by_length
+from report.table.flat import QUALITY_METRICS, SCHEMA, results_table
 from specs.artifacts import SweepLayout, load_results
 from specs.results import RunResult, RunStatus, Samples
 
@@ -95,7 +95,7 @@ def test_diffusion_decoding_under_serving_names(results, table) -> None:
 
 
 def test_sessions_pooled_give_the_decoding_columns_of_every_repetition(table) -> None:
-    from report.sessions import pool_sessions
+    from report.table.sessions import pool_sessions
 
     run = table.filter((pl.col("arch") == "llada") & (pl.col("status") == "ok")).head(1)
     slower = [[t * 2 for t in rep] for rep in run["step_s_samples"][0].to_list()]  # a second session at half the speed

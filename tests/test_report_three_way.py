@@ -13,8 +13,8 @@ import pytest
 from report_fixtures import FixtureGrid, HardwareKind, write_sweep
 
 from report.figures.style import FAMILY_STYLES, family_style
-from report.render import render_report
-from report.table import EAGER, GRAPH_CAPTURED, execution_of, roofline_sampling
+from report.document.render import render_report
+from report.table.flat import EAGER, GRAPH_CAPTURED, execution_of, roofline_sampling
 from specs.registry import FAMILIES
 from specs.schema import BlockDiffusionImpl, RunConfig
 

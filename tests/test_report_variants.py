@@ -15,12 +15,18 @@ import pytest
 from report_fixtures import A100, COMPILE, DUAL, PREFIX_THRESHOLD, SMOKE_LIKE, VARIANTS, reseal, write_sweep
 
 from report.figures.common import plotted
-from report.intervals import welch_log
-from report.predictions import prediction_table
-from report.quality import quality_long_table
-from report.render import render_report
-from report.table import has_variants, results_table, vanilla_runs
-from report.variants import first_below_one, payoff_statement, payoff_table, quality_delta, variant_table
+from report.analysis.intervals import welch_log
+from report.analysis.predictions import prediction_table
+from report.analysis.quality import quality_long_table
+from report.document.render import render_report
+from report.table.flat import has_variants, results_table, vanilla_runs
+from report.analysis.variants import (
+    first_below_one,
+    payoff_statement,
+    payoff_table,
+    quality_delta,
+    variant_table,
+)
 from roofline.hardware import get_hardware
 from roofline.predict import predict_run
 from specs.results import RunResult
@@ -268,11 +274,11 @@ def test_old_artifacts_without_variant_fields_still_render(tmp_path: Path) -> No
 
 
 def test_every_vanilla_analysis_ignores_variant_rows_it_is_handed(sweep) -> None:
-    from report.analysis import itl_by_context, memory_grid, step_time_by_length
-    from report.findings import crossover_table, predicted_throughput
-    from report.parity import parity_table
-    from report.predictions import model_shapes
-    from report.quality import calibration_table, quality_by_setting
+    from report.analysis.derived import itl_by_context, memory_grid, step_time_by_length
+    from report.answer.findings import crossover_table, predicted_throughput
+    from report.analysis.parity import parity_table
+    from report.analysis.predictions import model_shapes
+    from report.analysis.quality import calibration_table, quality_by_setting
 
     _, results = sweep
     table = results_table(results)
@@ -291,7 +297,7 @@ def test_every_vanilla_analysis_ignores_variant_rows_it_is_handed(sweep) -> None
 
 
 def test_a_confidence_rule_that_never_fired_is_named(variants) -> None:
-    from report.variants import idle_confidence_rules
+    from report.analysis.variants import idle_confidence_rules
 
     assert idle_confidence_rules(variants) == []  # the fixture's rule halves the forwards
     idle = variants.with_columns(

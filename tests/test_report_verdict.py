@@ -1,4 +1,4 @@
-"""The verdict: short, first in report.md, report.html, findings.json and the terminal (one bullet per distinct
+"""The verdict: short, first in report.md, report.document.html, findings.json and the terminal (one bullet per distinct
 pairing, the quality, how sure; at most 12 terminal lines for a pair); and in full in the report's Findings (at most
 five generated sentences a pair: each at its best first, then LLaMA at its best against vanilla LLaDA, then eager
 against eager with its host overhead; who is faster at equal quality at B = 1, from which batch LLaMA stays ahead,
@@ -12,11 +12,18 @@ from pathlib import Path
 import pytest
 from report_fixtures import SMOKE_LIKE, VARIANTS, write_sweep
 
-from report.findings_file import FindingsFile
-from report.pairings import AR_BEST_PAIRING, BEST_PAIRING, VANILLA_PAIRING, Pairing, PairingPoint, SParity
-from report.render import render_report
-from report.verdict import QUALITY_LINES, TERMINAL_LINES, verdict, verdict_text
-from report.verdict_full import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, full_verdict
+from report.answer.findings_file import FindingsFile
+from report.answer.pairing.build import (
+    AR_BEST_PAIRING,
+    BEST_PAIRING,
+    VANILLA_PAIRING,
+    Pairing,
+    PairingPoint,
+    SParity,
+)
+from report.document.render import render_report
+from report.answer.verdict.short import QUALITY_LINES, TERMINAL_LINES, verdict, verdict_text
+from report.answer.verdict.full import MAX_SENTENCES, NO_PAIRING, ONLY_VANILLA, full_verdict
 
 PPL = SParity(metric="gen_ppl", reference="llama-mini greedy", judge="packaged-smollm2", steps=4, bound="=",
               replicate_low_steps=4, replicate_high_steps=8, parity_fraction=1.0,
@@ -252,7 +259,7 @@ def test_an_extrapolated_unchecked_or_bimodal_point_says_so_where_its_speedup_is
 
 
 def _quality_overflow(lines: list[str]) -> int:
-    """The terminal lines the quality bullet (report/verdict_quality.py) takes beyond its budget of QUALITY_LINES:
+    """The terminal lines the quality bullet (report/answer/verdict/quality.py) takes beyond its budget of QUALITY_LINES:
     the budget binds this module's bullets whatever that sentence's length."""
     start = next(i for i, line in enumerate(lines) if line.startswith("  - ") and "Quality (" in line)
     end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith("    "))

@@ -74,7 +74,7 @@ def test_sum_of_the_max_of_lines_matches_the_direct_sum() -> None:
 
 
 def test_a_profile_from_measured_roofs() -> None:
-    from report.predictions import profile_from_roofs
+    from report.analysis.predictions import profile_from_roofs
     from specs.results import MeasuredRoofs
 
     roofs = MeasuredRoofs(device="cpu", dtype="float32", threads=1, matmul_flops_per_s=80e9, vector_ops_per_s=4e9,

@@ -14,16 +14,16 @@ import pytest
 
 from report.figures.common import plotted
 from report.figures.roofline import measured_vs_predicted
-from report.findings import roofline_findings
-from report.predictions import (
+from report.answer.findings import roofline_findings
+from report.analysis.predictions import (
     choose_profile,
     measured_roofs_of,
     profile_from_roofs,
     sweep_predictions,
     with_roofline_columns,
 )
-from report.render import SweepLayout, _load, render_report
-from report.table import results_table
+from report.document.render import SweepLayout, _load, render_report
+from report.table.flat import results_table
 from roofline.forward import ForwardPass, forward_operators
 from roofline.hardware import get_hardware
 from roofline.phase import cost_of

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.gpu_round import EXIT_USAGE, main
-from orchestrator.round_args import OUT_NAMED, parse
+from orchestrator.gpu_round.run import EXIT_USAGE, main
+from orchestrator.gpu_round.args import OUT_NAMED, parse
 from tests.round_fakes import FakeMachine, call
 
 

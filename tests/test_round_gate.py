@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from orchestrator.gpu_round import EXIT_AGAIN, EXIT_OK, EXIT_USAGE
-from orchestrator.round_gate import gate_reason
-from orchestrator.round_specs import Variant, graph_impls, variant_spec
-from orchestrator.round_state import PieceRecord, RoundLayout, RoundState
-from orchestrator.round_state import TestTime as Timed
+from orchestrator.gpu_round.run import EXIT_AGAIN, EXIT_OK, EXIT_USAGE
+from orchestrator.gpu_round.gate import gate_reason
+from orchestrator.gpu_round.sweep_specs import Variant, graph_impls, variant_spec
+from orchestrator.gpu_round.state import PieceRecord, RoundLayout, RoundState
+from orchestrator.gpu_round.state import TestTime as Timed
 from tests.round_fakes import FakeMachine, call, pieces_ran
 
 HEADLINE = "headline:headline-8b"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import round_report
-from orchestrator.gpu_round import EXIT_OK, EXIT_USAGE, main
-from orchestrator.round_goals import HOST_FINDING, evaluate_goals
-from orchestrator.round_state import RoundLayout, RoundState
+from orchestrator.gpu_round import goals_file as round_report
+from orchestrator.gpu_round.run import EXIT_OK, EXIT_USAGE, main
+from orchestrator.gpu_round.goals import HOST_FINDING, evaluate_goals
+from orchestrator.gpu_round.state import RoundLayout, RoundState
 from orchestrator.walltime import run_seconds
 from roofline.hardware import get_hardware
 from specs.results import RunResult

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from orchestrator.plan import plan_runs
-from orchestrator.round_format import format_plan
-from orchestrator.round_plan import (
+from orchestrator.gpu_round.plan_text import format_plan
+from orchestrator.gpu_round.plan import (
     EXPORT_FILES,
     LEASE_S,
     MACHINE_START_S,
@@ -26,7 +26,7 @@ from orchestrator.round_plan import (
     TEST_FILES,
     plan_round,
 )
-from orchestrator.round_times import SESSION_START_S, WARM_COMPILE_S
+from orchestrator.gpu_round.times import SESSION_START_S, WARM_COMPILE_S
 from orchestrator.walltime import RUN_OVERHEAD_S, SWEEP_START_S
 from specs.loader import PACKAGE_ROOT, load_spec
 

@@ -19,7 +19,7 @@ from orchestrator.plan import plan_runs
 from orchestrator.plan_size import MAX_PLANNED_RUNS, planned_count
 from orchestrator.store import ArtifactStore
 from report.cli import main as report_main
-from report.render import render_report
+from report.document.render import render_report
 from specs.artifacts import SweepLayout, read_sweep_record
 from specs.loader import PACKAGE_ROOT, load_spec
 from tests.spec_fixtures import tiny_spec, write_spec

@@ -4,9 +4,9 @@ degenerate; a test with too few prompts says it cannot decide."""
 
 from __future__ import annotations
 
-from report.pairings import VANILLA_PAIRING, Pairing, SParity
-from report.pairs import sides_of
-from report.verdict_quality import quality_sentence
+from report.answer.pairing.build import VANILLA_PAIRING, Pairing, SParity
+from report.answer.pairing.pairs import sides_of
+from report.answer.verdict.quality import quality_sentence
 from tests.test_report_verdict import PPL, pairing, point
 
 GUARDED = PPL.model_copy(update={"power": 0.08, "prompts_for_power": 1760, "coverage": 0.936,

@@ -26,9 +26,9 @@ from report.figures.style import (  # noqa: F401
     shades,
     steps_colors,
 )
-from report.pairs import is_dllm
-from report.sessions import has_interval, interval_count
-from report.stats import INTERVAL_LABEL
+from report.answer.pairing.pairs import is_dllm
+from report.table.sessions import has_interval, interval_count
+from report.analysis.stats import INTERVAL_LABEL
 
 PLOT_DATA_ATTR = "_llada_bench_data"
 # A diffusion model's knobs that may vary between series; a label names only those that do.
@@ -37,8 +37,8 @@ AXIS_NAMES = {"steps": "steps", "block_length": "block", "remasking": "remask", 
 
 
 def interval_bounds(rows: pl.DataFrame, name: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
-    """The low and high ends of each row's interval of the median of `name` (report.table: a range below
-    report.stats.MIN_CI_SAMPLES repetitions, a BCa CI from there): the error bars every table's interval matches."""
+    """The low and high ends of each row's interval of the median of `name` (report.table.flat: a range below
+    report.analysis.stats.MIN_CI_SAMPLES repetitions, a BCa CI from there): the error bars every table's interval matches."""
     return tuple_of(rows[f"{name}_interval_low"]), tuple_of(rows[f"{name}_interval_high"])
 
 

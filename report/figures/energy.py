@@ -10,8 +10,8 @@ from report.figures.axes import plain_log_axis, power_of_two_axis
 from report.figures.common import FigureSkipped, Series, matching, tuple_of
 from report.figures.frame import Frame, length_panels
 from report.figures.style import ARCH_LABEL, ARCH_MARKER, impl_styles, steps_colors
-from report.pairs import is_ar
-from report.table import with_sampler_setting
+from report.answer.pairing.pairs import is_ar
+from report.table.flat import with_sampler_setting
 
 EXTRAPOLATED_MARK = "extrapolated"
 LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "sampler_setting")
@@ -19,7 +19,7 @@ LINE_KEYS = ("arch", "model", "impl", "steps", "block_length", "sampler_setting"
 
 def energy_per_token(df: pl.DataFrame) -> Figure:
     """Joules per generated token (log) against batch size (log2). `df`: this hardware's rows of the flat table,
-    every implementation, one row per grid point (report.table.full_where_measured). An AR model's vanilla line
+    every implementation, one row per grid point (report.table.flat.full_where_measured). An AR model's vanilla line
     is its family's colour and a diffusion model's vanilla lines its family's shades by step count
     (report.figures.common.steps_colors); each variant keeps its own colour and marker
     (report.figures.common.impl_styles). A point whose joules per token are scaled from its timed steps is hollow

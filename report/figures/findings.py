@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.extrapolation import trusted
+from report.analysis.extrapolation import trusted
 from report.figures.axes import plain_log_axis, power_of_two_axis
 from report.figures.common import (
     FigureSkipped,
@@ -20,18 +20,18 @@ from report.figures.common import (
 from report.figures.frame import Frame, length_panels
 from report.figures.marks import draw_points, fitted_note, hollow_legend, hollow_of
 from report.figures.style import ARCH_MARKER, steps_colors
-from report.pairs import is_ar, table_sides
-from report.table import unlearned_warnings, with_sampler_setting
-from report.verdict import VERDICT_COLUMN
+from report.answer.findings import VERDICT_COLUMN
+from report.answer.pairing.pairs import is_ar, table_sides
+from report.table.flat import unlearned_warnings, with_sampler_setting
 
 
 def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: pl.DataFrame) -> Figure:
     """Median tokens/s (log) against batch size (log2): each AR model's measured points, and each diffusion model's per
     step count and alg, with the interval of each median as its error bar; between measured batches a thin dotted
-    segment, the straight log-log line report.findings.measured_crossover interpolates along (never drawn as if
-    measured), so B* (marked X where the AR model overtakes, `crossovers`: report.findings.crossover_table) sits where
+    segment, the straight log-log line report.answer.findings.measured_crossover interpolates along (never drawn as if
+    measured), so B* (marked X where the AR model overtakes, `crossovers`: report.answer.findings.crossover_table) sits where
     two such segments cross; the faithful roofline's throughput on this device dash-dotted in the same colours
-    (`predicted`: report.findings.predicted_throughput). A crossover row with `b_star_low`/`b_star_high` gets that
+    (`predicted`: report.answer.findings.predicted_throughput). A crossover row with `b_star_low`/`b_star_high` gets that
     interval drawn around its B*."""
     frame = Frame.of("findings_throughput", df, vanilla=True)
     df, hardware = with_sampler_setting(frame.runs), frame.hardware
@@ -111,14 +111,14 @@ def findings_throughput(df: pl.DataFrame, predicted: pl.DataFrame, crossovers: p
         + f". X: B*, the batch from which {sides.ar} stays ahead of {sides.dllm} at that step count, where its dotted "
         f"segment crosses {sides.dllm}'s (at the edge batch, as ≤ or >, where it lies outside those measured: drawn "
         "only for the step count the verdict speaks of, the large bold X labelled so); the bar through it: its "
-        "interval (report.intervals), to an arrowhead at the panel's edge where it extends past the batches measured.",
+        "interval (report.analysis.intervals), to an arrowhead at the panel's edge where it extends past the batches measured.",
     ) + ((block_note,) if block_note else ()) + fitted_note(df, calibration)
     return frame.finish("Throughput vs batch size", notes, runs, warnings=unlearned_warnings(df))
 
 
 def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
     """B* of one crossover row: an X where the two interpolated segments cross, its label stacked above the panel's
-    earlier ones (`nth`). Where the row carries B*'s interval (report.intervals.crossover: `b_star_low`,
+    earlier ones (`nth`). Where the row carries B*'s interval (report.analysis.intervals.crossover: `b_star_low`,
     `b_star_high` with their bounds), a bar across it in B*'s colour, capped at a closed end; an end beyond the
     measured batches ('<=' the smallest, '>' the largest) runs to the panel's edge and ends in an arrowhead. Call it
     once the x axis has its scale: the edges are read from it."""
@@ -144,10 +144,10 @@ def _draw_b_star(ax, row: dict, color, pair: str, nth: int) -> Series:
                   (b_star,), (y,), (low,) if ranged else None, (high,) if ranged else None)
 
 
-# How a B* beyond the batches measured reads (report/intervals.py: at or below the smallest, above the largest).
+# How a B* beyond the batches measured reads (report/analysis/intervals.py: at or below the smallest, above the largest).
 BOUND_TEXT = {"<=": "≤", ">": ">"}
 
 
 def _spoken(crossovers: pl.DataFrame) -> pl.Expr:
-    """The rows whose step count the verdict speaks of (report.verdict.with_verdict_steps), else none."""
+    """The rows whose step count the verdict speaks of (report.answer.verdict.short.with_verdict_steps), else none."""
     return pl.col(VERDICT_COLUMN) if VERDICT_COLUMN in crossovers.columns else pl.lit(False)

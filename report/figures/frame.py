@@ -22,7 +22,7 @@ from report.figures.common import (
     new_figure,
     one_hardware,
 )
-from report.table import vanilla_runs
+from report.table.flat import vanilla_runs
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.analysis import itl_by_context, step_time_by_length
+from report.analysis.derived import itl_by_context, step_time_by_length
 from report.figures.axes import empty_panel, power_of_two_axis, value_axis
 from report.figures.common import (
     FigureSkipped,
@@ -20,7 +20,7 @@ from report.figures.common import (
 from report.figures.frame import Frame
 from report.figures.marks import draw_points, hollow_legend, hollow_of
 from report.figures.style import ARCH_COLOR, ARCH_MARKER, sequential_colors, steps_colors
-from report.pairs import is_ar, table_sides
+from report.answer.pairing.pairs import is_ar, table_sides
 
 
 def latency_vs_generation_length(df: pl.DataFrame) -> Figure:

@@ -9,11 +9,11 @@ from matplotlib.colors import Normalize
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from report.analysis import memory_grid
+from report.analysis.derived import memory_grid
 from report.figures.common import Cell, FigureSkipped
 from report.figures.frame import Frame
 from report.figures.style import ARCH_LABEL
-from report.pairs import is_ar
+from report.answer.pairing.pairs import is_ar
 
 GIB, MIB = float(1 << 30), float(1 << 20)
 KIND_LABEL = {"reserved": "peak reserved memory", "tensors": "peak live tensors above weights"}

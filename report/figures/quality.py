@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 from matplotlib.figure import Figure
 
-from report.analysis import pareto_front
+from report.analysis.derived import pareto_front
 from report.figures.common import (
     ARCH_COLOR,
     ARCH_LABEL,
@@ -32,8 +32,14 @@ from report.figures.common import (
     varying,
 )
 from report.figures.frame import Frame, length_panels
-from report.pairs import is_ar, is_dllm, table_sides
-from report.table import HIGHER_IS_BETTER, provenance_notes, quality_notes, unlearned_warnings, with_sampler_setting
+from report.answer.pairing.pairs import is_ar, is_dllm, table_sides
+from report.table.flat import (
+    HIGHER_IS_BETTER,
+    provenance_notes,
+    quality_notes,
+    unlearned_warnings,
+    with_sampler_setting,
+)
 
 METRIC_LABEL = {
     "bertscore_f1": "BERTScore F1", "bertscore_precision": "BERTScore precision",
@@ -80,7 +86,7 @@ def step_marks(rows: pl.DataFrame) -> tuple[str, ...]:
     return tuple("" if k is None else str(k) for k in rows["steps"].to_list())
 
 
-# The quality columns of report.variants.variant_points (value, interval low, interval high).
+# The quality columns of report.analysis.variants.variant_points (value, interval low, interval high).
 VARIANT_QUALITY = ("quality", "quality_low", "quality_high")
 
 
@@ -186,7 +192,7 @@ def quality_vs_steps(df: pl.DataFrame, quality_by_setting: pl.DataFrame, metric:
     """Diffusion quality vs diffusion steps (x, log2) with its interval, one line per block or sampler setting; each
     AR model's greedy level as a line with its band (its sampled level dotted, where measured); S_parity against the
     metric's headline reference as a dashed vertical line with its replicates' span shaded. One panel per generation length.
-    `parity`: report.parity.parity_markers."""
+    `parity`: report.analysis.parity.parity_markers."""
     frame = Frame.of(f"quality_vs_steps_{metric}", df, vanilla=True)
     df, hardware = frame.runs, frame.hardware
     sides = table_sides(df)

@@ -10,7 +10,7 @@ import matplotlib.colors as mcolors
 import polars as pl
 from matplotlib import colormaps
 
-from report.pairs import AUTOREGRESSIVE, paradigm_of
+from report.answer.pairing.pairs import AUTOREGRESSIVE, paradigm_of
 from specs.registry import FAMILIES
 
 
@@ -55,7 +55,7 @@ def is_autoregressive(arch: str | None) -> bool:
     return arch is not None and paradigm_of(arch) == AUTOREGRESSIVE
 
 
-# Implementation variants (report.variants): vanilla keeps its arch's colour, each variant one of these, by name.
+# Implementation variants (report.analysis.variants): vanilla keeps its arch's colour, each variant one of these, by name.
 VARIANT_PALETTE = ("#2a9d8f", "#9b5de5", "#e9c46a", "#d62828", "#6a994e", "#f15bb5", "#577590", "#8d6e63")
 VARIANT_MARKERS = ("D", "^", "v", "P", "X", "*", "<", ">")
 

@@ -19,7 +19,7 @@ from report.figures.common import (
 from report.figures.frame import Frame, length_panels
 from report.figures.marks import hollow_legend, hollow_of
 from report.figures.style import steps_colors
-from report.pairs import is_ar
+from report.answer.pairing.pairs import is_ar
 
 STATUS_MARK = {"oom": "OOM", "error": "error", "crashed": "crashed", "refused": "refused", "skipped": "skipped"}
 

@@ -19,15 +19,15 @@ from report.figures.quality import (
     quality_series,
 )
 from report.figures.style import impl_styles
-from report.pairs import table_sides
-from report.table import HIGHER_IS_BETTER, with_sampler_setting
+from report.answer.pairing.pairs import table_sides
+from report.table.flat import HIGHER_IS_BETTER, with_sampler_setting
 
 
 def variant_pareto(df: pl.DataFrame, points: pl.DataFrame, metric: str) -> Figure:
     """Median end-to-end latency (x, log) against quality (y) for every run, vanilla and variants: each
     (model, implementation) a curve over LLaDA's steps (a point for LLaMA), the Pareto frontier of them all
     dashed. One panel per generation length and batch size (latencies of different batches are not
-    comparable). `df`: this hardware's rows of the flat table; `points`: report.variants.variant_points."""
+    comparable). `df`: this hardware's rows of the flat table; `points`: report.analysis.variants.variant_points."""
     frame = Frame.of(f"variant_pareto_{metric}", df)
     points = with_sampler_setting(points).filter(pl.col("hardware") == frame.hardware)
     if points.filter(pl.col("impl") != "vanilla").height == 0:

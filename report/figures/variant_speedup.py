@@ -16,7 +16,7 @@ from report.figures.common import (
 from report.figures.frame import Frame
 from report.figures.marks import draw_impl_series
 from report.figures.style import ARCH_LABEL, impl_styles
-from report.table import with_sampler_setting
+from report.table.flat import with_sampler_setting
 
 # One panel per model, lengths and diffusion schedule (steps, block or Dream's alg): one line per variant.
 PANEL_KEYS = ("arch", "model", "prompt_length", "generation_length", "steps", "block_length", "sampler_setting")
@@ -27,7 +27,7 @@ def variant_speedup(df: pl.DataFrame, variants: pl.DataFrame) -> Figure:
     """Speedup over vanilla (vanilla's median latency / the variant's, > 1: the variant is faster) against batch
     size (log2): one line per variant with its interval, the roofline's predicted speedup at the same points
     dashed, y = 1 drawn. One panel per model, lengths and LLaDA step count and block.
-    `df`: this hardware's rows of the flat table (for the caption); `variants`: report.variants.variant_table."""
+    `df`: this hardware's rows of the flat table (for the caption); `variants`: report.analysis.variants.variant_table."""
     frame = Frame.of("variant_speedup", df)
     rows = with_sampler_setting(variants).filter((pl.col("hardware") == frame.hardware) & pl.col("speedup").is_not_null())
     if not rows.height:

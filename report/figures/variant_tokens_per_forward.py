@@ -19,8 +19,8 @@ from report.figures.quality import (
     quality_series,
 )
 from report.figures.style import impl_styles
-from report.pairs import table_sides
-from report.table import with_sampler_setting
+from report.answer.pairing.pairs import table_sides
+from report.table.flat import with_sampler_setting
 
 SERIES_KEYS = ("arch", "model", "impl", "prompt_length", "generation_length", "block_length", "sampler_setting")
 
@@ -29,7 +29,7 @@ def variant_quality_vs_tokens_per_forward(df: pl.DataFrame, points: dict[str, pl
     """Quality (y) against tokens per forward (x, log2: N_out over the forwards that ran, a confidence rule's
     measured median) for every run at its smallest batch size: one line per model, implementation and lengths
     over LLaDA's steps. One panel per metric. `df`: this hardware's rows of the flat table; `points`: per metric,
-    report.variants.variant_points."""
+    report.analysis.variants.variant_points."""
     frame = Frame.of("variant_quality_vs_tokens_per_forward", df)
     chosen = {m: _smallest_batch(with_sampler_setting(p).filter((pl.col("hardware") == frame.hardware)
                                           & pl.col("tokens_per_forward").is_not_null()))

@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from report import stats
-from report.document import Table, fmt_value
-from report.sessions import gaps_text, has_interval, interval_count
+from report.analysis import stats
+from report.document.content import Table, fmt_value
+from report.table.sessions import gaps_text, has_interval, interval_count
 
 
 def hardware_column(multi: bool) -> list[tuple[str, str]]:

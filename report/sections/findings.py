@@ -3,13 +3,13 @@ and the pairings."""
 
 from __future__ import annotations
 
-from report.document import Paragraph, Table
-from report.history import history_text
-from report.pairing_text import pairing_blocks
-from report.pairs import sweep_pairs, table_sides
+from report.document.content import Paragraph, Table
+from report.analysis.history import history_text
+from report.answer.pairing.text import pairing_blocks
+from report.answer.pairing.pairs import sweep_pairs, table_sides
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.quality import judge_note
-from report.verdict_full import full_verdict
+from report.answer.verdict.full import full_verdict
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -40,7 +40,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 
 
 def _in_full(inputs: ReportInputs) -> list[Paragraph]:
-    """The verdict in full (report/verdict_full.py): each pairing's execution and host overhead, the roofline's B*
+    """The verdict in full (report/answer/verdict/full.py): each pairing's execution and host overhead, the roofline's B*
     and how the runs were taken, which the short verdict above the report leaves here."""
     if not inputs.pairings:
         return []

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import polars as pl
 
-from report import stats
-from report.document import Block, Paragraph, Table, fmt_float, fmt_seconds
-from report.extrapolation import (
+from report.analysis import stats
+from report.document.content import Block, Paragraph, Table, fmt_float, fmt_seconds
+from report.analysis.extrapolation import (
     extrapolated_share,
     extrapolation_checks,
     extrapolation_summary,
     shape_columns,
     step_modes,
 )
-from report.history import History
-from report.pairs import table_sides
+from report.analysis.history import History
+from report.answer.pairing.pairs import table_sides
 from report.sections.cells import column_table, interval_cell, key_columns, simple, timed_cell
 from report.sections.inputs import Blocks, ReportInputs
 from specs.results import EXTRAPOLATION_TOLERANCE

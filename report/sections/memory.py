@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from report.document import fmt_bytes
+from report.document.content import fmt_bytes
 from report.sections.cells import column_table, key_columns, simple
 from report.sections.inputs import Blocks, ReportInputs
 

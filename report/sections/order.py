@@ -8,8 +8,8 @@ from itertools import count
 
 import polars as pl
 
-from report.document import Block, Document, FigureBlock, Section
-from report.energy import energy_blocks
+from report.document.content import Block, Document, FigureBlock, Section
+from report.analysis.energy import energy_blocks
 from report.sections import (
     findings,
     latency,
@@ -22,9 +22,9 @@ from report.sections import (
     variants,
 )
 from report.sections.inputs import Blocks, ReportInputs
-from report.table import UNKNOWN_HARDWARE
-from report.sessions import disturbed_text
-from report.verdict import verdict
+from report.table.flat import UNKNOWN_HARDWARE
+from report.table.sessions import disturbed_text
+from report.answer.verdict.short import verdict
 
 
 def _energy(inputs: ReportInputs, multi: bool) -> Blocks:

@@ -7,18 +7,18 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from report.document import Table, fmt_float
-from report.findings import PARITY_ANCHOR
-from report.pairs import GENERIC_AR, GENERIC_DLLM, Sides
-from report.parity_text import bracket
-from report.quality import FIGURE_METRICS
+from report.document.content import Table, fmt_float
+from report.answer.findings import PARITY_ANCHOR
+from report.answer.pairing.pairs import GENERIC_AR, GENERIC_DLLM, Sides
+from report.analysis.parity_text import bracket
+from report.analysis.quality import FIGURE_METRICS
 from report.sections.cells import column_table, hardware_column, quality_flag
 
 
 def parity_tables(parity: pl.DataFrame, multi: bool, provenance: Sequence[str],
                   sides: Sides = Sides(GENERIC_AR, GENERIC_DLLM)) -> list[Table]:
     """The headline parity rows (S_parity, speedup at every batch size) and every parity row; `sides` names the
-    paradigms (report.pairs.table_sides)."""
+    paradigms (report.answer.pairing.pairs.table_sides)."""
     if not parity.height:
         return []
     models = (" Models: " + " ".join(provenance)) if provenance else ""

@@ -1,15 +1,15 @@
 """Section 10, Environment and provenance: how the runs were taken (commit, worker processes, interleaving,
-warm-ups: report/history.py), the environments they recorded, the verification, any edit of the frozen spec after
+warm-ups: report/analysis/history.py), the environments they recorded, the verification, any edit of the frozen spec after
 its runs, and the manifest's checksums."""
 
 from __future__ import annotations
 
 import polars as pl
 
-from report.document import Block, Paragraph, Table, fmt_value
-from report.history import history_text
+from report.document.content import Block, Paragraph, Table, fmt_value
+from report.analysis.history import history_text
 from report.sections.inputs import Blocks, ReportInputs
-from report.table import UNKNOWN_HARDWARE
+from report.table.flat import UNKNOWN_HARDWARE
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -53,7 +53,7 @@ def build(inputs: ReportInputs, multi: bool) -> Blocks:
 
 def runs_read(table: pl.DataFrame) -> dict[str, tuple[str, str, str]]:
     """(model, session, status) of every run the report read, by run id: each run of a row that pools several
-    sessions (report/sessions.py) under its own id and session, counted from 1."""
+    sessions (report/table/sessions.py) under its own id and session, counted from 1."""
     out: dict[str, tuple[str, str, str]] = {}
     for row in table.select("model", "status", "run_ids", "session_ids", "planned_sessions").iter_rows(named=True):
         for run_id, session in zip(row["run_ids"], row["session_ids"]):

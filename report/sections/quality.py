@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import polars as pl
 
-from report.document import Block, Paragraph, Table, fmt_float
-from report.pairs import is_ar, table_sides
-from report.quality import QualityData
+from report.document.content import Block, Paragraph, Table, fmt_float
+from report.answer.pairing.pairs import is_ar, table_sides
+from report.analysis.quality import QualityData
 from report.sections.cells import column_table, hardware_column, quality_flag
 from report.sections.inputs import Blocks, ReportInputs
 from report.sections.parity import parity_tables
-from report.table import provenance_notes, quality_notes, unlearned_warnings, vanilla_runs
+from report.table.flat import provenance_notes, quality_notes, unlearned_warnings, vanilla_runs
 from specs.registry import family
 
 BERTSCORE_WINDOW_NOTE = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from report.document import Block, Paragraph, Table, fmt_float
+from report.document.content import Block, Paragraph, Table, fmt_float
 from report.sections.inputs import Blocks, ReportInputs
 
 CAPTION = ("How far each model runs from its roofline on the device that ran (1 = at the roof), with the profile's "

@@ -6,13 +6,13 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from report import stats
-from report.departures import departures, summary
-from report.document import Block, Paragraph, Preformatted, Table
+from report.analysis import stats
+from report.analysis.departures import departures, summary
+from report.document.content import Block, Paragraph, Preformatted, Table
 from report.sections.cells import column_table, key_columns, simple
 from report.sections.inputs import Blocks, ReportInputs
-from report.table import UNKNOWN_HARDWARE
-from report.sessions import DISTURBED_CPU_SHARE, session_load_rows
+from report.table.flat import UNKNOWN_HARDWARE
+from report.table.sessions import DISTURBED_CPU_SHARE, session_load_rows
 from specs.registry import family
 from specs.schema import ExperimentSpec
 

@@ -7,11 +7,11 @@ from collections.abc import Callable
 
 import polars as pl
 
-from report.document import Block, Table, fmt_float, fmt_rate
-from report.findings import CROSSOVER_ANCHOR, row_crossover
-from report.intervals import crossover_text
-from report.pairing_text import roofline_value
-from report.pairs import Sides, table_sides
+from report.document.content import Block, Table, fmt_float, fmt_rate
+from report.answer.findings import CROSSOVER_ANCHOR, row_crossover
+from report.analysis.intervals import crossover_text
+from report.answer.pairing.text import roofline_value
+from report.answer.pairing.pairs import Sides, table_sides
 from report.sections.cells import (
     column_table,
     hardware_column,
@@ -21,7 +21,7 @@ from report.sections.cells import (
     timed_cell,
 )
 from report.sections.inputs import Blocks, ReportInputs
-from report.table import USEFUL_FRACTION_FLAG
+from report.table.flat import USEFUL_FRACTION_FLAG
 
 
 def build(inputs: ReportInputs, multi: bool) -> Blocks:
@@ -57,7 +57,7 @@ def throughput_table(ok: pl.DataFrame, multi: bool) -> Table:
 
 
 def decoding_table(diffusion: pl.DataFrame, multi: bool) -> Table:
-    """Each diffusion run's decoding under the names serving engines give it (report.table `_decoding_columns`)."""
+    """Each diffusion run's decoding under the names serving engines give it (report.table.flat `_decoding_columns`)."""
     columns = [
         *simple(key_columns(multi, diffusion)),
         ("committed tokens/s", lambda r: fmt_rate(r["committed_tokens_per_s_median"])),
@@ -75,7 +75,7 @@ def decoding_table(diffusion: pl.DataFrame, multi: bool) -> Table:
 
 
 def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
-    """The measured and predicted B* per pair and diffusion setting; `t` names the sides (report.pairs)."""
+    """The measured and predicted B* per pair and diffusion setting; `t` names the sides (report.answer.pairing.pairs)."""
     algs = crossovers["sampler_setting"].drop_nulls().len() > 0
     several = crossovers["llama_model"].n_unique() > 1
     columns = [*hardware_column(multi), ("P", "prompt_length"), ("N_out", "generation_length"),
@@ -90,7 +90,7 @@ def crossover_table(crossovers: pl.DataFrame, multi: bool, t: Sides) -> Table:
                         f"each step count, from the same speedups as the pairings, interpolated in log B between "
                         f"measured batch sizes ('≤': {t.ar} ahead at every batch measured, '>': {t.dllm} ahead at "
                         "every one), its interval inverted from the speedups' (at least 1 - k(1 - level) over its k "
-                        "batches where the speedup falls with B: report/intervals.py); and the faithful roofline's B* "
+                        "batches where the speedup falls with B: report/analysis/intervals.py); and the faithful roofline's B* "
                         "on the device's profile from two models: the roofs-only model (each latency at the roofs, "
                         "which bound a run's latency from below) and the floor-calibrated model (a host or dispatch "
                         "floor fitted to measured runs). Neither is a bound on B*: a ratio of two lower bounds "

@@ -5,21 +5,21 @@ from __future__ import annotations
 
 import polars as pl
 
-from report import stats
-from report.document import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
-from report.pairs import table_sides
-from report.parity import bracket
+from report.analysis import stats
+from report.document.content import Block, Paragraph, fmt_bytes, fmt_float, fmt_seconds
+from report.answer.pairing.pairs import table_sides
+from report.analysis.parity import bracket
 from report.sections.cells import column_table, hardware_column
 from report.sections.inputs import Blocks, ReportInputs
-from report.table import has_variants
-from report.variants import DELTA_METRICS, UNPAIRED, idle_confidence_rules, payoff_table
+from report.table.flat import has_variants
+from report.analysis.variants import DELTA_METRICS, UNPAIRED, idle_confidence_rules, payoff_table
 from specs.registry import family
 
 _DELTA_LABEL = {"gen_ppl": "perplexity", "bertscore_f1": "BERTScore F1"}
 COMPARISON_CAPTION = (
     "Each variant against vanilla at the same point. Speedup: vanilla's median end-to-end latency over the "
     "variant's (> 1: the variant is faster), with its interval, its level and what it rests on (sessions x "
-    "vanilla + variant repetitions; report/intervals.py). Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
+    "vanilla + variant repetitions; report/analysis/intervals.py). Roofline speedup: the faithful model on this device's profile (a confidence rule costed at "
     "its measured forwards, else at the step cap). Forwards: per generation (a confidence rule's median over "
     "repetitions). Δ quality: variant minus vanilla per prompt, the median over the prompts both ran with a "
     "percentile bootstrap CI over prompts (the range below six); lower perplexity and higher BERTScore are "

@@ -215,7 +215,7 @@ def test_how_often_block_only_and_full_logits_commit_different_tokens_in_bf16() 
     """Two samplers in lockstep from the same state at every step, one projecting logits over the block,
     one over every position (the official code): the share of steps whose commits differ. A bf16 matmul
     with fewer rows may round the last bit differently and flip a near-tie; this measures how often."""
-    from workers.samplers.llada import llada_steps
+    from workers.samplers.llada.sampler import llada_steps
 
     loaded = _peaked(_model("llada"))
     mask_id = loaded.mask_token_id

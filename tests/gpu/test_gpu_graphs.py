@@ -44,7 +44,7 @@ def test_llada_replayed_steps_give_the_eager_tokens(cache: str) -> None:
     first prompt again, frozen as a timed repetition runs, replays them and captures nothing."""
     from workers.measure.memory import graph_pool_memory
     from workers.samplers import llada_generate
-    from workers.samplers.llada_graphs import LladaGraphs
+    from workers.samplers.llada.graphs import LladaGraphs
 
     loaded = peaked_small("llada")
     graphs = LladaGraphs(loaded.model, rows=2, length=64 + GEN["gen_length"], cache=cache)
@@ -76,7 +76,7 @@ def test_llada_replayed_step_costs_a_fraction_of_the_eager_host_time(cache: str)
     The eager step launches every operator of every layer; the replayed one launches one graph and the
     sampler's few operators."""
     from workers.samplers import llada_steps
-    from workers.samplers.llada_graphs import LladaGraphs
+    from workers.samplers.llada.graphs import LladaGraphs
 
     loaded = peaked_small("llada", dtype="bfloat16")
     prompt = random_prompt(1, 64)

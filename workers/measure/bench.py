@@ -41,8 +41,8 @@ from workers.measure.timing import timer_for
 from workers.models.dream_model import make_dream_bidirectional
 from workers.models.layouts import llama_config_for_shape, qwen2_config_for_shape
 from workers.samplers import ar_generate, llada_generate
-from workers.samplers.dream import dream_generate
-from workers.samplers.reference import reference_llada_generate
+from workers.samplers.dream.sampler import dream_generate
+from workers.samplers.llada.reference import reference_llada_generate
 
 VOCAB_SIZE = MINILM_VOCAB_SIZE
 MASK_ID = VOCAB_SIZE - 1  # a synthetic vocabulary: its last id plays [MASK]

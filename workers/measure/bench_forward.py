@@ -38,7 +38,7 @@ from workers.measure.timing import timer_for
 from workers.models.loading import LoadedModel, load_model
 from workers.samplers import ar_steps, llada_steps
 from workers.samplers.compiled import CompiledDecode
-from workers.samplers.llada_graphs import LladaGraphs
+from workers.samplers.llada.graphs import LladaGraphs
 
 MINIATURE = PACKAGE_ROOT / "models" / "miniature"
 

@@ -8,10 +8,10 @@ import torch
 from specs.schema import RunConfig
 from workers.measure.preparation import Preparation
 from workers.models.loading import LoadedModel
-from workers.samplers.bd_graphs import BlockDiffusionGraphs
+from workers.samplers.block_diffusion.graphs import BlockDiffusionGraphs
 from workers.samplers.compiled import CompiledDecode
-from workers.samplers.dream_graphs import DreamGraphs
-from workers.samplers.llada_graphs import LladaGraphs
+from workers.samplers.dream.graphs import DreamGraphs
+from workers.samplers.llada.graphs import LladaGraphs
 
 
 class CompiledSteps:

@@ -14,9 +14,9 @@ from specs.block_diffusion import schedule
 from specs.schema import RunConfig
 from workers.measure.compiled_steps import CompiledSteps
 from workers.models.loading import LoadedModel
-from workers.samplers.block_diffusion import BlockDiffusionSampler, block_diffusion_steps
-from workers.samplers.dream import DreamSampler, dream_steps
-from workers.samplers.llada import LladaSampler, llada_steps
+from workers.samplers.block_diffusion.sampler import BlockDiffusionSampler, block_diffusion_steps
+from workers.samplers.dream.sampler import DreamSampler, dream_steps
+from workers.samplers.llada.sampler import LladaSampler, llada_steps
 
 
 def llada_sampler(

@@ -214,7 +214,7 @@ def measure(loaded: LoadedModel, config: RunConfig, batches: list[torch.Tensor],
     load_at_end = load_average()
     memory_record = memory.result()
     # After the timed region and its trackers (the profiler slows every operator), and in the first session only: the
-    # same shapes allocate the same bytes in every session, as they give the same text (report/sessions.py takes a
+    # same shapes allocate the same bytes in every session, as they give the same text (report/table/sessions.py takes a
     # configuration's memory and quality from that session's run).
     # The profiler sees torch's tensors only: an engine's own buffers are in the RSS growth, not here.
     if loaded.device.type == "cpu" and config.session in (None, 0) and engine.torch_tensors:

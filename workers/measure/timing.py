@@ -3,7 +3,7 @@
 On CPU each interval also reads the process's CPU time (`process_time_ns`, every thread's user and system time),
 so a repetition's wall time can be set against the time the process actually had the cores: where the wall far
 exceeds it, the process waited for a core (descheduled, or sharing the cores with other work) and the sample
-measures the machine's load as much as the model (report/sessions.py flags such sessions). On GPU the host's CPU
+measures the machine's load as much as the model (report/table/sessions.py flags such sessions). On GPU the host's CPU
 time says nothing of the device's, so the CUDA timer reads none. `load_average` reads the machine's load around a
 run's repetitions.
 

@@ -5,7 +5,7 @@ Dream-v0 was initialised from Qwen2.5-7B and keeps its network: the official mod
 with biases on q, k and v only, `mlp.{gate,up,down}_proj`, `input_layernorm`, `post_attention_layernorm`,
 `model.norm`, `lm_head`), so its safetensors load into transformers' Qwen2ForCausalLM key for key. What
 differs is behaviour, not weights: attention is bidirectional and the logits are shifted by one
-(workers/models/dream_model.py), and generation is `diffusion_generate` (workers/samplers/dream.py).
+(workers/models/dream_model.py), and generation is `diffusion_generate` (workers/samplers/dream/sampler.py).
 
 The config maps with DreamConfig's own defaults for the keys it may omit. Two settings of DreamConfig never
 reach the official network and are therefore not mapped: `use_sliding_window` (DreamSdpaAttention always

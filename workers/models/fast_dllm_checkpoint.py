@@ -7,8 +7,8 @@ network: the official modeling.py builds `Fast_dLLM_QwenForCausalLM` with transf
 Qwen2ForCausalLM key for key. Its config.json holds Qwen2's keys with `model_type: Fast_dLLM_Qwen` and the
 training block `bd_size`; Fast_dLLM_QwenConfig's defaults are DreamConfig's, so it maps as Dream's does
 (workers/models/dream_checkpoint.py). What differs is behaviour: attention is block-causal (bidirectional inside a
-block, the sampler's masks, workers/samplers/bd_forward.py) and generation is block by block
-(workers/samplers/block_diffusion.py).
+block, the sampler's masks, workers/samplers/block_diffusion/forward.py) and generation is block by block
+(workers/samplers/block_diffusion/sampler.py).
 
 Its attention applies a sliding window where `layer_types` says so; the mapping refuses such layers rather than
 load them wrong. The mask id is not in config.json: the 7B's tokenizer names it `|<MASK>|`, a miniature exported in

@@ -132,7 +132,7 @@ DIFFUSION_MODELS: dict[str, DiffusionModel] = {
     "llada": DiffusionModel(make_bidirectional, llada_mask_token_id),  # type: ignore[arg-type]
     "dream": DiffusionModel(make_dream_bidirectional, dream_mask_token_id),  # type: ignore[arg-type]
     # Block diffusion attends bidirectionally inside a block, as Dream does over the whole sequence; the block-causal
-    # masks (the prefill's) are the sampler's own (workers/samplers/bd_forward.py).
+    # masks (the prefill's) are the sampler's own (workers/samplers/block_diffusion/forward.py).
     "block_diffusion": DiffusionModel(make_dream_bidirectional, fast_dllm_mask_token_id),  # type: ignore[arg-type]
 }
 

@@ -1,7 +1,7 @@
 """Samplers as iterators of steps: LLaDA's masked diffusion, the autoregressive loop, their caches and graphs."""
 
 from workers.samplers.autoregressive import ArDecoder, ArStep, ar_generate, ar_steps
-from workers.samplers.llada import (
+from workers.samplers.llada.sampler import (
     LladaSampler,
     LladaStep,
     llada_generate,

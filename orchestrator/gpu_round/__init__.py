@@ -1,0 +1,1 @@
+"""One GPU round (`just gpu-round`): its arguments, plan, state, times, specs, gate, goals and results."""

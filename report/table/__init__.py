@@ -1,0 +1,1 @@
+"""Artifacts to the flat table: one row per run, its timing columns, sessions pooled."""

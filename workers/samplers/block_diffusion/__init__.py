@@ -1,0 +1,1 @@
+"""Fast-dLLM v2's block-diffusion sampler: its cache, forwards, token rule and graphs."""

@@ -1,0 +1,1 @@
+"""Dream's sampler: its per-position token choice and its graphs."""

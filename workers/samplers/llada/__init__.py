@@ -1,0 +1,1 @@
+"""LLaDA's sampler: its settings, forwards, KV cache, parallel decoding, graphs and the official reference."""
