@@ -80,7 +80,7 @@ def engine_missing(name: str) -> str | None:
         return None
     if importlib.util.find_spec("llama_cpp") is None:
         return (f"the llama.cpp engine is not installed in this environment: build it with `{BUILD_COMMAND}` (a "
-                f"one-time build, about 7 minutes on 2 cores, cached under {engine_cache()})")
+                f"one-time build, about 4 minutes on 2 cores, cached under {engine_cache()})")
     try:
         installed = importlib.metadata.version(LLAMA_CPP_DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
