@@ -14,7 +14,7 @@ import pytest
 import yaml
 from report_fixtures import SMOKE_LIKE, reseal, write_sweep
 
-from report.document.content import render
+from report.document import render
 from report.document.content import Document, FigureBlock, Paragraph, Preformatted, Section, Table
 from report.document.html import render_html
 from report.document.markdown import render_markdown
