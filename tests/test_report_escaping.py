@@ -1,6 +1,6 @@
 """Nothing a spec (or a run file) says runs in a viewer: every piece of the report's text is plain text in
-report.md and report.document.html, whatever field it came from. report.md is checked as a Markdown viewer that renders
-inline HTML shows it (markdown-it, CommonMark with tables), report.document.html as a browser parses it: no tag, attribute
+report.md and report.html, whatever field it came from. report.md is checked as a Markdown viewer that renders
+inline HTML shows it (markdown-it, CommonMark with tables), report.html as a browser parses it: no tag, attribute
 or link the package did not write, and the hostile text still there to read."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from report_fixtures import SMOKE_LIKE, reseal, write_sweep
 
 from report.document import render
 from report.document.content import Document, FigureBlock, Paragraph, Preformatted, Section, Table
-from report.document.html import render_html
+from report.html import render_html
 from report.document.markdown import render_markdown
 from report.answer.verdict.short import verdict_text
 from specs.artifacts import SweepLayout, verify

@@ -1,4 +1,4 @@
-"""The verdict: short, first in report.md, report.document.html, findings.json and the terminal (one bullet per distinct
+"""The verdict: short, first in report.md, report.html, findings.json and the terminal (one bullet per distinct
 pairing, the quality, how sure; at most 12 terminal lines for a pair); and in full in the report's Findings (at most
 five generated sentences a pair: each at its best first, then LLaMA at its best against vanilla LLaDA, then eager
 against eager with its host overhead; who is faster at equal quality at B = 1, from which batch LLaMA stays ahead,

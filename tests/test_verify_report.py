@@ -60,7 +60,7 @@ def halve_latencies(path: Path) -> None:
 EDITS = {
     "findings.json": edit_verdict,
     "report.md": lambda p: p.write_text(p.read_text().replace("LLaDA", "LLaMA")),
-    "report.document.html": lambda p: p.write_text(p.read_text() + "<p>added</p>"),
+    "report.html": lambda p: p.write_text(p.read_text() + "<p>added</p>"),
     "results.parquet": halve_latencies,
     "figures/roofline.svg": lambda p: p.write_text(p.read_text().replace("<svg", "<svg data-edited='1'", 1)),
 }
@@ -116,7 +116,7 @@ def test_every_committed_sweep_verifies_with_every_report_file_covered(
     """results/h200/* and results/cpu/engine, as a clone holds them and as the README says to verify them."""
     assert {"h200/accel-8b", "h200/campaign-h100", "cpu/engine"} <= {str(n) for n in COMMITTED}
     root = as_committed(PACKAGE_ROOT / "results" / name, tmp_path)
-    code, out, _ = verify(root, capsys)  # as the README says to verify it: results.parquet and report.document.html left out
+    code, out, _ = verify(root, capsys)  # as the README says to verify it: results.parquet and report.html left out
     assert code == 0, out
     written = len(report_outputs(SweepLayout(root)))
     assert f"the report's {written} files match" in out, out
@@ -127,7 +127,7 @@ def as_committed(folder: Path, tmp_path: Path) -> Path:
     """A copy of `folder` without what .gitignore keeps out of git (results/*/*/<name>): what a clone holds."""
     ignored = [line.rsplit("/", 1)[1] for line in (PACKAGE_ROOT / ".gitignore").read_text().splitlines()
                if line.startswith("/results/*/*/")]  # fmt: skip
-    assert ignored == ["results.parquet", "report.document.html"]
+    assert ignored == ["results.parquet", "report.html"]
     return Path(shutil.copytree(folder, tmp_path / folder.name, ignore=shutil.ignore_patterns(*ignored)))
 
 
@@ -135,26 +135,26 @@ def test_leave_out_records_the_removal_so_the_folder_verifies_without_them(
     sweep: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["leave-out", str(sweep)]) == 0
-    assert not (sweep / "report.document.html").exists() and not (sweep / "results.parquet").exists()
+    assert not (sweep / "report.html").exists() and not (sweep / "results.parquet").exists()
     code, out, err = verify(sweep, capsys)
     assert code == 0 and "warning" not in err, out + err
     assert main(["leave-out", str(sweep)]) == 0 and "nothing to leave out" in capsys.readouterr().out
     render_report(sweep, echo=False)  # rendered again: the record says they are there, and they verify
-    assert verify(sweep, capsys)[0] == 0 and (sweep / "report.document.html").is_file()
-    (sweep / "report.document.html").write_text("<p>mine</p>")  # an edited one is refused by name and kept
+    assert verify(sweep, capsys)[0] == 0 and (sweep / "report.html").is_file()
+    (sweep / "report.html").write_text("<p>mine</p>")  # an edited one is refused by name and kept
     assert main(["leave-out", str(sweep)]) == 2
-    assert "report.document.html: not as the report wrote it" in capsys.readouterr().err
-    assert (sweep / "report.document.html").read_text() == "<p>mine</p>" and (sweep / "results.parquet").is_file()
+    assert "report.html: not as the report wrote it" in capsys.readouterr().err
+    assert (sweep / "report.html").read_text() == "<p>mine</p>" and (sweep / "results.parquet").is_file()
 
 
 def test_what_the_report_did_not_write_is_named_and_a_gone_file_fails_unless_allowed(
     sweep: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    (sweep / "report.document.html").unlink()  # left out on purpose, as the committed H200 folders leave it out
+    (sweep / "report.html").unlink()  # left out on purpose, as the committed H200 folders leave it out
     code, out, _ = verify(sweep, capsys)
-    assert code == 1 and f"{sweep / 'report.document.html'}: missing: the report wrote it" in out
+    assert code == 1 and f"{sweep / 'report.html'}: missing: the report wrote it" in out
     code, _, err = verify(sweep, capsys, "--allow-missing-report")
-    assert code == 0 and f"the report wrote are gone: {sweep / 'report.document.html'}" in err
+    assert code == 0 and f"the report wrote are gone: {sweep / 'report.html'}" in err
     (sweep / "figures" / "mine.png").write_bytes(b"\x89PNG my own figure")
     code, out, _ = verify(sweep, capsys, "--allow-missing-report")
     assert code == 1 and f"{sweep / 'figures' / 'mine.png'}: not written by the report" in out
@@ -205,7 +205,7 @@ def test_an_interrupted_report_leaves_files_recorded_never_called_edited(
     atomic_write = chain.atomic_write
 
     def interrupted(path: Path, data: bytes) -> None:
-        if len(written) == 3:  # after results.parquet, report.document.html and report.md
+        if len(written) == 3:  # after results.parquet, report.html and report.md
             raise KeyboardInterrupt
         written.append(path)
         atomic_write(path, data)

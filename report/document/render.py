@@ -1,5 +1,5 @@
 """`render_report`: verify a sweep's artifacts, then write results.parquet, every figure (PNG + SVG),
-report.document.html (self-contained) and report.md, and print a short results table."""
+report.html (self-contained) and report.md, and print a short results table."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from report.answer.findings import (
 )
 from report.answer.findings_file import findings_file, findings_json
 from report.analysis.history import history, history_text, pair_histories
-from report.document.html import render_html
+from report.html import render_html
 from report.document.markdown import render_markdown
 from report.document.outputs import ReportError, ReportWriter, refuse_occupied_outputs
 from report.answer.pairing.text import pairings_text
@@ -75,7 +75,7 @@ from specs.results import RunResult
 from specs.safefile import RUN_MAX_BYTES, SPEC_MAX_BYTES, UnsafeFileError, read_bytes, read_text
 from specs.schema import VANILLA, ExperimentSpec, ParitySpec
 
-HTML_FILE = "report.document.html"
+HTML_FILE = "report.html"
 MARKDOWN_FILE = "report.md"
 FINDINGS_FILE = "findings.json"
 

@@ -1,4 +1,4 @@
-"""The verdict: what a newcomer reads in thirty seconds, first in report.md, report.document.html, findings.json and the
+"""The verdict: what a newcomer reads in thirty seconds, first in report.md, report.html, findings.json and the
 terminal; the report's Findings give it in full (report/answer/verdict/full.py) with the tables behind it.
 
 A pair's verdict is one bullet per distinct pairing (report/answer/pairing/build.py): who is faster at the smallest batch at the
