@@ -16,7 +16,7 @@ from report_fixtures import SMOKE_LIKE, reseal, write_sweep
 
 from report.document import render
 from report.document.content import Document, FigureBlock, Paragraph, Preformatted, Section, Table
-from report.html import render_html
+from report.document.html import render_html
 from report.document.markdown import render_markdown
 from report.answer.verdict.short import verdict_text
 from specs.artifacts import SweepLayout, verify

@@ -11,7 +11,7 @@ import re
 from html import escape
 
 from report.document.content import Block, Document, FigureBlock, Paragraph, Preformatted, Table, printable
-from report.html import figure_heading
+from report.document.html import figure_heading
 
 # A `]` that would close a link's or image's text before its destination, reference or definition.
 _LINK_CLOSE = re.compile(r"\](?=[(\[:])")

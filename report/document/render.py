@@ -25,7 +25,7 @@ from report.answer.findings import (
 )
 from report.answer.findings_file import findings_file, findings_json
 from report.analysis.history import history, history_text, pair_histories
-from report.html import render_html
+from report.document.html import render_html
 from report.document.markdown import render_markdown
 from report.document.outputs import ReportError, ReportWriter, refuse_occupied_outputs
 from report.answer.pairing.text import pairings_text
