@@ -171,7 +171,7 @@ def test_plan_command_prints_table_and_count(capsys) -> None:
     # the default spec: LLaMA vanilla at 3 batch sizes; LLaDA at 3 batch sizes x 5 step counts, and
     # its dual cache at 3 batch sizes x 1 step count; in 3 sessions
     lines = out.rstrip().splitlines()
-    assert lines[-2] == ("63 runs planned for sweep 'smoke': 3 sessions of 21 runs, each in fresh worker processes "
+    assert lines[-2] == ("72 runs planned for sweep 'smoke': 3 sessions of 24 runs, each in fresh worker processes "
                          "(quality scored in session 0 only)")
     assert lines[-1].startswith("predicted wall time: none")  # a CPU spec names no roofline profile
 
@@ -191,8 +191,8 @@ def test_shipped_specs_validate_and_plan() -> None:
     counts = {name: len(plan_runs(load_spec(f"specs/{name}.yaml")))
               for name in ("smoke", "tiny", "paper", "synthetic-8b", "block-ablation")}
     # paper: LLaMA 3 lengths × 3 batches; LLaDA × 5 step counts × 1 block length. smoke: LLaMA vanilla
-    # × 3 batches; LLaDA 5 step counts × 3 batches, and the dual cache at 4 steps × 3 batches; in 3 sessions.
-    assert counts == {"smoke": 3 * (3 + 5 * 3 + 3), "tiny": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
+    # × 3 batches; LLaDA 6 step counts (1-32) × 3 batches, and the dual cache at 4 steps × 3 batches; in 3 sessions.
+    assert counts == {"smoke": 3 * (3 + 6 * 3 + 3), "tiny": 16, "paper": 9 + 45, "synthetic-8b": 9 + 45, "block-ablation": 2 + 12}
 
 
 def test_planner_skips_runs_predicted_not_to_fit_when_asked() -> None:
