@@ -29,7 +29,9 @@ def test_llada_graph_variant_gives_the_eager_variants_tokens_and_records_its_cap
     result = worker.run(run_config("llada", controls=QUICK, llada_impl=impl), sweep="s", run_id="dual-graph")
     assert result.status == RunStatus.OK, result.traceback
     assert result.preparation_s is not None and result.preparation_s > 0
-    assert len(result.samples.warmup_latency_s) == 2 and max(result.samples.latency_e2e_s) < result.preparation_s
+    # the capture ran in the warm-ups (a capture in a timed repetition fails the run: Preparation.frozen); how long it
+    # took depends on inductor's cache, warm or cold, so it is not compared with a repetition's latency
+    assert len(result.samples.warmup_latency_s) == 2
     assert result.environment.forward_capture == "inductor" and result.environment.kv_cache == "dual"
     assert eager.environment.forward_capture is None and eager.preparation_s is None
     assert [g.token_ids for g in result.generations] == [g.token_ids for g in eager.generations]
