@@ -39,19 +39,16 @@ class Engine(BaseModel):
     name: EngineName
     title: str  # how the report names it
     families: tuple[str, ...]  # registry archs it runs
-    # What a diffusion family's step runs in this engine (the report's words for the variant).
-    diffusion_forward: str
     needs_checkpoint: bool  # runs converted checkpoints only (synthetic weights exist as torch tensors only)
 
 
 ENGINES: dict[str, Engine] = {
     PYTORCH: Engine(
         name=PYTORCH, title="PyTorch", families=("llama", "llada", "qwen2", "dream", "fast_dllm_v2"),
-        diffusion_forward="transformers' model, eager or captured", needs_checkpoint=False,
+        needs_checkpoint=False,
     ),
     LLAMA_CPP: Engine(
         name=LLAMA_CPP, title="llama.cpp", families=("llama", "llada"),
-        diffusion_forward="llama.cpp's forward with non-causal attention, driven by this package's sampler",
         needs_checkpoint=True,
     ),
 }

@@ -49,9 +49,7 @@ def check_on_this_machine(spec: ExperimentSpec) -> str | None:
 
 def _check_engines(spec: ExperimentSpec) -> str | None:
     """Every engine a variant of the spec names is installed here (llama.cpp is built by `just engine`)."""
-    impls = [*(spec.grid.llama.impl if spec.grid.llama else []), *(spec.grid.llada.impl if spec.grid.llada else []),
-             *(impl for m in spec.models if m.llada is not None for impl in m.llada.impl)]
-    for name in dict.fromkeys(impl.engine for impl in impls):
+    for name in dict.fromkeys(impl.engine for m in spec.models for impl in spec.impls(m)):
         problem = engine_missing(name)
         if problem:
             return f"grid: {problem}"

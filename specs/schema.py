@@ -104,7 +104,7 @@ class ExperimentSpec(Frozen):
                 )
             field = f"models.{index}.{axes_field}" if own is not None else f"grid.{axes_field}"
             llada, dream = self.llada_axes(m), self.dream_axes(m)
-            check_engines(f"{field}.impl", m, self._impls(m), self.controls.temperature)
+            check_engines(f"{field}.impl", m, self.impls(m), self.controls.temperature)
             if self.block_diffusion_axes(m) is not None:
                 check_block_diffusion(field, index, self.controls, self.grid.batch_sizes)
             for pair in self.grid.length_pairs():
@@ -175,7 +175,7 @@ class ExperimentSpec(Frozen):
         safe = re.sub(r"[^A-Za-z0-9._-]", "-", evaluator.strip("/"))[-64:].lstrip("-.") or "evaluator"
         return ModelSpec(name=safe, arch="llama", source=CheckpointSource(checkpoint=evaluator))
 
-    def _impls(self, model: ModelSpec) -> list[LladaImpl | LlamaImpl]:
+    def impls(self, model: ModelSpec) -> list[LladaImpl | LlamaImpl]:
         """The LLaDA or autoregressive implementation variants that apply to a model (none for other samplers)."""
         llada = self.llada_axes(model)
         if llada is not None:

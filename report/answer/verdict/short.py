@@ -46,6 +46,7 @@ from report.answer.verdict.full import (
     who_is_faster,
 )
 from report.answer.verdict.sure import brief_sure
+from report.table.flat import EAGER
 from specs.engines import LLAMA_CPP, engine
 
 __all__ = ["NO_PAIRING", "ONLY_VANILLA", "ONLY_VANILLA_BRIEF", "verdict", "verdict_text"]
@@ -104,7 +105,7 @@ def _pair_sentences(mine: list[Pairing], pair: Pair, t: Sides, only_vanilla: boo
 def _engine_would_answer(mine: list[Pairing], pair: Pair) -> bool:
     """Whether llama.cpp runs both families of a pair whose autoregressive side ran only eager PyTorch here."""
     families = engine(LLAMA_CPP).families
-    eager = all(q.llama_execution == "eager" for p in mine for q in p.speedups)
+    eager = all(q.llama_execution == EAGER for p in mine for q in p.speedups)
     return eager and pair.ar_arch in families and pair.dllm_arch in families
 
 
